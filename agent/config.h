@@ -1,0 +1,44 @@
+/*
+ * config: the agent's settings, a fixed table of named values.
+ *
+ * Names are dotted ("query.max_rows").  Every setting has a default, a
+ * one-line doc and a parser that validates a new value.  Sources, later
+ * ones winning: defaults; the environment (PROBING_<NAME> with dots and
+ * letters upper-cased to '_', e.g. PROBING_QUERY_MAX_ROWS, plus the
+ * shorthands PROBING_PORT and PROBING_LISTEN); probing.init(...) and
+ * `probing config k=v` at run time.
+ *
+ * Threads: all functions are safe from any thread (one mutex); readers get
+ * copies.  Not async-signal-safe.
+ */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_VALUE_MAX 256
+
+/* Loads the environment over the defaults.  Bad values in the environment
+ * are reported through err (first one) but do not stop the others. */
+int config_load_env(char *err, size_t errlen);
+
+/* Sets name to value (text).  Returns 0, -ENOENT (unknown name), -EINVAL
+ * (bad value, reason in err) or -EPERM (read-only). */
+int config_set(const char *name, const char *value, char *err, size_t errlen);
+
+/* Copies the current text of name into out.  Returns 0 or -ENOENT. */
+int config_get(const char *name, char *out, size_t outlen);
+
+/* Typed readers for the agent's own use; return the default when unset. */
+int64_t config_int(const char *name);
+int config_bool(const char *name);
+
+/* Iterates: for i from 0 while config_entry(i, ...) == 0. */
+int config_entry(size_t i, const char **name, char *value, size_t valuelen,
+		 const char **doc);
+
+/* Sets a read-only informational value (e.g. "agent.address"). */
+void config_set_info(const char *name, const char *value);
+
+#endif

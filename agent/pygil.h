@@ -1,0 +1,61 @@
+/*
+ * pygil: run a function with the GIL held, without ever waiting for the GIL
+ * longer than a deadline.
+ *
+ * A small pool of GIL threads (agent-owned, signals blocked) takes calls
+ * from a bounded queue; each thread blocks in PyGILState_Ensure() on the
+ * caller's behalf while the caller waits on a condition variable with a
+ * timeout.  When the GIL does not come in time the call is abandoned: the
+ * caller gets -ETIMEDOUT and the function never runs (the GIL thread drops
+ * it when it finally gets the GIL).  Once the function started, the caller
+ * waits for it to end; a run deadline makes the GIL thread's code raise
+ * KeyboardInterrupt (PyThreadState_SetAsyncExc from another GIL thread), so
+ * a Python loop in user code (eval, a __repr__) cannot hold it forever.
+ * Code blocked in C cannot be interrupted: the caller then waits until the
+ * hard limit and gets -ETIMEDOUT with the call left to finish on its own.
+ *
+ * Threads: any thread except a GIL thread may call pygil_run (a GIL
+ * thread calling it would deadlock against itself and gets -EDEADLK).
+ */
+#ifndef PYGIL_H
+#define PYGIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PYGIL_THREADS 3
+#define PYGIL_QUEUE_MAX 64
+
+typedef void (*pygil_fn)(void *arg);
+
+struct pygil_limits {
+	int start_ms;   /* wait at most this for the GIL (0 = 1000) */
+	int run_ms;     /* then interrupt the function after this (0 = never) */
+	int hard_ms;    /* give up waiting for it after this (0 = run_ms + 2000,
+			   or never when run_ms is 0) */
+	volatile int *cancel; /* optional: when it becomes non-zero the call is
+				 interrupted as if run_ms passed */
+};
+
+/* Starts the GIL threads.  Python must be initialised.  Idempotent. */
+int pygil_start(char *err, size_t errlen);
+
+/* Stops accepting calls, interrupts running ones and joins the threads
+ * that are not stuck (those stuck in C are detached).  Called at exit. */
+void pygil_stop(void);
+
+/*
+ * Runs fn(arg) on a GIL thread with the GIL held.
+ * Returns 0 when fn ran to the end; -ETIMEDOUT when the GIL did not come
+ * within start_ms (fn did not run) or fn passed hard_ms (it goes on; arg
+ * must then stay valid: pass heap memory fn frees itself, or use
+ * pygil_run_owned); -EAGAIN when the queue is full; -ESHUTDOWN after stop.
+ * *interrupted is set when the run deadline or cancel interrupted fn.
+ */
+int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
+	      int *interrupted);
+
+/* Is the calling thread one of the GIL threads? */
+int pygil_is_gil_thread(void);
+
+#endif

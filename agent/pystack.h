@@ -1,0 +1,86 @@
+/*
+ * pystack: the Python stacks of every thread, as plain C data.
+ *
+ * Two ways to take them:
+ *  - pystack_take_gil(): the caller holds the GIL.  Public C API; thread
+ *    names from `threading`; locals with bounded repr (a repr that raises is
+ *    shown as "<repr failed: Type: msg>"; one that runs long is stopped by
+ *    pygil's run deadline, see pygil.h).
+ *  - pystack_take_nogil(): any thread, GIL not needed (the GIL may be held
+ *    by a thread stuck in C).  Reads interpreter memory through
+ *    process_vm_readv on our own pid, so a frame freed under us yields an
+ *    error, never a crash (py-spy's approach, faulthandler's data).  No
+ *    locals; names from /proc/self/task/<tid>/comm.  CPython 3.11 internals
+ *    live only in pyframes.c, the version-specific layer.
+ *
+ * Strings in the result are owned by it; free with pystack_release().
+ */
+#ifndef PYSTACK_H
+#define PYSTACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PYSTACK_DEPTH_MAX 512      /* frames per thread kept, innermost first */
+#define PYSTACK_THREADS_MAX 4096
+#define PYSTACK_REPR_DEFAULT 200   /* chars of one local's repr */
+#define PYSTACK_LOCALS_MAX 256     /* locals per frame */
+
+struct pystack_var {
+	char *name;
+	char *type;   /* type name, e.g. "int", "Tensor" */
+	char *value;  /* bounded repr */
+};
+
+struct pystack_frame {
+	char *func;       /* qualified name when known (co_qualname) */
+	char *file;
+	int lineno;
+	struct pystack_var *locals;  /* NULL unless asked for */
+	size_t nlocals;
+};
+
+struct pystack_thread {
+	uint64_t thread_id;   /* threading.get_ident() */
+	long native_id;       /* kernel tid */
+	char *name;
+	int daemon;           /* -1 unknown */
+	int holds_gil;
+	int is_main;
+	char state[16];       /* "running", "sleeping", "disk", "stopped", "unknown" */
+	struct pystack_frame *frames;  /* innermost first */
+	size_t nframes;
+	int truncated;        /* deeper than max_depth */
+};
+
+struct pystack {
+	struct pystack_thread *threads;
+	size_t nthreads;
+	int with_gil;            /* taken with the GIL (names, locals) */
+};
+
+struct pystack_opts {
+	int locals;              /* collect locals (GIL path only) */
+	size_t max_depth;        /* 0 = PYSTACK_DEPTH_MAX */
+	size_t repr_max;         /* 0 = PYSTACK_REPR_DEFAULT */
+	const uint64_t *threads; /* only these thread_ids (NULL = all) */
+	size_t nthreads;
+};
+
+/* Caller holds the GIL.  Returns 0 or -ENOMEM (err filled). */
+int pystack_take_gil(struct pystack *out, const struct pystack_opts *o,
+		     char *err, size_t errlen);
+
+/* Any thread, no GIL.  Returns 0, -ENOMEM, or -ENOENT when Python is not
+ * initialised; threads whose frames could not be read come back with
+ * nframes 0 and state "unknown". */
+int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
+		       char *err, size_t errlen);
+
+/* The thread_id (ident) and native id of the thread holding the GIL right
+ * now, read without the GIL; 0 when none or unknown. */
+uint64_t pystack_gil_holder(long *native_id);
+
+void pystack_release(struct pystack *s);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * dap_client: a blocking DAP client, for the CLI and tests.
+ *
+ * One connection, one thread.  Requests are numbered from 1.  Events that
+ * arrive while waiting for a response go to the event callback (or are
+ * dropped when there is none); responses to other requests are dropped.
+ */
+#ifndef DAP_CLIENT_H
+#define DAP_CLIENT_H
+
+#include <stdint.h>
+#include "dap_addr.h"
+#include "dap_msg.h"
+
+struct dap_client;
+
+typedef void (*dap_event_cb)(const struct dap_message *ev, void *arg);
+
+/* Error codes beyond dap_frame's, all negative. */
+enum {
+	DAP_ECONNREFUSED = -1100, /* nothing listens at the address */
+	DAP_ETIMEDOUT = -1101,    /* no answer in time */
+	DAP_ECLOSED = -1102,      /* the agent closed the connection */
+};
+
+/*
+ * Connects to addr within timeout_ms.  Returns 0 and a new client in *out,
+ * or DAP_ECONNREFUSED, DAP_ETIMEDOUT or -errno with a message in err.
+ */
+int dap_client_connect(const struct dap_addr *addr, int timeout_ms,
+		       struct dap_client **out, char *err, size_t errlen);
+
+void dap_client_free(struct dap_client *c);
+
+void dap_client_on_event(struct dap_client *c, dap_event_cb cb, void *arg);
+
+/* Sends a request without waiting; takes ownership of args.  Returns its
+ * seq (> 0) or a negative error. */
+int64_t dap_client_send(struct dap_client *c, const char *command, cJSON *args,
+			char *err, size_t errlen);
+
+/*
+ * Waits for the response to seq for at most timeout_ms (< 0: forever).
+ * Returns 0 and the response in *resp (caller frees; check ->success), or
+ * a negative error with a message in err.
+ */
+int dap_client_wait(struct dap_client *c, int64_t seq, int timeout_ms,
+		    struct dap_message **resp, char *err, size_t errlen);
+
+/* dap_client_send + dap_client_wait. */
+int dap_client_request(struct dap_client *c, const char *command, cJSON *args,
+		       int timeout_ms, struct dap_message **resp, char *err,
+		       size_t errlen);
+
+/* Sends raw bytes (already framed) — for the stdio bridge and fuzz tests. */
+int dap_client_write_raw(struct dap_client *c, const char *data, size_t len);
+
+/* The socket, for poll() in the stdio bridge and the REPL. */
+int dap_client_fd(const struct dap_client *c);
+
+/*
+ * Reads whatever is available (blocking up to timeout_ms) and returns the
+ * next whole message in *msg (caller frees), 0 with *msg NULL on timeout,
+ * or a negative error.  For the bridge, which forwards every message.
+ */
+int dap_client_read(struct dap_client *c, int timeout_ms,
+		    struct dap_message **msg, char **raw, size_t *rawlen,
+		    char *err, size_t errlen);
+
+#endif
