@@ -34,13 +34,29 @@ struct livetab {
 };
 
 /* Starts a new row; values are then appended left to right.  A row with
- * fewer values than columns reads NULL for the rest.  Each returns 0 or
- * -ENOMEM (and past LIVETAB_ROWS_MAX rows, -E2BIG). */
+ * fewer values than columns reads NULL for the rest; values past the last
+ * column are ignored.  Each returns 0 or -ENOMEM (and past LIVETAB_ROWS_MAX
+ * rows or LIVETAB_BYTES_MAX bytes, -E2BIG; a value before the first
+ * livetab_rows_begin, -EINVAL).  A failure is sticky: the rows are then
+ * poisoned and the query fails with that error whatever snapshot returns,
+ * so a provider may stop at the first error and return it. */
 #define LIVETAB_ROWS_MAX 1000000
+#define LIVETAB_BYTES_MAX ((size_t)256 << 20)
 int livetab_rows_begin(struct livetab_rows *rows);
 int livetab_rows_int(struct livetab_rows *rows, int64_t v);
 int livetab_rows_real(struct livetab_rows *rows, double v);
 int livetab_rows_text(struct livetab_rows *rows, const char *s); /* copied; NULL = SQL NULL */
 int livetab_rows_null(struct livetab_rows *rows);
+
+/*
+ * For store.c: registers tab's module (named "livetab_<schema>_<name>",
+ * with tab and ctx as its client data) on db and runs CREATE VIRTUAL TABLE
+ * "<schema>"."<name>".  tab must outlive db.  The caller holds db's mutex
+ * or is its only user.  Returns 0, -ENOMEM, or -EINVAL with SQLite's
+ * message in err.
+ */
+struct sqlite3;
+int livetab_register(struct sqlite3 *db, const struct livetab *tab, void *ctx,
+		     char *err, size_t errlen);
 
 #endif

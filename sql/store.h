@@ -51,15 +51,20 @@ struct store_result {
 	double elapsed_ms;
 };
 
+/* Limits of one query; values past the hard maxima are clamped to them. */
 struct store_limits {
-	size_t max_rows;     /* 0 = default 10000 */
-	int timeout_ms;      /* 0 = default 5000; the progress handler stops it */
-	size_t max_bytes;    /* 0 = default 64 MiB of text/blob in the result */
+	size_t max_rows;     /* 0 = default 10000; at most 1000000 */
+	int timeout_ms;      /* <= 0 = default 5000; at most 600000; the
+			      * progress handler stops it */
+	size_t max_bytes;    /* 0 = default 64 MiB; at most 1 GiB: text/blob
+			      * bytes (+1 per TEXT/BLOB for the NUL) plus
+			      * sizeof(struct store_value) per cell */
 };
 
 /* Opens the database and attaches the schemas.  Returns 0 and a new store,
  * or -errno / STORE_ESQL with err. */
 int store_new(struct store **out, char *err, size_t errlen);
+/* Closes the database.  No other thread may be using st.  NULL is a no-op. */
 void store_free(struct store *st);
 
 /*
@@ -71,23 +76,34 @@ int store_add_livetab(struct store *st, const struct livetab *tab, void *ctx,
 		      char *err, size_t errlen);
 
 /*
- * Runs one SQL statement (a trailing ';' and whitespace allowed; a second
- * statement is an error).  Fills res (caller releases with
+ * Runs one SQL statement (a trailing ';', whitespace and comments allowed; a
+ * second statement is an error).  Fills res (caller releases with
  * store_result_release, also after failure).  Returns 0, STORE_ESQL with
- * SQLite's message, STORE_ETIMEOUT, STORE_EFULL, or -ENOMEM.
+ * SQLite's message, STORE_ETIMEOUT, STORE_EFULL, or -ENOMEM.  After
+ * STORE_ETIMEOUT or STORE_EFULL, res holds the columns and the whole rows
+ * collected before the cap, with truncated = 1.
+ *
+ * Queries may read everything and write in schemas main and temp (scratch
+ * space for analysis).  Refused with a message: ATTACH, DETACH, writes and
+ * DDL in the built-in schemas, triggers, BEGIN/COMMIT/SAVEPOINT, PRAGMAs
+ * that set a value, load_extension().  The whole query, snapshots
+ * included, holds the database mutex: other threads' calls wait.
  */
 int store_query(struct store *st, const char *sql,
 		const struct store_limits *lim, struct store_result *res,
 		char *err, size_t errlen);
 
 /* Runs SQL with no result (schema set-up, inserts by recorders).  Several
- * statements allowed. */
+ * statements allowed; trusted: no time cap and none of store_query's
+ * refusals.  Returns 0 or STORE_ESQL with SQLite's message. */
 int store_exec(struct store *st, const char *sql, char *err, size_t errlen);
 
-/* Registers a recorded (ordinary) table in the catalog, probing.tables. */
+/* Registers a recorded (ordinary) table in the catalog, probing.tables.
+ * kind NULL means "recorded"; doc may be NULL.  Returns 0 or STORE_ESQL. */
 int store_catalog_add(struct store *st, const char *schema, const char *name,
 		      const char *kind, const char *doc);
 
+/* Frees what res holds and zeroes it; safe to call twice. */
 void store_result_release(struct store_result *res);
 
 const char *store_type_name(enum store_type t);

@@ -1,0 +1,654 @@
+/*
+ * store: the agent's SQLite database (see store.h).
+ *
+ * Locking: the connection is opened in serialized mode; store_query,
+ * store_exec, store_add_livetab and store_catalog_add hold the connection's
+ * (recursive) mutex for their whole run, so the per-query state the progress
+ * handler and the authorizer read (struct store.q) belongs to exactly one
+ * call at a time.
+ */
+#include "store.h"
+#include "livetab.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#define DEFAULT_ROWS 10000
+#define MAX_ROWS 1000000
+#define DEFAULT_TIMEOUT_MS 5000
+#define MAX_TIMEOUT_MS 600000
+#define DEFAULT_BYTES ((size_t)64 << 20)
+#define MAX_BYTES ((size_t)1 << 30)
+#define PROGRESS_OPS 1000
+#define VALUE_MAX (64 << 20)  /* SQLITE_LIMIT_LENGTH */
+#define SCRATCH_PAGES "65536" /* main and temp: 256 MiB of 4 KiB pages */
+
+static const char *const builtin_schemas[] = {"python", "process", "profile",
+					      "probing"};
+
+/* The state of the running call; valid while the db mutex is held. */
+struct query_state {
+	int restricted;	    /* store_query: apply the authorizer's rules */
+	const char *denied; /* why the authorizer said no, or NULL */
+	double deadline;    /* CLOCK_MONOTONIC ms; 0 = none */
+	int timed_out;
+};
+
+struct store {
+	sqlite3 *db;
+	struct query_state q;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int progress_cb(void *arg)
+{
+	struct query_state *q = arg;
+
+	if (q->deadline > 0 && now_ms() >= q->deadline) {
+		q->timed_out = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int is_builtin(const char *schema)
+{
+	if (!schema)
+		return 0;
+	for (size_t i = 0;
+	     i < sizeof(builtin_schemas) / sizeof(*builtin_schemas); i++)
+		if (sqlite3_stricmp(schema, builtin_schemas[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* PRAGMAs that take an argument yet only read. */
+static int pragma_reads(const char *name)
+{
+	static const char *const ok[] = {
+		"table_info",	     "table_xinfo",	"index_info",
+		"index_xinfo",	     "index_list",	"foreign_key_list",
+		"table_list",	     "integrity_check", "quick_check",
+		"foreign_key_check",
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++)
+		if (sqlite3_stricmp(name, ok[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The rules of store_query (store.h); store_exec is trusted.  Reasons are
+ * kept so the error says more than SQLite's "not authorized".
+ */
+static int authorizer(void *arg, int action, const char *a3, const char *a4,
+		      const char *dbname, const char *inner)
+{
+	struct query_state *q = arg;
+	const char *why = NULL;
+
+	(void)inner;
+	if (!q->restricted)
+		return SQLITE_OK;
+	switch (action) {
+	case SQLITE_ATTACH:
+		why = "ATTACH is not allowed in queries";
+		break;
+	case SQLITE_DETACH:
+		why = "DETACH is not allowed in queries";
+		break;
+	case SQLITE_TRANSACTION:
+	case SQLITE_SAVEPOINT:
+		why = "transactions are not allowed in queries "
+		      "(each query commits on its own)";
+		break;
+	case SQLITE_CREATE_TRIGGER:
+	case SQLITE_CREATE_TEMP_TRIGGER:
+		why = "triggers are not allowed";
+		break;
+	case SQLITE_FUNCTION:
+		if (a4 && sqlite3_stricmp(a4, "load_extension") == 0)
+			why = "load_extension() is not allowed";
+		break;
+	case SQLITE_PRAGMA:
+		if (a4 && !pragma_reads(a3))
+			why = "PRAGMAs that set a value are not allowed in "
+			      "queries";
+		break;
+	case SQLITE_INSERT:
+	case SQLITE_UPDATE:
+	case SQLITE_DELETE:
+	case SQLITE_CREATE_INDEX:
+	case SQLITE_CREATE_TABLE:
+	case SQLITE_CREATE_VIEW:
+	case SQLITE_CREATE_VTABLE:
+	case SQLITE_DROP_INDEX:
+	case SQLITE_DROP_TABLE:
+	case SQLITE_DROP_VIEW:
+	case SQLITE_DROP_VTABLE:
+	case SQLITE_DROP_TRIGGER:
+	case SQLITE_ALTER_TABLE:
+		/* ALTER TABLE passes its schema as a3; the others as dbname. */
+		if (is_builtin(dbname) ||
+		    (action == SQLITE_ALTER_TABLE && is_builtin(a3)))
+			why = "the built-in schemas (python, process, profile, "
+			      "probing) are read-only; write in main or temp";
+		break;
+	default:
+		break;
+	}
+	if (why) {
+		q->denied = why;
+		return SQLITE_DENY;
+	}
+	return SQLITE_OK;
+}
+
+static int exec_locked(struct store *st, const char *sql, char *err,
+		       size_t errlen)
+{
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+		return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+	}
+	return 0;
+}
+
+static int catalog_add_locked(struct store *st, const char *schema,
+			      const char *name, const char *kind,
+			      const char *doc, char *err, size_t errlen)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(
+		st->db,
+		"INSERT INTO probing.tables(schema, name, kind, "
+		"doc) VALUES (?1, ?2, ?3, ?4)",
+		-1, &stmt, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(stmt, 1, schema, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stmt, 2, name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stmt, 3, kind ? kind : "recorded", -1,
+				  SQLITE_STATIC);
+		sqlite3_bind_text(stmt, 4, doc, -1, SQLITE_STATIC);
+		rc = sqlite3_step(stmt);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	if (rc != SQLITE_OK)
+		set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+	sqlite3_finalize(stmt);
+	if (rc == SQLITE_NOMEM)
+		return -ENOMEM;
+	return rc == SQLITE_OK ? 0 : STORE_ESQL;
+}
+
+int store_new(struct store **out, char *err, size_t errlen)
+{
+	struct store *st;
+	int rc;
+
+	*out = NULL;
+	if (!sqlite3_threadsafe()) {
+		set_err(err, errlen, "SQLite was built without thread safety");
+		return STORE_ESQL;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		set_err(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = sqlite3_open_v2(":memory:", &st->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+				     SQLITE_OPEN_FULLMUTEX,
+			     NULL);
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, "%s",
+			st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		rc = rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+		goto fail;
+	}
+	if (!sqlite3_db_mutex(st->db)) {
+		/* Someone set SQLITE_CONFIG_SINGLETHREAD in this process. */
+		set_err(err, errlen, "SQLite is in single-thread mode");
+		rc = STORE_ESQL;
+		goto fail;
+	}
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0,
+			  NULL);
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, VALUE_MAX);
+	rc = exec_locked(st,
+			 "PRAGMA temp_store = MEMORY;"
+			 "PRAGMA main.max_page_count = " SCRATCH_PAGES ";"
+			 "PRAGMA temp.max_page_count = " SCRATCH_PAGES ";"
+			 "ATTACH ':memory:' AS python;"
+			 "ATTACH ':memory:' AS process;"
+			 "ATTACH ':memory:' AS profile;"
+			 "ATTACH ':memory:' AS probing;"
+			 "CREATE TABLE probing.tables(schema TEXT, name TEXT, "
+			 "kind TEXT, doc TEXT);",
+			 err, errlen);
+	if (rc)
+		goto fail;
+	rc = catalog_add_locked(st, "probing", "tables", "catalog",
+				"every table Probing provides", err, errlen);
+	if (rc)
+		goto fail;
+	sqlite3_set_authorizer(st->db, authorizer, &st->q);
+	*out = st;
+	return 0;
+fail:
+	sqlite3_close_v2(st->db);
+	free(st);
+	return rc;
+}
+
+void store_free(struct store *st)
+{
+	if (!st)
+		return;
+	sqlite3_close_v2(st->db);
+	free(st);
+}
+
+int store_add_livetab(struct store *st, const struct livetab *tab, void *ctx,
+		      char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	int saved, rc;
+
+	if (!tab || !tab->schema || !tab->name) {
+		set_err(err, errlen, "livetab: incomplete table description");
+		return -EINVAL;
+	}
+	sqlite3_mutex_enter(mu);
+	saved = st->q.restricted;
+	st->q.restricted = 0;
+	/* Registering again would replace the module of the existing table. */
+	if (sqlite3_table_column_metadata(st->db, tab->schema, tab->name, NULL,
+					  NULL, NULL, NULL, NULL,
+					  NULL) == SQLITE_OK) {
+		set_err(err, errlen, "table %s.%s already exists", tab->schema,
+			tab->name);
+		rc = STORE_ESQL;
+		goto out;
+	}
+	rc = livetab_register(st->db, tab, ctx, err, errlen);
+	if (rc) {
+		if (rc == -EINVAL)
+			rc = STORE_ESQL;
+		goto out;
+	}
+	rc = catalog_add_locked(st, tab->schema, tab->name, "live", tab->doc,
+				err, errlen);
+	if (rc) {
+		char *sql = sqlite3_mprintf("DROP TABLE \"%w\".\"%w\"",
+					    tab->schema, tab->name);
+
+		if (sql)
+			sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+		sqlite3_free(sql);
+	}
+out:
+	st->q.restricted = saved;
+	sqlite3_mutex_leave(mu);
+	return rc;
+}
+
+int store_exec(struct store *st, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	int saved, rc;
+
+	sqlite3_mutex_enter(mu);
+	saved = st->q.restricted; /* a snapshot may call in mid-query */
+	st->q.restricted = 0;
+	rc = exec_locked(st, sql, err, errlen);
+	st->q.restricted = saved;
+	sqlite3_mutex_leave(mu);
+	return rc;
+}
+
+int store_catalog_add(struct store *st, const char *schema, const char *name,
+		      const char *kind, const char *doc)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	int rc;
+
+	if (!schema || !name)
+		return STORE_ESQL;
+	sqlite3_mutex_enter(mu);
+	rc = catalog_add_locked(st, schema, name, kind, doc, NULL, 0);
+	sqlite3_mutex_leave(mu);
+	return rc;
+}
+
+const char *store_type_name(enum store_type t)
+{
+	switch (t) {
+	case STORE_NULL:
+		return "NULL";
+	case STORE_INT:
+		return "INTEGER";
+	case STORE_REAL:
+		return "REAL";
+	case STORE_TEXT:
+		return "TEXT";
+	case STORE_BLOB:
+		return "BLOB";
+	}
+	return "?";
+}
+
+static void value_release(struct store_value *v)
+{
+	if (v->type == STORE_TEXT || v->type == STORE_BLOB)
+		free(v->u.s.p);
+	v->type = STORE_NULL;
+}
+
+void store_result_release(struct store_result *res)
+{
+	if (!res)
+		return;
+	for (size_t i = 0; i < res->ncols; i++) {
+		free(res->cols[i].name);
+		free(res->cols[i].decltype);
+	}
+	free(res->cols);
+	for (size_t i = 0; i < res->nrows * res->ncols; i++)
+		value_release(&res->cells[i]);
+	free(res->cells);
+	memset(res, 0, sizeof(*res));
+}
+
+/* Skips whitespace, ';' and comments; true when nothing else is left. */
+static int only_trailer(const char *p)
+{
+	while (*p) {
+		if (*p == ';' || *p == ' ' || *p == '\t' || *p == '\n' ||
+		    *p == '\r' || *p == '\f' || *p == '\v') {
+			p++;
+		} else if (p[0] == '-' && p[1] == '-') {
+			while (*p && *p != '\n')
+				p++;
+		} else if (p[0] == '/' && p[1] == '*') {
+			const char *e = strstr(p + 2, "*/");
+
+			if (!e)
+				return 1; /* SQLite too ends a comment at EOF */
+			p = e + 2;
+		} else {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+static int take_columns(sqlite3_stmt *stmt, struct store_result *res)
+{
+	int n = sqlite3_column_count(stmt);
+
+	if (n <= 0)
+		return 0;
+	res->cols = calloc((size_t)n, sizeof(*res->cols));
+	if (!res->cols)
+		return -ENOMEM;
+	res->ncols = (size_t)n;
+	for (int i = 0; i < n; i++) {
+		res->cols[i].name = dup_or_empty(sqlite3_column_name(stmt, i));
+		res->cols[i].decltype =
+			dup_or_empty(sqlite3_column_decltype(stmt, i));
+		if (!res->cols[i].name || !res->cols[i].decltype)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Copies the current row into res; *bytes counts what the result holds.
+ * A row that fails is not added. */
+static int take_row(sqlite3_stmt *stmt, struct store_result *res,
+		    size_t *capcells, size_t *bytes, size_t max_bytes)
+{
+	size_t n = res->ncols, base = res->nrows * n;
+	size_t need = base + n;
+	int rc = 0;
+
+	if (n == 0) {
+		res->nrows++;
+		return 0;
+	}
+	if (*bytes + n * sizeof(struct store_value) > max_bytes)
+		return STORE_EFULL;
+	*bytes += n * sizeof(struct store_value);
+	if (need > *capcells) {
+		size_t ncap = *capcells ? *capcells * 2 : 64 * n;
+		struct store_value *p;
+
+		if (ncap < need)
+			ncap = need;
+		p = realloc(res->cells, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		res->cells = p;
+		*capcells = ncap;
+	}
+	memset(&res->cells[base], 0, n * sizeof(*res->cells));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct store_value *v = &res->cells[base + i];
+		int t = sqlite3_column_type(stmt, (int)i);
+		const void *src;
+		size_t len;
+
+		switch (t) {
+		case SQLITE_INTEGER:
+			v->type = STORE_INT;
+			v->u.i = sqlite3_column_int64(stmt, (int)i);
+			break;
+		case SQLITE_FLOAT:
+			v->type = STORE_REAL;
+			v->u.d = sqlite3_column_double(stmt, (int)i);
+			break;
+		case SQLITE_TEXT:
+		case SQLITE_BLOB:
+			src = t == SQLITE_TEXT
+				      ? (const void *)sqlite3_column_text(
+						stmt, (int)i)
+				      : sqlite3_column_blob(stmt, (int)i);
+			len = (size_t)sqlite3_column_bytes(stmt, (int)i);
+			if (!src && (t == SQLITE_TEXT || len > 0)) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (*bytes + len + 1 > max_bytes) {
+				rc = STORE_EFULL;
+				break;
+			}
+			v->u.s.p = malloc(len + 1);
+			if (!v->u.s.p) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (len)
+				memcpy(v->u.s.p, src, len);
+			v->u.s.p[len] = '\0';
+			v->u.s.len = len;
+			v->type = t == SQLITE_TEXT ? STORE_TEXT : STORE_BLOB;
+			*bytes += len + 1;
+			break;
+		default:
+			v->type = STORE_NULL;
+			break;
+		}
+	}
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			value_release(&res->cells[base + i]);
+		return rc;
+	}
+	res->nrows++;
+	return 0;
+}
+
+static int query_locked(struct store *st, const char *sql,
+			const struct store_limits *lim,
+			struct store_result *res, char *err, size_t errlen)
+{
+	size_t max_rows = lim && lim->max_rows ? lim->max_rows : DEFAULT_ROWS;
+	size_t max_bytes =
+		lim && lim->max_bytes ? lim->max_bytes : DEFAULT_BYTES;
+	int timeout = lim && lim->timeout_ms > 0 ? lim->timeout_ms
+						 : DEFAULT_TIMEOUT_MS;
+	sqlite3_stmt *stmt = NULL;
+	const char *tail = NULL;
+	size_t capcells = 0, bytes = 0;
+	int rc, src;
+
+	if (max_rows > MAX_ROWS)
+		max_rows = MAX_ROWS;
+	if (max_bytes > MAX_BYTES)
+		max_bytes = MAX_BYTES;
+	if (timeout > MAX_TIMEOUT_MS)
+		timeout = MAX_TIMEOUT_MS;
+
+	src = sqlite3_prepare_v2(st->db, sql, -1, &stmt, &tail);
+	if (src != SQLITE_OK) {
+		if (src == SQLITE_AUTH && st->q.denied)
+			set_err(err, errlen, "not authorized: %s",
+				st->q.denied);
+		else if (st->q.timed_out)
+			goto timeout;
+		else
+			set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+		return src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+	}
+	if (!stmt) {
+		set_err(err, errlen, "empty statement");
+		return STORE_ESQL;
+	}
+	if (tail && !only_trailer(tail)) {
+		set_err(err, errlen, "only one statement allowed");
+		rc = STORE_ESQL;
+		goto out;
+	}
+	rc = take_columns(stmt, res);
+	if (rc)
+		goto nomem;
+	for (;;) {
+		src = sqlite3_step(stmt);
+		if (src != SQLITE_ROW)
+			break;
+		if (res->nrows >= max_rows) {
+			res->truncated = 1;
+			src = SQLITE_DONE;
+			break;
+		}
+		rc = take_row(stmt, res, &capcells, &bytes, max_bytes);
+		if (rc == STORE_EFULL) {
+			res->truncated = 1;
+			set_err(err, errlen,
+				"result larger than %zu bytes; "
+				"select fewer rows or columns",
+				max_bytes);
+			goto out;
+		}
+		if (rc)
+			goto nomem;
+	}
+	if (src != SQLITE_DONE) {
+		if (st->q.timed_out)
+			goto timeout;
+		if (src == SQLITE_AUTH && st->q.denied) /* VACUUM INTO */
+			set_err(err, errlen, "not authorized: %s",
+				st->q.denied);
+		else
+			set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+		rc = src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+		goto out;
+	}
+	rc = 0;
+	goto out;
+timeout:
+	res->truncated = 1;
+	set_err(err, errlen, "query stopped after %d ms", timeout);
+	rc = STORE_ETIMEOUT;
+	goto out;
+nomem:
+	set_err(err, errlen, "out of memory");
+	rc = -ENOMEM;
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int store_query(struct store *st, const char *sql,
+		const struct store_limits *lim, struct store_result *res,
+		char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	struct query_state saved;
+	double start;
+	int timeout = lim && lim->timeout_ms > 0 ? lim->timeout_ms
+						 : DEFAULT_TIMEOUT_MS;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if (!sql) {
+		set_err(err, errlen, "no SQL");
+		return STORE_ESQL;
+	}
+	if (timeout > MAX_TIMEOUT_MS)
+		timeout = MAX_TIMEOUT_MS;
+	sqlite3_mutex_enter(mu);
+	saved = st->q;
+	start = now_ms();
+	st->q.restricted = 1;
+	st->q.denied = NULL;
+	st->q.timed_out = 0;
+	st->q.deadline = start + timeout;
+	sqlite3_progress_handler(st->db, PROGRESS_OPS, progress_cb, &st->q);
+	rc = query_locked(st, sql, lim, res, err, errlen);
+	if (saved.deadline > 0) /* nested in an outer query's snapshot */
+		sqlite3_progress_handler(st->db, PROGRESS_OPS, progress_cb,
+					 &st->q);
+	else
+		sqlite3_progress_handler(st->db, 0, NULL, NULL);
+	st->q = saved;
+	res->elapsed_ms = now_ms() - start;
+	sqlite3_mutex_leave(mu);
+	return rc;
+}
