@@ -27,6 +27,10 @@ int config_load_env(char *err, size_t errlen);
  * (bad value, reason in err) or -EPERM (read-only). */
 int config_set(const char *name, const char *value, char *err, size_t errlen);
 
+/* Validates without setting (for all-or-nothing updates). */
+int config_check(const char *name, const char *value, char *err,
+		 size_t errlen);
+
 /* Copies the current text of name into out.  Returns 0 or -ENOENT. */
 int config_get(const char *name, char *out, size_t outlen);
 
@@ -40,5 +44,9 @@ int config_entry(size_t i, const char **name, char *value, size_t valuelen,
 
 /* Sets a read-only informational value (e.g. "agent.address"). */
 void config_set_info(const char *name, const char *value);
+
+/* In a forked child: makes the lock usable again (it may have been held
+ * by a thread that does not exist in the child). */
+void config_atfork_child(void);
 
 #endif

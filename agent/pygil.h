@@ -46,16 +46,31 @@ void pygil_stop(void);
 
 /*
  * Runs fn(arg) on a GIL thread with the GIL held.
- * Returns 0 when fn ran to the end; -ETIMEDOUT when the GIL did not come
- * within start_ms (fn did not run) or fn passed hard_ms (it goes on; arg
- * must then stay valid: pass heap memory fn frees itself, or use
- * pygil_run_owned); -EAGAIN when the queue is full; -ESHUTDOWN after stop.
- * *interrupted is set when the run deadline or cancel interrupted fn.
+ * Returns 0 when fn ran to the end; -EINPROGRESS when fn started but
+ * passed hard_ms (it goes on, so arg must stay valid: reference count it
+ * between caller and fn).  Otherwise fn never runs: -ETIMEDOUT when the
+ * GIL did not come within start_ms, -ECANCELED when *cancel was set first,
+ * -EAGAIN when the queue is full, -ESHUTDOWN after stop, -EDEADLK on a GIL
+ * thread.  *interrupted is set when the run deadline or cancel
+ * interrupted fn.
  */
 int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	      int *interrupted);
 
 /* Is the calling thread one of the GIL threads? */
 int pygil_is_gil_thread(void);
+
+/* For code running inside a pygil call: has the run deadline or cancel
+ * asked it to stop?  Long loops in our own C code (e.g. repr of many
+ * locals) poll this and wrap up early. */
+int pygil_should_stop(void);
+
+/* Is native thread id tid one of the GIL threads?  (They hold Python
+ * thread states while they work; views of the target's threads hide them.) */
+int pygil_is_own_thread(long tid);
+
+/* In a forked child: forget the parent's threads and calls (they do not
+ * exist here) without touching their memory. */
+void pygil_atfork_child(void);
 
 #endif

@@ -1,0 +1,42 @@
+# A thin wrapper over CMake and the scripts.  The two commands of the README:
+#   make demo   install what is missing, build, show Probing on a live
+#               training process
+#   make test   install what is missing, build, run every test
+BUILD ?= build
+PYTHON ?= /usr/bin/python3
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build demo test unit e2e dap-tests fuzz asan bench install clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@scripts/demo $(BUILD)
+
+test: deps
+	@scripts/test-all $(BUILD)
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure
+
+e2e: build
+	PROBING_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q tests/e2e
+
+bench: build
+	PROBING_BUILD=$(abspath $(BUILD)) $(PYTHON) tests/bench/run.py
+
+install: build
+	scripts/install $(BUILD) $(PREFIX) $(PYTHON)
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz

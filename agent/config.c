@@ -1,0 +1,275 @@
+/*
+ * config: a fixed table of settings.  See config.h.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dap_addr.h"
+
+enum kind { K_INT, K_BOOL, K_ADDR, K_INFO };
+
+struct setting {
+	const char *name;
+	enum kind kind;
+	const char *def;
+	int64_t min, max;      /* K_INT bounds */
+	const char *doc;
+	char value[CONFIG_VALUE_MAX];
+	int set;
+};
+
+static struct setting settings[] = {
+	{"agent.version", K_INFO, "", 0, 0, "Probing version of this agent", "", 0},
+	{"agent.pid", K_INFO, "", 0, 0, "process id", "", 0},
+	{"agent.address", K_INFO, "", 0, 0,
+	 "addresses the agent listens on", "", 0},
+	{"server.listen", K_ADDR, "", 0, 0,
+	 "TCP address to listen on as well (host:port; empty: unix socket only)",
+	 "", 0},
+	{"server.max_clients", K_INT, "64", 1, 1024,
+	 "clients connected at once", "", 0},
+	{"python.gil_timeout_ms", K_INT, "500", 10, 60000,
+	 "wait this long for the GIL before answering without it", "", 0},
+	{"python.repr_max", K_INT, "200", 16, 65536,
+	 "characters of a variable's repr shown", "", 0},
+	{"python.max_depth", K_INT, "256", 1, 512,
+	 "frames per thread shown", "", 0},
+	{"eval.timeout_ms", K_INT, "30000", 0, 86400000,
+	 "interrupt evaluated code after this long (0: never)", "", 0},
+	{"query.max_rows", K_INT, "10000", 1, 1000000,
+	 "rows a query returns at most", "", 0},
+	{"query.timeout_ms", K_INT, "5000", 1, 600000,
+	 "a query is stopped after this long", "", 0},
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct setting *find(const char *name)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+static const char *current(const struct setting *s)
+{
+	return s->set ? s->value : s->def;
+}
+
+static int parse_int(const struct setting *s, const char *text, int64_t *out,
+		     char *err, size_t errlen)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(text, &end, 10);
+	if (errno || end == text || *end) {
+		snprintf(err, errlen, "%s: '%s' is not an integer", s->name,
+			 text);
+		return -EINVAL;
+	}
+	if (v < s->min || v > s->max) {
+		snprintf(err, errlen, "%s: %lld is out of range [%lld, %lld]",
+			 s->name, v, (long long)s->min, (long long)s->max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_bool(const char *text, int *out)
+{
+	static const char *yes[] = {"1", "on", "true", "yes"};
+	static const char *no[] = {"0", "off", "false", "no", ""};
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		if (strcasecmp(text, yes[i]) == 0)
+			return *out = 1, 0;
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (strcasecmp(text, no[i]) == 0)
+			return *out = 0, 0;
+	return -EINVAL;
+}
+
+/* Validates text for s and writes its canonical form into out. */
+static int validate(const struct setting *s, const char *text, char *out,
+		    char *err, size_t errlen)
+{
+	int64_t i;
+	int b;
+	struct dap_addr addr;
+
+	if (strlen(text) >= CONFIG_VALUE_MAX) {
+		snprintf(err, errlen, "%s: value longer than %d bytes",
+			 s->name, CONFIG_VALUE_MAX - 1);
+		return -EINVAL;
+	}
+	switch (s->kind) {
+	case K_INT:
+		if (parse_int(s, text, &i, err, errlen))
+			return -EINVAL;
+		snprintf(out, CONFIG_VALUE_MAX, "%lld", (long long)i);
+		return 0;
+	case K_BOOL:
+		if (parse_bool(text, &b)) {
+			snprintf(err, errlen, "%s: '%s' is not on/off",
+				 s->name, text);
+			return -EINVAL;
+		}
+		snprintf(out, CONFIG_VALUE_MAX, "%s", b ? "on" : "off");
+		return 0;
+	case K_ADDR:
+		if (*text && dap_addr_parse(text, &addr, err, errlen) != 0)
+			return -EINVAL;
+		snprintf(out, CONFIG_VALUE_MAX, "%s", text);
+		return 0;
+	case K_INFO:
+		snprintf(err, errlen, "%s is read-only", s->name);
+		return -EPERM;
+	}
+	return -EINVAL;
+}
+
+int config_set(const char *name, const char *value, char *err, size_t errlen)
+{
+	char canon[CONFIG_VALUE_MAX];
+	struct setting *s = find(name);
+	int rc;
+
+	if (!s) {
+		snprintf(err, errlen, "unknown setting '%s'", name);
+		return -ENOENT;
+	}
+	rc = validate(s, value, canon, err, errlen);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&lock);
+	memcpy(s->value, canon, sizeof(canon));
+	s->set = 1;
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+int config_check(const char *name, const char *value, char *err,
+		 size_t errlen)
+{
+	char canon[CONFIG_VALUE_MAX];
+	struct setting *s = find(name);
+
+	if (!s) {
+		snprintf(err, errlen, "unknown setting '%s'", name);
+		return -ENOENT;
+	}
+	return validate(s, value, canon, err, errlen);
+}
+
+void config_set_info(const char *name, const char *value)
+{
+	struct setting *s = find(name);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&lock);
+	snprintf(s->value, sizeof(s->value), "%s", value);
+	s->set = 1;
+	pthread_mutex_unlock(&lock);
+}
+
+int config_get(const char *name, char *out, size_t outlen)
+{
+	struct setting *s = find(name);
+
+	if (!s)
+		return -ENOENT;
+	pthread_mutex_lock(&lock);
+	snprintf(out, outlen, "%s", current(s));
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+int64_t config_int(const char *name)
+{
+	char buf[CONFIG_VALUE_MAX];
+
+	if (config_get(name, buf, sizeof(buf)))
+		return 0;
+	return strtoll(buf, NULL, 10);
+}
+
+int config_bool(const char *name)
+{
+	char buf[CONFIG_VALUE_MAX];
+	int b = 0;
+
+	if (config_get(name, buf, sizeof(buf)) == 0)
+		parse_bool(buf, &b);
+	return b;
+}
+
+int config_entry(size_t i, const char **name, char *value, size_t valuelen,
+		 const char **doc)
+{
+	if (i >= NSETTINGS)
+		return -ENOENT;
+	*name = settings[i].name;
+	*doc = settings[i].doc;
+	pthread_mutex_lock(&lock);
+	snprintf(value, valuelen, "%s", current(&settings[i]));
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+/* "query.max_rows" -> "PROBING_QUERY_MAX_ROWS" */
+static void env_name(const char *name, char *out, size_t outlen)
+{
+	size_t n = (size_t)snprintf(out, outlen, "PROBING_");
+
+	for (; *name && n + 1 < outlen; name++)
+		out[n++] = *name == '.' ? '_' : (char)toupper((unsigned char)*name);
+	out[n] = 0;
+}
+
+int config_load_env(char *err, size_t errlen)
+{
+	char envname[96], msg[256], addr[CONFIG_VALUE_MAX];
+	const char *v;
+	int rc = 0;
+
+	if (errlen)
+		err[0] = 0;
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		if (settings[i].kind == K_INFO)
+			continue;
+		env_name(settings[i].name, envname, sizeof(envname));
+		v = getenv(envname);
+		if (v && config_set(settings[i].name, v, msg, sizeof(msg))) {
+			if (!rc)
+				snprintf(err, errlen, "%s: %s", envname, msg);
+			rc = -EINVAL;
+		}
+	}
+	/* Shorthands: PROBING_LISTEN=addr, PROBING_PORT=n (127.0.0.1:n). */
+	v = getenv("PROBING_LISTEN");
+	if (!v && (v = getenv("PROBING_PORT")) && *v) {
+		snprintf(addr, sizeof(addr), "127.0.0.1:%s", v);
+		v = addr;
+	}
+	if (v && *v && config_set("server.listen", v, msg, sizeof(msg))) {
+		if (!rc)
+			snprintf(err, errlen, "%s", msg);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
+void config_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+}

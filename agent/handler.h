@@ -1,0 +1,63 @@
+/*
+ * handler: one DAP request family per req_*.c file, each exporting const
+ * struct handler entries (tmux cmd_entry style); dispatch.c lists them.
+ *
+ * A handler turns the request's JSON arguments into typed values at its
+ * edge, does the work through the agent's modules (which know nothing of
+ * JSON), and builds the response with request_ok()/request_fail().
+ *
+ * Where it runs: on the server's loop thread when it is quick and needs
+ * neither the GIL nor SQLite (HANDLER_LOOP), else on a worker thread
+ * (HANDLER_WORKER), where it may block for a bounded time.  Exactly one
+ * response is produced: if run() sets none, the server replies with an
+ * internal error.
+ */
+#ifndef HANDLER_H
+#define HANDLER_H
+
+#include <stdint.h>
+#include <cJSON.h>
+
+#include "dap_msg.h"
+#include "worker.h"
+
+enum handler_where { HANDLER_LOOP = 0, HANDLER_WORKER = 1 };
+
+struct request;
+
+struct handler {
+	const char *command;
+	enum handler_where where;
+	void (*run)(struct request *req);
+};
+
+struct request {
+	struct worker_job job;        /* private to the server */
+	uint64_t session;             /* the asking session's id */
+	struct dap_message *msg;      /* the request (owned by the server) */
+	const cJSON *args;            /* msg->arguments or an empty object */
+	const struct handler *handler;
+	struct dap_message *resp;     /* set through request_ok/request_fail */
+	volatile int cancel;          /* set by a `cancel` request */
+	int close_after;              /* close the session once sent */
+	struct request *next;         /* private to the server */
+};
+
+/* Starts a success response; returns its body to fill (never NULL unless
+ * out of memory, in which case the server sends an internal error). */
+cJSON *request_ok(struct request *req);
+
+/* An error response with a formatted message (id: DAP error id, 0 for
+ * none).  Replaces a response set before. */
+void request_fail(struct request *req, int id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Looks up a handler by command; NULL when unknown. */
+const struct handler *handler_find(const char *command);
+
+/* The handlers (one family per file). */
+extern const struct handler handler_initialize, handler_disconnect,
+	handler_cancel, handler_threads, handler_stack_trace,
+	handler_evaluate, handler_backtrace, handler_query, handler_config;
+
+#endif

@@ -1,0 +1,78 @@
+"""Probing: look inside this Python process while it runs.
+
+Importing this package loads the agent (libprobing.so), which starts
+serving the Debug Adapter Protocol on the abstract unix socket
+``@probing-<pid>``.  Then, from a shell::
+
+    probing -t <pid> backtrace
+    probing -t <pid> query "SELECT func, lineno FROM python.backtrace"
+
+``init()`` waits until the agent serves and can listen on TCP as well::
+
+    import probing
+    probing.init(listen="127.0.0.1:9922")
+
+``PROBING=1 python app.py`` does the same at start-up (through the
+``probing.pth`` file installed next to this package), with the settings
+taken from the environment (``PROBING_PORT``, ``PROBING_<SETTING>``).
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+
+__all__ = ["init", "address", "__version__"]
+
+
+def _load():
+    path = os.environ.get("PROBING_LIBRARY") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "libprobing.so")
+    loader = importlib.machinery.ExtensionFileLoader("probing._probing", path)
+    spec = importlib.util.spec_from_file_location(
+        "probing._probing", path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+_native = _load()
+__version__ = _native.__version__
+
+
+def init(listen=None, timeout=5.0, **settings):
+    """Start the agent (a no-op when it already runs) and wait for it.
+
+    listen: also serve on this TCP address, e.g. "127.0.0.1:9922" (only
+        loopback addresses are accepted).
+    settings: agent settings, with '_' for '.', e.g.
+        ``init(query_max_rows=100)`` sets ``query.max_rows``; see
+        ``probing -t PID config`` for the list.
+
+    Returns the addresses the agent listens on (comma-separated), or None
+    when another copy of the agent already serves this process.
+    """
+    named = {_setting_name(k): v for k, v in settings.items()}
+    return _native.init(listen, named, timeout)
+
+
+def address():
+    """The agent's addresses, comma-separated, or None."""
+    return _native.address()
+
+
+def _setting_name(key):
+    # query_max_rows -> query.max_rows: the first '_' is the section dot.
+    head, sep, tail = key.partition("_")
+    return head + "." + tail if sep else key
+
+
+def _autostart():
+    """Called by probing.pth when PROBING is set at interpreter start."""
+    value = os.environ.get("PROBING", "")
+    if value.lower() in ("", "0", "off", "false", "no"):
+        return
+    try:
+        init()
+    except Exception as exc:  # never stop the program because of us
+        import sys
+        print("[probing] not started: %s" % exc, file=sys.stderr)

@@ -1,0 +1,85 @@
+/*
+ * req_config: probing/config — read every setting, change some.
+ */
+#include <stdio.h>
+
+#include <string.h>
+
+#include "agent.h"
+#include "config.h"
+#include "dap_addr.h"
+#include "handler.h"
+
+/* A value as text: strings as they are, numbers and booleans printed. */
+static int value_text(const cJSON *v, char *out, size_t outlen)
+{
+	if (cJSON_IsString(v))
+		snprintf(out, outlen, "%s", v->valuestring);
+	else if (cJSON_IsBool(v))
+		snprintf(out, outlen, "%s", cJSON_IsTrue(v) ? "on" : "off");
+	else if (cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble)
+		snprintf(out, outlen, "%lld", (long long)v->valuedouble);
+	else if (cJSON_IsNumber(v))
+		snprintf(out, outlen, "%g", v->valuedouble);
+	else
+		return -1;
+	return 0;
+}
+
+static void run_config(struct request *req)
+{
+	const cJSON *set = NULL, *it;
+	char err[512], text[CONFIG_VALUE_MAX], value[CONFIG_VALUE_MAX];
+	const char *name, *doc;
+	cJSON *body, *arr, *s;
+
+	if (dap_arg_object(req->args, "set", &set, err, sizeof(err)) < 0) {
+		request_fail(req, 1, "%s", err);
+		return;
+	}
+	/* All or nothing: check every value before setting any. */
+	cJSON_ArrayForEach(it, set)
+	{
+		if (value_text(it, text, sizeof(text))) {
+			request_fail(req, 1, "%s: value must be a string, "
+				     "number or boolean", it->string);
+			return;
+		}
+		if (config_check(it->string, text, err, sizeof(err))) {
+			request_fail(req, 1, "%s", err);
+			return;
+		}
+	}
+	/* server.listen takes effect now: listen before anything is set. */
+	it = set ? cJSON_GetObjectItemCaseSensitive(set, "server.listen") : NULL;
+	if (it && value_text(it, text, sizeof(text)) == 0 && text[0]) {
+		char canon[DAP_ADDR_TEXT_MAX];
+		if (agent_listen(text, canon, sizeof(canon), err, sizeof(err))) {
+			request_fail(req, 1, "server.listen: %s", err);
+			return;
+		}
+	}
+	cJSON_ArrayForEach(it, set)
+	{
+		value_text(it, text, sizeof(text));
+		config_set(it->string, text, err, sizeof(err));
+	}
+	body = request_ok(req);
+	arr = body ? cJSON_AddArrayToObject(body, "settings") : NULL;
+	for (size_t i = 0; arr && config_entry(i, &name, value, sizeof(value),
+					       &doc) == 0; i++) {
+		s = cJSON_CreateObject();
+		if (!s)
+			break;
+		cJSON_AddStringToObject(s, "name", name);
+		cJSON_AddStringToObject(s, "value", value);
+		cJSON_AddStringToObject(s, "doc", doc);
+		cJSON_AddItemToArray(arr, s);
+	}
+}
+
+const struct handler handler_config = {
+	.command = "probing/config",
+	.where = HANDLER_LOOP,
+	.run = run_config,
+};

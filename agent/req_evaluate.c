@@ -1,0 +1,157 @@
+/*
+ * req_evaluate: evaluate — run Python in the target (context "repl";
+ * frames come with the debugger).  Interrupted after timeoutMs or by a
+ * `cancel`; never waits for the GIL longer than python.gil_timeout_ms.
+ */
+#include <Python.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "handler.h"
+#include "pyeval.h"
+#include "pygil.h"
+#include "pystack.h"
+
+/* Shared by the worker and the GIL thread; the last to let go frees it. */
+struct eval_call {
+	int refs;
+	char *code;
+	struct pyeval_result res;
+	int rc;
+	char err[256];
+};
+
+static void eval_unref(struct eval_call *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pyeval_result_release(&c->res);
+		free(c->code);
+		free(c);
+	}
+}
+
+static void eval_with_gil(void *arg)
+{
+	struct eval_call *c = arg;
+
+	if (_Py_IsFinalizing()) {
+		c->rc = -ESHUTDOWN;
+		snprintf(c->err, sizeof(c->err), "the interpreter is exiting");
+	} else {
+		c->rc = pyeval_run(c->code, &c->res, c->err, sizeof(c->err));
+	}
+	eval_unref(c);
+}
+
+static void reply(struct request *req, struct eval_call *c)
+{
+	const struct pyeval_result *r = &c->res;
+	cJSON *body;
+
+	if (!r->ok) {
+		req->resp = dap_error_new(req->msg->seq, req->msg->command, 2,
+					  "%s", r->error ? r->error
+					  : "the code raised an exception");
+		if (req->resp && req->resp->body) {
+			cJSON_AddStringToObject(req->resp->body, "output",
+						r->output ? r->output : "");
+			cJSON_AddBoolToObject(req->resp->body, "interrupted",
+					      r->interrupted);
+		}
+		return;
+	}
+	body = request_ok(req);
+	if (!body)
+		return;
+	cJSON_AddStringToObject(body, "result", r->value ? r->value : "");
+	if (r->type)
+		cJSON_AddStringToObject(body, "type", r->type);
+	cJSON_AddNumberToObject(body, "variablesReference", 0);
+	cJSON_AddStringToObject(body, "output", r->output ? r->output : "");
+}
+
+static void run_evaluate(struct request *req)
+{
+	const char *expr = NULL, *context = "repl";
+	int64_t timeout = config_int("eval.timeout_ms");
+	struct pygil_limits lim = {0};
+	struct eval_call *c;
+	char err[128];
+	long holder_native = 0;
+	uint64_t holder;
+	int rc, interrupted = 0;
+
+	rc = dap_arg_string(req->args, "expression", &expr, err, sizeof(err));
+	if (rc == 1) {
+		request_fail(req, 1, "argument 'expression' is required");
+		return;
+	}
+	if (rc < 0 ||
+	    dap_arg_string(req->args, "context", &context, err, sizeof(err)) < 0 ||
+	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) < 0) {
+		request_fail(req, 1, "%s", err);
+		return;
+	}
+	if (timeout < 0) {
+		request_fail(req, 1, "timeoutMs must be >= 0");
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->code = strdup(expr))) {
+		free(c);
+		request_fail(req, 1, "out of memory");
+		return;
+	}
+	c->refs = 2;
+	lim.start_ms = (int)config_int("python.gil_timeout_ms");
+	lim.run_ms = timeout > 0x7fffffff ? 0x7fffffff : (int)timeout;
+	lim.cancel = &req->cancel;
+	rc = pygil_run(eval_with_gil, c, &lim, &interrupted);
+	switch (rc) {
+	case 0:
+		if (c->rc)
+			request_fail(req, 1, "evaluate failed: %s", c->err);
+		else
+			reply(req, c);
+		eval_unref(c);
+		return;
+	case -EINPROGRESS:
+		request_fail(req, 1, "the code did not stop when interrupted "
+			     "after %lld ms (blocked in C?); it goes on running "
+			     "in the target", (long long)timeout);
+		eval_unref(c);
+		return;
+	case -ETIMEDOUT:
+		holder = pystack_gil_holder(&holder_native);
+		if (holder)
+			request_fail(req, 3, "the GIL is held by thread %llu "
+				     "(native id %ld) and did not come within "
+				     "%d ms; see `probing backtrace`",
+				     (unsigned long long)holder, holder_native,
+				     lim.start_ms);
+		else
+			request_fail(req, 3, "the GIL did not come within "
+				     "%d ms", lim.start_ms);
+		break;
+	case -ECANCELED:
+		request_fail(req, 1, "cancelled");
+		break;
+	case -EAGAIN:
+		request_fail(req, 1, "agent busy: too many Python calls queued");
+		break;
+	default:
+		request_fail(req, 1, "cannot run Python: %s", strerror(-rc));
+		break;
+	}
+	free(c->code);
+	free(c);
+}
+
+const struct handler handler_evaluate = {
+	.command = "evaluate",
+	.where = HANDLER_WORKER,
+	.run = run_evaluate,
+};

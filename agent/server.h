@@ -1,0 +1,69 @@
+/*
+ * server: the agent's DAP server on a private libev loop.
+ *
+ * Listens on the abstract unix socket @probing-<pid> (peers must have our
+ * uid or be root: SO_PEERCRED) and on TCP addresses when asked (loopback
+ * only until tokens exist).  Each connection is a session: non-blocking
+ * socket, a dap_framer on input, a bounded output queue.  Requests are
+ * dispatched to handlers (handler.h): quick ones inline on the loop,
+ * blocking ones on the worker pool; the loop itself never blocks, never
+ * takes the GIL.  A session is never freed inside its own callback: it is
+ * marked closed and reaped before the loop next sleeps.
+ *
+ * Threads: server_run() on the agent thread; server_listen() and
+ * server_stop() from any thread.
+ */
+#ifndef SERVER_H
+#define SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SERVER_CLIENTS_MAX 64
+#define SERVER_LISTENERS_MAX 8
+#define SERVER_INFLIGHT_MAX 32          /* requests in flight per session */
+#define SERVER_OUTPUT_MAX (64u << 20)   /* queued output bytes per session */
+
+struct server;
+struct ev_loop;
+
+/* Creates the loop (never the default loop) and binds the unix socket of
+ * this pid.  Returns 0, -EADDRINUSE when another agent of this process
+ * already listens there, or -errno with err. */
+int server_new(struct server **out, char *err, size_t errlen);
+
+/* Frees what the server owns; the loop must have stopped. */
+void server_free(struct server *srv);
+
+/*
+ * Binds a TCP (or unix) listener for text and hands it to the loop.
+ * Returns 0 (also when already listening there) with the canonical
+ * address in canon, or -errno / -EPERM (non-loopback) with err.
+ */
+int server_listen(struct server *srv, const char *text, char *canon,
+		  size_t canonlen, char *err, size_t errlen);
+
+/* The server's private loop (for the worker pool's wake-up). */
+struct ev_loop *server_loop(struct server *srv);
+
+/* Runs the loop until server_stop().  Agent thread. */
+void server_run(struct server *srv);
+
+/* Asks the loop to end (async-safe enough for atexit: ev_async_send). */
+void server_stop(struct server *srv);
+
+/* Loop thread: interrupts the in-flight request `seq` of session. Returns
+ * 0 or -ENOENT. */
+int server_cancel(struct server *srv, uint64_t session, int64_t seq);
+
+/* The server the agent runs (for handlers on the loop). */
+struct server *server_current(void);
+
+/* Comma-separated addresses it listens on. */
+void server_addresses(struct server *srv, char *out, size_t outlen);
+
+/* In a forked child: close the parent's sockets (they belong to the
+ * parent's agent) without freeing anything. Async-signal-safe. */
+void server_atfork_child(struct server *srv);
+
+#endif

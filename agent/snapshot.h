@@ -1,0 +1,32 @@
+/*
+ * snapshot: every thread's Python stack now, with the GIL when it comes in
+ * time, else read without it.  Shared by probing/backtrace, stackTrace,
+ * threads and the python.backtrace / python.threads tables.
+ *
+ * Threads: any thread but the loop's (it may wait up to gil_timeout_ms,
+ * plus the time reprs take, bounded by a run deadline).
+ */
+#ifndef SNAPSHOT_H
+#define SNAPSHOT_H
+
+#include <stdint.h>
+
+#include "pystack.h"
+
+struct snapshot_gil {
+	int acquired;          /* taken with the GIL */
+	uint64_t holder;       /* when not: the thread holding it (0: unknown) */
+	long holder_native;
+};
+
+/*
+ * Fills out (release with pystack_release).  gil_timeout_ms <= 0 means the
+ * python.gil_timeout_ms setting.  cancel may be NULL.  Returns 0 or a
+ * negative errno with err (only when even the GIL-free read failed, e.g.
+ * Python is not initialised).
+ */
+int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
+		    int gil_timeout_ms, volatile int *cancel,
+		    struct snapshot_gil *gil, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * worker: the request thread pool.  See worker.h.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static struct worker_job *todo_head, *todo_tail;  /* waiting to run */
+static struct worker_job *done_head, *done_tail;  /* waiting for done() */
+static int ntodo, stopping, started;
+static pthread_t threads[WORKER_THREADS];
+static int nthreads;
+static struct ev_loop *loop;
+static ev_async wakeup;
+
+static void push(struct worker_job **head, struct worker_job **tail,
+		 struct worker_job *job)
+{
+	job->next = NULL;
+	if (*tail)
+		(*tail)->next = job;
+	else
+		*head = job;
+	*tail = job;
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		while (!todo_head && !stopping)
+			pthread_cond_wait(&cond, &lock);
+		if (stopping)
+			break;
+		struct worker_job *job = todo_head;
+		todo_head = job->next;
+		if (!todo_head)
+			todo_tail = NULL;
+		ntodo--;
+		pthread_mutex_unlock(&lock);
+
+		job->run(job);
+
+		pthread_mutex_lock(&lock);
+		if (stopping)
+			break;
+		push(&done_head, &done_tail, job);
+		ev_async_send(loop, &wakeup);
+	}
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+/* Loop thread: hand finished jobs back to their owners. */
+static void on_wakeup(struct ev_loop *l, ev_async *w, int revents)
+{
+	struct worker_job *job, *next;
+
+	(void)l, (void)w, (void)revents;
+	pthread_mutex_lock(&lock);
+	job = done_head;
+	done_head = done_tail = NULL;
+	pthread_mutex_unlock(&lock);
+	for (; job; job = next) {
+		next = job->next;
+		job->done(job);
+	}
+}
+
+int worker_start(struct ev_loop *l, char *err, size_t errlen)
+{
+	sigset_t all, old;
+	int rc = 0;
+
+	if (started)
+		return 0;
+	loop = l;
+	stopping = 0;
+	ev_async_init(&wakeup, on_wakeup);
+	ev_async_start(loop, &wakeup);
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (nthreads = 0; nthreads < WORKER_THREADS; nthreads++) {
+		rc = pthread_create(&threads[nthreads], NULL, worker_main, NULL);
+		if (rc) {
+			snprintf(err, errlen, "worker: pthread_create: %s",
+				 strerror(rc));
+			break;
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	started = nthreads > 0;
+	return started ? 0 : -rc;
+}
+
+int worker_submit(struct worker_job *job)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!started || stopping)
+		rc = -ESHUTDOWN;
+	else if (ntodo >= WORKER_QUEUE_MAX)
+		rc = -EAGAIN;
+	else {
+		push(&todo_head, &todo_tail, job);
+		ntodo++;
+		pthread_cond_signal(&cond);
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+void worker_stop(int timeout_ms)
+{
+	struct timespec dl;
+
+	pthread_mutex_lock(&lock);
+	if (!started || stopping) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	stopping = 1;
+	todo_head = todo_tail = NULL;
+	ntodo = 0;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	for (int i = 0; i < nthreads; i++)
+		if (pthread_timedjoin_np(threads[i], NULL, &dl) != 0)
+			pthread_detach(threads[i]);
+	ev_async_stop(loop, &wakeup);
+	started = 0;
+}
+
+void worker_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	pthread_cond_init(&cond, NULL);
+	todo_head = todo_tail = done_head = done_tail = NULL;
+	ntodo = 0;
+	stopping = 0;
+	started = 0;
+	nthreads = 0;
+	loop = NULL;
+}

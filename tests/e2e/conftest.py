@@ -1,0 +1,184 @@
+"""Fixtures for the end-to-end tests: real Python processes with the real
+agent, driven through the real `probing` CLI.
+
+PROBING_BUILD names the build directory (default: build/ at the top).
+Every test that takes `python` runs once per Python on the machine:
+/usr/bin/python3 (static libpython) and the pyenv one (shared libpython).
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
+CLI = os.path.join(BUILD, "cli", "probing")
+USERBASE = os.path.join(BUILD, "userbase")
+SITE = glob.glob(os.path.join(USERBASE, "lib", "python3.*", "site-packages"))
+SITE = SITE[0] if SITE else os.path.join(USERBASE, "lib", "python3.11", "site-packages")
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _pyenv_python():
+    """The shared-libpython 3.11 under pyenv, if the machine has it."""
+    cands = []
+    which = shutil.which("python3")
+    if which and os.path.realpath(which) != os.path.realpath(SYSTEM_PYTHON):
+        cands.append(which)
+    cands += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.11*/bin/python3.11")))
+    cands += sorted(glob.glob("/root/.pyenv/versions/3.11*/bin/python3.11"))
+    for c in cands:
+        try:
+            out = subprocess.run([c, "-c", "import sys, sysconfig; print(sys.version_info[:2] == (3, 11), sys.executable)"],
+                                 capture_output=True, text=True, timeout=30)
+        except OSError:
+            continue
+        ok, exe = (out.stdout.split() + ["", ""])[:2]
+        if ok == "True" and os.path.realpath(exe) != os.path.realpath(SYSTEM_PYTHON):
+            return exe
+    return None
+
+
+PYENV_PYTHON = _pyenv_python()
+PYTHONS = [SYSTEM_PYTHON] + ([PYENV_PYTHON] if PYENV_PYTHON else [])
+
+
+def pytest_generate_tests(metafunc):
+    if "python" in metafunc.fixturenames:
+        ids = ["system" if p == SYSTEM_PYTHON else "pyenv" for p in PYTHONS]
+        metafunc.parametrize("python", PYTHONS, ids=ids)
+
+
+def agent_listening(pid):
+    """Is @probing-<pid> in the kernel's list of unix sockets?"""
+    name = "@probing-%d" % pid
+    with open("/proc/net/unix") as f:
+        return any(line.split()[-1] == name for line in f if len(line.split()) >= 8)
+
+
+def wait_for(pred, timeout=30.0, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Target:
+    """A Python process started for a test, stopped when the test ends."""
+
+    def __init__(self, proc, script):
+        self.proc = proc
+        self.pid = proc.pid
+        self.script = script
+        self._out = None
+
+    def wait_agent(self, timeout=30.0):
+        def up():
+            if self.proc.poll() is not None:
+                raise AssertionError("target exited early:\n" + self.output())
+            return agent_listening(self.pid)
+        wait_for(up, timeout, "the agent of pid %d" % self.pid)
+        return self
+
+    def wait_line(self, text, timeout=30.0):
+        """Waits until the target printed a line containing text."""
+        path = self.proc.args_out
+        def seen():
+            if self.proc.poll() is not None:
+                raise AssertionError("target exited early:\n" + self.output())
+            with open(path, errors="replace") as f:
+                return text in f.read()
+        wait_for(seen, timeout, repr(text))
+
+    def output(self):
+        with open(self.proc.args_out, errors="replace") as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """spawn(python, code, agent="env"|"init"|None, env={}) -> Target
+
+    agent="env": PROBING=1 through the installed-like .pth (PYTHONUSERBASE);
+    agent="init": the code is preceded by `import probing; probing.init()`;
+    agent=None: no agent (for injection and error tests).
+    """
+    targets = []
+
+    def _spawn(python, code, agent="env", env=None, args=()):
+        script = tmp_path / ("target%d.py" % len(targets))
+        body = textwrap.dedent(code)
+        if agent == "init":
+            body = "import probing; probing.init()\n" + body
+        script.write_text(body)
+        e = dict(os.environ)
+        e.pop("PROBING", None)
+        e["PYTHONUSERBASE"] = USERBASE
+        e["PYTHONUNBUFFERED"] = "1"
+        if agent == "env":
+            e["PROBING"] = "1"
+        if agent == "init":
+            e["PYTHONPATH"] = SITE
+        e.update(env or {})
+        out = tmp_path / ("target%d.out" % len(targets))
+        f = open(out, "w")
+        proc = subprocess.Popen([python, str(script), *args], stdout=f,
+                                stderr=subprocess.STDOUT, env=e, cwd=str(tmp_path))
+        proc.args_out = str(out)
+        t = Target(proc, str(script))
+        targets.append(t)
+        return t
+
+    yield _spawn
+    for t in targets:
+        t.stop()
+
+
+class Result:
+    def __init__(self, cp):
+        self.rc = cp.returncode
+        self.out = cp.stdout
+        self.err = cp.stderr
+
+    def json(self):
+        return json.loads(self.out)
+
+    def __repr__(self):
+        return "<rc=%d out=%r err=%r>" % (self.rc, self.out[-2000:], self.err[-2000:])
+
+
+def probing(*args, target=None, input=None, timeout=60, env=None):
+    """Runs the real CLI; returns Result(rc, out, err)."""
+    cmd = [CLI]
+    if target is not None:
+        cmd += ["-t", str(target)]
+    cmd += [str(a) for a in args]
+    e = dict(os.environ)
+    e.pop("PROBING_TARGET", None)
+    e.update(env or {})
+    cp = subprocess.run(cmd, capture_output=True, text=True, input=input,
+                        timeout=timeout, env=e)
+    return Result(cp)
+
+
+@pytest.fixture
+def cli():
+    return probing

@@ -1,0 +1,179 @@
+"""probing backtrace / python.backtrace against real targets."""
+import json
+
+from conftest import probing
+
+# A target whose main thread waits inside outer() -> inner(), and a worker
+# thread named "loader" inside load_batches().  READY is printed once both
+# are in place.  Line numbers below are those of this text.
+NESTED = """\
+import threading, time
+
+def inner(depth_marker):
+    hidden = {"k": [1, 2, 3]}
+    while True:
+        time.sleep(0.01)          # line 6
+
+def outer():
+    answer = 42
+    inner("deep")                 # line 10
+
+def load_batches(ev):
+    batch = "b" * 3
+    ev.wait()                     # line 14
+
+ev = threading.Event()
+t = threading.Thread(target=load_batches, args=(ev,), name="loader", daemon=True)
+t.start()
+print("READY", flush=True)
+outer()
+"""
+
+
+def start(spawn, python):
+    t = spawn(python, NESTED)
+    t.wait_line("READY")
+    t.wait_agent()
+    return t
+
+
+def test_backtrace_json_names_funcs_lines_and_threads(spawn, python):
+    t = start(spawn, python)
+    r = probing("backtrace", "-f", "json", target=t.pid)
+    assert r.rc == 0, r
+    body = r.json()
+    assert body["gil"]["acquired"] is True
+    threads = {th["name"]: th for th in body["threads"]}
+    assert "MainThread" in threads and "loader" in threads
+    main = threads["MainThread"]
+    assert main["isMain"] is True
+    frames = [(f["func"], f["line"]) for f in main["frames"]]
+    # innermost first
+    assert frames[0] == ("inner", 6)
+    assert frames[1] == ("outer", 10)
+    assert frames[2][0] == "<module>"
+    assert main["frames"][0]["file"] == t.script
+    loader = [(f["func"], f["line"]) for f in threads["loader"]["frames"]]
+    assert ("load_batches", 14) in loader
+    assert threads["loader"]["daemon"] is True
+    assert t.alive()
+
+
+def test_backtrace_locals(spawn, python):
+    t = start(spawn, python)
+    r = probing("backtrace", "--locals", "-f", "json", target=t.pid)
+    assert r.rc == 0, r
+    main = [th for th in r.json()["threads"] if th["isMain"]][0]
+    inner = main["frames"][0]
+    locals_ = {v["name"]: v for v in inner["locals"]}
+    assert locals_["depth_marker"]["value"] == "'deep'"
+    assert locals_["hidden"]["value"] == "{'k': [1, 2, 3]}"
+    assert locals_["hidden"]["type"] == "dict"
+    outer = {v["name"]: v["value"] for v in main["frames"][1]["locals"]}
+    assert outer["answer"] == "42"
+
+
+def test_backtrace_text_output(spawn, python):
+    t = start(spawn, python)
+    r = probing("bt", target=t.pid)
+    assert r.rc == 0, r
+    assert "MainThread" in r.out and "loader" in r.out
+    assert "inner" in r.out and "%s:6" % t.script in r.out
+    assert "outer" in r.out and "%s:10" % t.script in r.out
+
+
+def test_python_backtrace_table(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "-f", "json",
+                "SELECT func, file, lineno FROM python.backtrace "
+                "WHERE thread_name = 'MainThread' ORDER BY depth LIMIT 2",
+                target=t.pid)
+    assert r.rc == 0, r
+    rows = r.json()
+    assert rows == [
+        {"func": "inner", "file": t.script, "lineno": 6},
+        {"func": "outer", "file": t.script, "lineno": 10},
+    ]
+
+
+def test_python_threads_table(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "-f", "json",
+                "SELECT name, daemon, is_main FROM python.threads ORDER BY name",
+                target=t.pid)
+    assert r.rc == 0, r
+    rows = r.json()
+    assert {"name": "MainThread", "daemon": 0, "is_main": 1} in rows
+    assert {"name": "loader", "daemon": 1, "is_main": 0} in rows
+    # the agent's own threads are not the target's
+    assert len(rows) == 2
+
+
+def test_locals_repr_that_raises_or_is_huge(spawn, python):
+    t = spawn(python, """\
+import time
+class Bad:
+    def __repr__(self):
+        raise ValueError("nope")
+def f():
+    bad = Bad()
+    big = "x" * 100000
+    print("READY", flush=True)
+    while True:
+        time.sleep(0.01)
+f()
+""")
+    t.wait_line("READY")
+    t.wait_agent()
+    r = probing("backtrace", "--locals", "-f", "json", target=t.pid)
+    assert r.rc == 0, r
+    main = [th for th in r.json()["threads"] if th["isMain"]][0]
+    loc = {v["name"]: v["value"] for v in main["frames"][0]["locals"]}
+    assert "repr failed" in loc["bad"] and "ValueError" in loc["bad"]
+    assert len(loc["big"]) <= 210
+    assert t.alive()
+
+
+def test_stack_trace_of_thread_via_dap(spawn, python):
+    """The standard threads + stackTrace requests, through the `dap` bridge."""
+    t = start(spawn, python)
+    msgs = [
+        {"seq": 1, "type": "request", "command": "initialize", "arguments": {"adapterID": "probing"}},
+        {"seq": 2, "type": "request", "command": "threads"},
+    ]
+    r = probing("dap", target=t.pid, input=_frames(msgs) , timeout=30)
+    assert r.rc == 0, r
+    replies = _parse(r.out)
+    threads = [m for m in replies if m.get("command") == "threads"][0]
+    assert threads["success"]
+    names = {th["name"] for th in threads["body"]["threads"]}
+    assert {"MainThread", "loader"} <= names
+    main_id = [th["id"] for th in threads["body"]["threads"] if th["name"] == "MainThread"][0]
+    msgs = [
+        {"seq": 1, "type": "request", "command": "stackTrace", "arguments": {"threadId": main_id, "levels": 2}},
+    ]
+    r = probing("dap", target=t.pid, input=_frames(msgs), timeout=30)
+    st = [m for m in _parse(r.out) if m.get("command") == "stackTrace"][0]
+    assert st["success"], st
+    frames = st["body"]["stackFrames"]
+    assert [(f["name"], f["line"]) for f in frames] == [("inner", 6), ("outer", 10)]
+    assert st["body"]["totalFrames"] >= 3
+
+
+def _frames(msgs):
+    out = ""
+    for m in msgs:
+        body = json.dumps(m)
+        out += "Content-Length: %d\r\n\r\n%s" % (len(body.encode()), body)
+    return out
+
+
+def _parse(text):
+    msgs = []
+    data = text.encode()
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        n = int(head.split(b":")[1])
+        msgs.append(json.loads(rest[:n]))
+        data = rest[n:]
+    return msgs

@@ -1,0 +1,94 @@
+"""probing eval / repl: code runs in __main__ of the live target."""
+import time
+
+from conftest import probing
+
+IDLE = """\
+import time
+counter = 41
+def tick():
+    global counter
+    while True:
+        time.sleep(0.01)
+print("READY", flush=True)
+tick()
+"""
+
+
+def start(spawn, python):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    return t
+
+
+def test_expression_returns_repr(spawn, python):
+    t = start(spawn, python)
+    r = probing("eval", "counter + 1", target=t.pid)
+    assert r.rc == 0, r
+    assert r.out.strip() == "42"
+    r = probing("eval", "{'a': [1, 2]}", target=t.pid)
+    assert r.out.strip() == "{'a': [1, 2]}"
+
+
+def test_statements_print_and_change_state(spawn, python):
+    t = start(spawn, python)
+    r = probing("eval", "counter = 100\nfor i in range(3):\n    print('line', i)", target=t.pid)
+    assert r.rc == 0, r
+    assert r.out.splitlines() == ["line 0", "line 1", "line 2"]
+    assert probing("eval", "counter", target=t.pid).out.strip() == "100"
+
+
+def test_exception_comes_back_as_traceback(spawn, python):
+    t = start(spawn, python)
+    r = probing("eval", "1/0", target=t.pid)
+    assert r.rc == 1, r
+    assert "ZeroDivisionError" in r.err
+    assert "Traceback" in r.err
+    assert t.alive()
+
+
+def test_system_exit_and_keyboard_interrupt_do_not_stop_target(spawn, python):
+    t = start(spawn, python)
+    for code in ["raise SystemExit(3)", "import sys; sys.exit(0)", "exit()",
+                 "raise KeyboardInterrupt"]:
+        r = probing("eval", code, target=t.pid)
+        assert r.rc == 1, (code, r)
+        time.sleep(0.1)
+        assert t.alive(), code
+    assert probing("eval", "counter", target=t.pid).out.strip() == "41"
+
+
+def test_infinite_loop_is_interrupted(spawn, python):
+    t = start(spawn, python)
+    began = time.time()
+    r = probing("--timeout", "20000", "eval", "--timeout", "1000", "while True: pass", target=t.pid)
+    assert r.rc == 1, r
+    assert "KeyboardInterrupt" in r.err or "interrupt" in r.err.lower()
+    assert time.time() - began < 15
+    assert t.alive()
+    # and the target still works normally afterwards
+    assert probing("eval", "counter", target=t.pid).out.strip() == "41"
+
+
+def test_syntax_error(spawn, python):
+    t = start(spawn, python)
+    r = probing("eval", "def (:", target=t.pid)
+    assert r.rc == 1
+    assert "SyntaxError" in r.err
+
+
+def test_code_from_stdin(spawn, python):
+    t = start(spawn, python)
+    r = probing("eval", "-", target=t.pid, input="x = 6\nprint(x * 7)\n")
+    assert r.rc == 0, r
+    assert r.out.strip() == "42"
+
+
+def test_repl_with_piped_stdin(spawn, python):
+    t = start(spawn, python)
+    script = "x = 2\nfor i in range(2):\n    print('i', i * x)\n\nx * 21\n"
+    r = probing("repl", target=t.pid, input=script)
+    assert r.rc == 0, r
+    lines = r.out.splitlines()
+    assert "i 0" in lines and "i 2" in lines and "42" in lines

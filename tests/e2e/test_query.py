@@ -1,0 +1,85 @@
+"""probing query: SQL over the agent's tables, output formats, errors."""
+from conftest import probing
+
+IDLE = """\
+import time
+print("READY", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def start(spawn, python):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    return t
+
+
+def test_any_sqlite_query(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "-f", "json",
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) "
+                "SELECT sum(x) AS s, group_concat(x) AS g FROM c", target=t.pid)
+    assert r.rc == 0, r
+    assert r.json() == [{"s": 15, "g": "1,2,3,4,5"}]
+
+
+def test_catalog_lists_tables(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "-f", "json",
+                "SELECT schema, name, kind FROM probing.tables ORDER BY schema, name",
+                target=t.pid)
+    assert r.rc == 0, r
+    names = {(row["schema"], row["name"]) for row in r.json()}
+    assert {("python", "backtrace"), ("python", "threads"), ("probing", "config")} <= names
+
+
+def test_csv_and_plain_output(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "-f", "csv", "SELECT 1 AS a, 'x,y' AS b", target=t.pid)
+    assert r.rc == 0, r
+    assert r.out.splitlines() == ["a,b", '1,"x,y"']
+    r = probing("query", "SELECT 1 AS a, 'z' AS b", target=t.pid)
+    assert r.rc == 0, r
+    # piped: plain rows, tab-separated, with a header
+    assert r.out.splitlines()[-1].split("\t") == ["1", "z"]
+
+
+def test_bad_sql_gives_sqlite_message(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "SELEC 1", target=t.pid)
+    assert r.rc == 7, r
+    assert "syntax error" in r.err
+    r = probing("query", "SELECT nope FROM python.backtrace", target=t.pid)
+    assert r.rc == 7, r
+    assert "no such column: nope" in r.err
+
+
+def test_row_cap_and_time_cap(spawn, python):
+    t = start(spawn, python)
+    r = probing("query", "-f", "json", "--max-rows", "3",
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100) SELECT x FROM c",
+                target=t.pid)
+    assert r.rc == 0, r
+    assert [row["x"] for row in r.json()] == [1, 2, 3]
+    probing("config", "query.timeout_ms=300", target=t.pid)
+    r = probing("query",
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+                target=t.pid)
+    assert r.rc != 0
+    assert "300 ms" in r.err
+    assert t.alive()
+
+
+def test_concurrent_clients(spawn, python):
+    import concurrent.futures
+    t = start(spawn, python)
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        futs = [ex.submit(probing, "query", "-f", "json",
+                          "SELECT count(*) AS n FROM python.backtrace", target=t.pid)
+                for _ in range(16)]
+        results = [f.result() for f in futs]
+    for r in results:
+        assert r.rc == 0, r
+        assert r.json()[0]["n"] >= 1
