@@ -6,7 +6,13 @@
  *   "@name"           an abstract unix socket
  *   "/path/sock"      a unix socket in the file system
  *   "host:port"       TCP; host may be a name, IPv4 or [IPv6]
- *   ":port" / "port"  never a pid: use "127.0.0.1:port"
+ *   ":port"           TCP on 127.0.0.1
+ *
+ * All digits is always a pid (so a bare port cannot be written: use
+ * ":port" or "127.0.0.1:port").  Any text with a '/' is a path (so
+ * "./agent.sock" works).  Unix paths must fit sun_path with their NUL
+ * (< 108 bytes), abstract names without the '@' at most 107 bytes; ports
+ * are 1..65535; IPv6 hosts need brackets and are stored without them.
  */
 #ifndef DAP_ADDR_H
 #define DAP_ADDR_H
@@ -37,7 +43,10 @@ void dap_addr_format(const struct dap_addr *addr, char *out, size_t outlen);
 
 /*
  * Fills a sockaddr for a unix address (abstract when host starts with '@').
- * Returns 0 and sets *len, or -ENAMETOOLONG.
+ * Returns 0 and sets *len, or -ENAMETOOLONG (-EINVAL when addr is not a
+ * unix address or its name is empty).  An abstract address's length counts
+ * its name only (offsetof(sun_path) + 1 + strlen(name)), as the kernel
+ * compares every byte up to it.
  */
 int dap_addr_unix_sockaddr(const struct dap_addr *addr,
 			   struct sockaddr_storage *ss, socklen_t *len);

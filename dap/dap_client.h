@@ -4,6 +4,12 @@
  * One connection, one thread.  Requests are numbered from 1.  Events that
  * arrive while waiting for a response go to the event callback (or are
  * dropped when there is none); responses to other requests are dropped.
+ *
+ * A send that cannot finish within 30 s (the agent stopped reading), a
+ * closed connection or a framing error leaves the client failed: every
+ * later call returns the same error.  A message that is framed correctly
+ * but does not parse is returned as an error (DAP_EJSON, DAP_EDEPTH,
+ * DAP_EPROTO) and the client stays usable.
  */
 #ifndef DAP_CLIENT_H
 #define DAP_CLIENT_H
@@ -14,6 +20,7 @@
 
 struct dap_client;
 
+/* ev is borrowed: valid during the call only. */
 typedef void (*dap_event_cb)(const struct dap_message *ev, void *arg);
 
 /* Error codes beyond dap_frame's, all negative. */
@@ -24,8 +31,11 @@ enum {
 };
 
 /*
- * Connects to addr within timeout_ms.  Returns 0 and a new client in *out,
- * or DAP_ECONNREFUSED, DAP_ETIMEDOUT or -errno with a message in err.
+ * Connects to addr within timeout_ms (< 0: no limit; name resolution is not
+ * bounded).  Returns 0 and a new client in *out, or DAP_ECONNREFUSED (unix:
+ * ECONNREFUSED or ENOENT; the message tells a missing process from a
+ * process without an agent), DAP_ETIMEDOUT, -EHOSTUNREACH (host name not
+ * resolved) or -errno with a message in err.
  */
 int dap_client_connect(const struct dap_addr *addr, int timeout_ms,
 		       struct dap_client **out, char *err, size_t errlen);
@@ -34,8 +44,9 @@ void dap_client_free(struct dap_client *c);
 
 void dap_client_on_event(struct dap_client *c, dap_event_cb cb, void *arg);
 
-/* Sends a request without waiting; takes ownership of args.  Returns its
- * seq (> 0) or a negative error. */
+/* Sends a request without waiting; takes ownership of args (also on
+ * failure).  Returns its seq (> 0) or a negative error (-EINVAL for an empty
+ * or too long command). */
 int64_t dap_client_send(struct dap_client *c, const char *command, cJSON *args,
 			char *err, size_t errlen);
 
@@ -52,7 +63,8 @@ int dap_client_request(struct dap_client *c, const char *command, cJSON *args,
 		       int timeout_ms, struct dap_message **resp, char *err,
 		       size_t errlen);
 
-/* Sends raw bytes (already framed) — for the stdio bridge and fuzz tests. */
+/* Sends raw bytes (already framed) — for the stdio bridge and fuzz tests.
+ * Returns 0 or a negative error. */
 int dap_client_write_raw(struct dap_client *c, const char *data, size_t len);
 
 /* The socket, for poll() in the stdio bridge and the REPL. */
@@ -62,6 +74,12 @@ int dap_client_fd(const struct dap_client *c);
  * Reads whatever is available (blocking up to timeout_ms) and returns the
  * next whole message in *msg (caller frees), 0 with *msg NULL on timeout,
  * or a negative error.  For the bridge, which forwards every message.
+ *
+ * Each of msg, raw, rawlen may be NULL.  raw receives the message body (the
+ * JSON text without its header) as a NUL-terminated heap copy the caller
+ * frees, its length in *rawlen; on timeout *raw is NULL.  With msg NULL the
+ * body is not parsed (a bridge that only forwards).  Messages go to the
+ * caller, never to the event callback.
  */
 int dap_client_read(struct dap_client *c, int timeout_ms,
 		    struct dap_message **msg, char **raw, size_t *rawlen,

@@ -41,10 +41,20 @@ struct dap_message {
 /*
  * Parses one message body.  Checks nesting depth (DAP_JSON_DEPTH_MAX)
  * before handing the text to cJSON.  Returns 0 and a new message in *out
- * (caller frees), or DAP_EJSON / DAP_EDEPTH / DAP_EPROTO with a reason in
- * err.  On DAP_EPROTO where a "seq" and "command" could still be read,
- * *seq_out and cmd_out (DAP_COMMAND_MAX bytes) are filled so the caller can
- * send an error response; otherwise *seq_out is -1.
+ * (caller frees), or DAP_EJSON / DAP_EDEPTH / DAP_EPROTO (-ENOMEM) with a
+ * reason in err.  On DAP_EPROTO where a "seq" and "command" could still be
+ * read, *seq_out and cmd_out (DAP_COMMAND_MAX bytes) are filled so the caller
+ * can send an error response; otherwise *seq_out is -1.
+ *
+ * Details: seq_out, cmd_out and err may be NULL.  *seq_out is set only for
+ * what may be a request (type "request", missing or unknown), never for a
+ * bad response or event; cmd_out is "" when the command is unreadable.
+ * Checked: "seq" a non-negative integer; "type" one of the three; requests:
+ * "command" a string shorter than DAP_COMMAND_MAX, "arguments" an object or
+ * absent (null = absent); events: "event" likewise; responses: integer
+ * "request_seq", boolean "success", string "command", "message" a string
+ * or absent.  JSON text after the value (other than white space) is
+ * DAP_EJSON.
  */
 int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 		      int64_t *seq_out, char *cmd_out, char *err, size_t errlen);
@@ -52,19 +62,24 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 void dap_message_free(struct dap_message *msg);
 
 /* A new response to (request_seq, command).  body is an empty object the
- * caller may fill; message is copied when not NULL. */
+ * caller may fill; message is copied when not NULL.  Every builder returns
+ * NULL on allocation failure or when the command/event name has
+ * DAP_COMMAND_MAX characters or more.  The envelope (type, command,
+ * success, message) is taken from the struct at encode time. */
 struct dap_message *dap_response_new(int64_t request_seq, const char *command,
 				     int success, const char *message);
 
-/* An error response whose body carries {"error":{"id":id,"format":message}}
- * as VS Code expects, message copied. */
+/* An error response whose body carries
+ * {"error":{"id":id,"format":text,"showUser":true}} as VS Code expects;
+ * text (also ->message) is the formatted text, cut at 16 KiB. */
 struct dap_message *dap_error_new(int64_t request_seq, const char *command,
 				  int id, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 struct dap_message *dap_event_new(const char *event);
 
-/* A new request (for clients); takes ownership of args (may be NULL). */
+/* A new request (for clients); takes ownership of args (may be NULL),
+ * freeing it on failure too. */
 struct dap_message *dap_request_new(int64_t seq, const char *command,
 				    cJSON *args);
 
@@ -80,6 +95,11 @@ char *dap_message_encode(struct dap_message *msg, int64_t seq, size_t *len);
  * value, 1 when the key is absent (value left as is: put the default there
  * first), or DAP_EPROTO when present with the wrong type, writing
  * "argument 'key' must be a <type>" into err.
+ *
+ * A JSON null counts as absent, and so does every key when args is NULL or
+ * not an object.  Keys are case-sensitive.  An int must be an integral
+ * number within int64_t (1.0 is fine, 1.5 and 1e300 are not); a bool must
+ * be true or false (not 0/1).
  */
 int dap_arg_int(const cJSON *args, const char *key, int64_t *out, char *err,
 		size_t errlen);
