@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -89,17 +88,6 @@ struct server *server_current(void)
 }
 
 /* ---- sockets ---------------------------------------------------------- */
-
-static int set_nonblock_cloexec(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-		return -errno;
-	return 0;
-}
 
 static int bind_unix(const struct dap_addr *addr, char *err, size_t errlen)
 {
