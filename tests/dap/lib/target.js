@@ -1,0 +1,283 @@
+'use strict';
+// Helpers for the DAP client tests: real Python targets with the real agent
+// (PROBING=1 through the .pth hook), found on a TCP port, and DebugClients
+// from @vscode/debugadapter-testsupport connected to them.
+
+const cp = require('child_process');
+const fs = require('fs');
+const net = require('net');
+const os = require('os');
+const path = require('path');
+const { DebugClient } = require('@vscode/debugadapter-testsupport');
+
+const BUILD = path.resolve(process.env.PROBING_BUILD ||
+	path.join(__dirname, '..', '..', '..', 'build'));
+const USERBASE = path.join(BUILD, 'userbase');
+const SYSTEM_PYTHON = '/usr/bin/python3';
+
+function realpath(p) {
+	try { return fs.realpathSync(p); } catch (e) { return null; }
+}
+
+function isPy311(exe) {
+	const r = cp.spawnSync(exe, ['-c',
+		'import sys; print(sys.version_info[:2] == (3, 11), sys.executable)'],
+		{ encoding: 'utf8', timeout: 30000 });
+	if (r.status !== 0) return null;
+	const [ok, real] = r.stdout.trim().split(/\s+/);
+	return ok === 'True' ? real : null;
+}
+
+// The second Python: pyenv's 3.11 (shared libpython), or python3 on PATH
+// when it is not /usr/bin/python3.  null when the machine has none.
+function pyenvPython() {
+	const cands = [];
+	const r = cp.spawnSync('sh', ['-c', 'command -v python3'], { encoding: 'utf8' });
+	const onPath = r.status === 0 ? r.stdout.trim() : '';
+	if (onPath && realpath(onPath) !== realpath(SYSTEM_PYTHON)) cands.push(onPath);
+	const root = path.join(os.homedir(), '.pyenv', 'versions');
+	for (const base of [root, '/root/.pyenv/versions']) {
+		let names = [];
+		try { names = fs.readdirSync(base).filter((n) => n.startsWith('3.11')).sort(); } catch (e) { /* none */ }
+		for (const n of names) cands.push(path.join(base, n, 'bin', 'python3.11'));
+	}
+	for (const c of cands) {
+		if (!fs.existsSync(c)) continue;
+		const exe = isPy311(c);
+		if (exe && realpath(exe) !== realpath(SYSTEM_PYTHON)) return exe;
+	}
+	return null;
+}
+
+const PYENV_PYTHON = pyenvPython();
+// [{label, exe}]: exe null means "skip, with reason".
+const PYTHONS = [
+	{ label: 'system', exe: SYSTEM_PYTHON },
+	{ label: 'pyenv', exe: PYENV_PYTHON,
+	  skip: PYENV_PYTHON ? false : 'no pyenv Python 3.11 on this machine (looked for python3 on PATH and ~/.pyenv/versions/3.11*/bin/python3.11)' },
+];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// promise, or a rejection naming what did not happen within ms.
+function withTimeout(promise, ms, what) {
+	let timer;
+	const t = new Promise((_, reject) => {
+		timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+	});
+	return Promise.race([promise, t]).finally(() => clearTimeout(timer));
+}
+
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const srv = net.createServer();
+		srv.unref();
+		srv.on('error', reject);
+		srv.listen(0, '127.0.0.1', () => {
+			const { port } = srv.address();
+			srv.close(() => resolve(port));
+		});
+	});
+}
+
+// Is something accepting TCP connections on 127.0.0.1:port?  Reads
+// /proc/net/tcp instead of connecting, so the agent sees no stray session.
+function listening(port) {
+	const hex = ':' + port.toString(16).toUpperCase().padStart(4, '0');
+	const text = fs.readFileSync('/proc/net/tcp', 'utf8');
+	return text.split('\n').some((l) => {
+		const f = l.trim().split(/\s+/);
+		// local_address 0100007F:PORT, state 0A = LISTEN
+		return f.length > 3 && f[1].endsWith(hex) && f[3] === '0A';
+	});
+}
+
+// Fails at once, not after a timeout, when PROBING_BUILD has no agent.
+function checkBuild() {
+	const lib = path.join(USERBASE, 'lib');
+	let found = false;
+	try {
+		found = fs.readdirSync(lib).some((d) =>
+			fs.existsSync(path.join(lib, d, 'site-packages', 'probing.pth')) &&
+			fs.existsSync(path.join(lib, d, 'site-packages', 'probing', 'libprobing.so')));
+	} catch (e) { /* no such dir */ }
+	if (!found) {
+		throw new Error(`no agent build in ${BUILD}: expected ${lib}/python3.*/site-packages/` +
+			'{probing.pth,probing/libprobing.so}; build it or set PROBING_BUILD');
+	}
+}
+
+const live = new Set();
+// Whatever happens, no target outlives the test process.
+process.on('exit', () => {
+	for (const t of live) {
+		try { process.kill(t.pid, 'SIGKILL'); } catch (e) { /* gone */ }
+	}
+});
+
+class Target {
+	constructor(proc, script, port, dir) {
+		this.proc = proc;
+		this.pid = proc.pid;
+		this.script = script;
+		this.port = port;
+		this.dir = dir;
+		this.out = '';
+		this.exited = null;
+		this.clients = [];
+		proc.stdout.on('data', (d) => { this.out += d.toString(); });
+		proc.stderr.on('data', (d) => { this.out += d.toString(); });
+		this.exitPromise = new Promise((resolve) => {
+			proc.on('exit', (code, signal) => {
+				this.exited = { code, signal };
+				live.delete(this);
+				resolve();
+			});
+		});
+	}
+
+	alive() { return this.exited === null; }
+
+	// Waits until pred() is true; fails early if the target died.
+	async waitFor(pred, what, timeoutMs = 30000) {
+		const deadline = Date.now() + timeoutMs;
+		while (Date.now() < deadline) {
+			if (!this.alive()) {
+				throw new Error(`target ${this.pid} exited (${JSON.stringify(this.exited)}) ` +
+					`while waiting for ${what}:\n${this.out}`);
+			}
+			if (pred()) return;
+			await sleep(25);
+		}
+		throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; output:\n${this.out}`);
+	}
+
+	waitLine(text, timeoutMs) {
+		return this.waitFor(() => this.out.includes(text), JSON.stringify(text), timeoutMs);
+	}
+
+	// The value printed by the script as "key=value".
+	printed(key) {
+		const m = this.out.match(new RegExp('^' + key + '=(.*)$', 'm'));
+		return m ? m[1] : undefined;
+	}
+
+	// 1-based line of the script line that contains marker.
+	line(marker) {
+		const lines = fs.readFileSync(this.script, 'utf8').split('\n');
+		const i = lines.findIndex((l) => l.includes(marker));
+		if (i < 0) throw new Error('marker not in script: ' + marker);
+		return i + 1;
+	}
+
+	// A DebugClient connected to the agent's TCP port (as VS Code does with
+	// debugServer); closed by stop().
+	async client() {
+		const dc = new DebugClient('unused', 'unused', 'probing');
+		dc.defaultTimeout = 20000;
+		await dc.start(this.port);
+		dc._socket.on('error', () => { /* reported through timeouts */ });
+		this.clients.push(dc);
+		return dc;
+	}
+
+	// The same over the agent's abstract unix socket @probing-<pid>.
+	async unixClient() {
+		const dc = new DebugClient('unused', 'unused', 'probing');
+		dc.defaultTimeout = 20000;
+		const sock = net.createConnection({ path: '\0probing-' + this.pid });
+		await new Promise((resolve, reject) => {
+			sock.once('connect', resolve);
+			sock.once('error', reject);
+		});
+		sock.on('error', () => { /* reported through timeouts */ });
+		dc._socket = sock;      // so stop() ends it, as for a TCP client
+		dc.connect(sock, sock);
+		this.clients.push(dc);
+		return dc;
+	}
+
+	async stop() {
+		for (const dc of this.clients) {
+			try { dc.stopAdapter(); } catch (e) { /* closed */ }
+		}
+		this.clients = [];
+		if (this.alive()) {
+			try { process.kill(this.pid, 'SIGKILL'); } catch (e) { /* gone */ }
+			let timer;
+			await Promise.race([this.exitPromise,
+				new Promise((r) => { timer = setTimeout(r, 10000); })]);
+			clearTimeout(timer);
+		}
+		fs.rmSync(this.dir, { recursive: true, force: true });
+	}
+}
+
+// Starts python on code (written to a fresh script) with the agent on a
+// free TCP port; resolves once the port listens.
+async function spawnTarget(python, code, { ready = null, env = {} } = {}) {
+	checkBuild();
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'probing-dap-'));
+	const script = path.join(dir, 'target.py');
+	fs.writeFileSync(script, code);
+	const port = await freePort();
+	const e = { ...process.env };
+	delete e.PROBING_TARGET;
+	delete e.PROBING_LISTEN;
+	Object.assign(e, {
+		PYTHONUSERBASE: USERBASE,
+		PYTHONUNBUFFERED: '1',
+		PROBING: '1',
+		PROBING_PORT: String(port),
+	});
+	if (process.env.PROBING_TARGET_PRELOAD) e.LD_PRELOAD = process.env.PROBING_TARGET_PRELOAD;
+	Object.assign(e, env);
+	const proc = cp.spawn(python, [script], { cwd: dir, env: e, stdio: ['ignore', 'pipe', 'pipe'] });
+	const t = new Target(proc, script, port, dir);
+	live.add(t);
+	try {
+		await t.waitFor(() => listening(port), `the agent of pid ${t.pid} on port ${port}`);
+		if (ready) await t.waitLine(ready);
+	} catch (err) {
+		await t.stop();
+		throw err;
+	}
+	return t;
+}
+
+// Sends a request and resolves with the whole response, success or not
+// (DebugClient.send keeps only the message of a failure).  The seq it was
+// sent with is in response.request_seq; onSent(seq) is called right after
+// sending.  Rejects only when no response comes within timeoutMs.
+function request(dc, command, args, { timeoutMs = 20000, onSent } = {}) {
+	return new Promise((resolve, reject) => {
+		const seq = dc.sequence;
+		const timer = setTimeout(() => {
+			dc.pendingRequests.delete(seq);
+			reject(new Error(`no response to '${command}' (seq ${seq}) within ${timeoutMs} ms`));
+		}, timeoutMs);
+		dc.doSend(command, args, (resp) => {
+			clearTimeout(timer);
+			resolve(resp);
+		});
+		if (onSent) onSent(seq);
+	});
+}
+
+// Fails unless resp is a failure; returns it.
+function failed(assert, resp, what) {
+	assert.strictEqual(resp.success, false, `${what}: expected a failure, got ${JSON.stringify(resp)}`);
+	assert.strictEqual(typeof resp.message, 'string', `${what}: a failure carries a message`);
+	assert.ok(resp.message.length > 0, `${what}: the message is not empty`);
+	return resp;
+}
+
+function succeeded(assert, resp, what) {
+	assert.strictEqual(resp.success, true, `${what}: ${resp.message} ${JSON.stringify(resp.body)}`);
+	return resp;
+}
+
+module.exports = {
+	BUILD, USERBASE, PYTHONS, SYSTEM_PYTHON, PYENV_PYTHON,
+	spawnTarget, request, failed, succeeded, sleep, withTimeout, listening,
+};
