@@ -137,6 +137,9 @@ def spawn(tmp_path):
             e["PROBING"] = "1"
         if agent == "init":
             e["PYTHONPATH"] = SITE
+        if os.environ.get("PROBING_TARGET_PRELOAD"):
+            # ASan build: the sanitizer runtimes must come first.
+            e["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]
         e.update(env or {})
         out = tmp_path / ("target%d.out" % len(targets))
         f = open(out, "w")

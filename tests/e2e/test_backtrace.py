@@ -1,7 +1,8 @@
 """probing backtrace / python.backtrace against real targets."""
 import json
+import subprocess
 
-from conftest import probing
+from conftest import CLI, probing
 
 # A target whose main thread waits inside outer() -> inner(), and a worker
 # thread named "loader" inside load_batches().  READY is printed once both
@@ -141,9 +142,9 @@ def test_stack_trace_of_thread_via_dap(spawn, python):
         {"seq": 1, "type": "request", "command": "initialize", "arguments": {"adapterID": "probing"}},
         {"seq": 2, "type": "request", "command": "threads"},
     ]
-    r = probing("dap", target=t.pid, input=_frames(msgs) , timeout=30)
-    assert r.rc == 0, r
-    replies = _parse(r.out)
+    rc, out = dap_bridge(t.pid, msgs)
+    assert rc == 0, out
+    replies = _parse(out)
     threads = [m for m in replies if m.get("command") == "threads"][0]
     assert threads["success"]
     names = {th["name"] for th in threads["body"]["threads"]}
@@ -152,12 +153,19 @@ def test_stack_trace_of_thread_via_dap(spawn, python):
     msgs = [
         {"seq": 1, "type": "request", "command": "stackTrace", "arguments": {"threadId": main_id, "levels": 2}},
     ]
-    r = probing("dap", target=t.pid, input=_frames(msgs), timeout=30)
-    st = [m for m in _parse(r.out) if m.get("command") == "stackTrace"][0]
+    rc, out = dap_bridge(t.pid, msgs)
+    st = [m for m in _parse(out) if m.get("command") == "stackTrace"][0]
     assert st["success"], st
     frames = st["body"]["stackFrames"]
     assert [(f["name"], f["line"]) for f in frames] == [("inner", 6), ("outer", 10)]
     assert st["body"]["totalFrames"] >= 3
+
+
+def dap_bridge(pid, msgs):
+    """Pipes framed requests through `probing -t PID dap`; bytes out."""
+    cp = subprocess.run([CLI, "-t", str(pid), "dap"], input=_frames(msgs).encode(),
+                        capture_output=True, timeout=30)
+    return cp.returncode, cp.stdout.decode()
 
 
 def _frames(msgs):
