@@ -73,7 +73,8 @@ static int backtrace_snapshot(void *ctx, struct livetab_rows *rows, char *err,
 	int rc;
 
 	(void)ctx;
-	rc = take(&st, 1, err, errlen);
+	/* Column 6 (locals) means a repr of every local: only when read. */
+	rc = take(&st, livetab_rows_wants(rows, 6), err, errlen);
 	if (rc)
 		return rc;
 	rc = backtrace_rows(rows, &st);

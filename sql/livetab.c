@@ -41,6 +41,8 @@ struct livetab_rows {
 	size_t ntext, captext;
 	size_t bytes;
 	int err;
+	int used;       /* columns the query reads (bit i = column i; bit 30:
+			   column 30 or later) */
 };
 
 struct livetab_aux {
@@ -241,6 +243,12 @@ static int vt_disconnect(sqlite3_vtab *pvtab)
 static int vt_best_index(sqlite3_vtab *pvtab, sqlite3_index_info *info)
 {
 	(void)pvtab;
+	/* Tell the snapshot which columns are read, so that costly ones
+	 * (locals' reprs) are only computed when asked for.  colUsed's bit 63
+	 * stands for every column from 63 on; fold 30.. into bit 30. */
+	info->idxNum = (int)(info->colUsed & 0x3fffffff);
+	if (info->colUsed >> 30)
+		info->idxNum |= 1 << 30;
 	info->estimatedCost = 1000.0;
 	info->estimatedRows = 1000;
 	return SQLITE_OK;
@@ -293,7 +301,6 @@ static int vt_filter(sqlite3_vtab_cursor *pcur, int idxnum, const char *idxstr,
 	char err[512];
 	int rc;
 
-	(void)idxnum;
 	(void)idxstr;
 	(void)argc;
 	(void)argv;
@@ -303,6 +310,7 @@ static int vt_filter(sqlite3_vtab_cursor *pcur, int idxnum, const char *idxstr,
 	rows = calloc(1, sizeof(*rows));
 	if (!rows)
 		return SQLITE_NOMEM;
+	rows->used = idxnum;
 	err[0] = '\0';
 	rc = tab->snapshot(vt->aux->ctx, rows, err, sizeof(err));
 	if (rc == 0 && rows->err)
@@ -446,4 +454,11 @@ int livetab_register(struct sqlite3 *db, const struct livetab *tab, void *ctx,
 		return rc == SQLITE_NOMEM ? -ENOMEM : -EINVAL;
 	}
 	return 0;
+}
+
+int livetab_rows_wants(const struct livetab_rows *rows, int column)
+{
+	if (column >= 30)
+		return (rows->used >> 30) & 1;
+	return column >= 0 && ((rows->used >> column) & 1);
 }

@@ -40,6 +40,10 @@ struct livetab {
  * livetab_rows_begin, -EINVAL).  A failure is sticky: the rows are then
  * poisoned and the query fails with that error whatever snapshot returns,
  * so a provider may stop at the first error and return it. */
+/* Does the query read column (0-based)?  A provider may skip computing
+ * what nobody reads (and append NULL instead). */
+int livetab_rows_wants(const struct livetab_rows *rows, int column);
+
 #define LIVETAB_ROWS_MAX 1000000
 #define LIVETAB_BYTES_MAX ((size_t)256 << 20)
 int livetab_rows_begin(struct livetab_rows *rows);

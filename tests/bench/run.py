@@ -8,7 +8,7 @@
    the training loop while it runs; plus the bare DAP round trip of each
    request over an open socket.  Median of 20.
 
-Usage: PROBING_BUILD=build python3 tests/bench/run.py [--runs 5] [--steps 1500]
+Usage: PROBING_BUILD=build python3 tests/bench/run.py [--runs 7] [--steps 4000]
 Prints a Markdown table (paste into docs/benchmarks.md).
 """
 import argparse
@@ -59,9 +59,11 @@ def timed_run(agent, steps):
 
 def idle_overhead(runs, steps):
     without, with_ = [], []
-    for _ in range(runs):
-        without.append(timed_run(False, steps))
-        with_.append(timed_run(True, steps))
+    for i in range(runs):
+        # alternate which goes first, so drift does not favour one side
+        order = (False, True) if i % 2 == 0 else (True, False)
+        for agent in order:
+            (with_ if agent else without).append(timed_run(agent, steps))
     return statistics.median(without), statistics.median(with_)
 
 
@@ -132,8 +134,8 @@ def latency(n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--latency-samples", type=int, default=20)
     a = ap.parse_args()
     base, agent = idle_overhead(a.runs, a.steps)

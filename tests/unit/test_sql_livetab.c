@@ -290,4 +290,43 @@ static void test_per_scan(void)
 	sqlite3_close(db);
 }
 
-TEST_MAIN(test_rows, test_errors, test_caps, test_per_scan)
+/* The provider learns which columns a query reads. */
+static int wanted[4];
+
+static int snap_wants(void *ctx, struct livetab_rows *rows, char *err,
+		      size_t errlen)
+{
+	(void)ctx, (void)err, (void)errlen;
+	for (int i = 0; i < 4; i++)
+		wanted[i] = livetab_rows_wants(rows, i);
+	livetab_rows_begin(rows);
+	livetab_rows_int(rows, 1);
+	return 0;
+}
+
+static const struct livetab wants_tab = {
+	.schema = "main",
+	.name = "wants",
+	.doc = "column use",
+	.columns = "a INTEGER, b TEXT, c TEXT, d TEXT",
+	.snapshot = snap_wants,
+};
+
+static void test_columns_used(void)
+{
+	sqlite3 *db = open_db();
+	char err[256], buf[256];
+
+	CHECK(livetab_register(db, &wants_tab, NULL, err, sizeof(err)) == 0);
+	CHECK(one(db, "SELECT a FROM wants WHERE c IS NULL", buf,
+		  sizeof(buf)) == SQLITE_OK);
+	CHECK(wanted[0] && !wanted[1] && wanted[2] && !wanted[3]);
+	CHECK(one(db, "SELECT count(*) FROM wants", buf, sizeof(buf)) ==
+	      SQLITE_OK);
+	CHECK(!wanted[0] && !wanted[1] && !wanted[2] && !wanted[3]);
+	CHECK(one(db, "SELECT * FROM wants", buf, sizeof(buf)) == SQLITE_OK);
+	CHECK(wanted[0] && wanted[1] && wanted[2] && wanted[3]);
+	sqlite3_close(db);
+}
+
+TEST_MAIN(test_rows, test_errors, test_caps, test_per_scan, test_columns_used)
