@@ -28,8 +28,26 @@ struct pyeval_result {
 	int interrupted; /* stopped by pygil_interrupt (KeyboardInterrupt we sent) */
 };
 
-/* Returns 0 (see res->ok) or -ENOMEM/-EINVAL with err filled for failures
- * of our own (not of the user's code). */
+/*
+ * Returns 0 (see res->ok) or, with err filled, for failures of our own
+ * (not of the user's code): -ENOMEM, -EINVAL (code NULL), -EBUSY (more
+ * than 8 evaluations in progress at once).
+ *
+ * Details: code is first compiled as an expression; its value, None
+ * included, comes back in value/type (a REPL may hide "NoneType").  Else
+ * it runs as a module; a last expression statement is evaluated after the
+ * rest and echoed unless it is None, as the prompt does.  value is cut to
+ * PYEVAL_RESULT_MAX characters (ending in "..."); a __repr__ that raises
+ * gives "<repr failed: Type: msg>" with ok 1.  output is cut to
+ * PYEVAL_OUTPUT_MAX bytes (ending in "\n[output truncated]\n"); the
+ * writer keeps no more than that while the code runs.  sys.stdin is an
+ * empty StringIO meanwhile (input() gets EOFError; exit() closes it, not
+ * the target's).  The code's file name is "<probing-N>", with its lines in
+ * linecache while it runs, so tracebacks show source.  On return the
+ * streams are the ones found on entry, unless the code assigned sys.stdout
+ * (etc.) itself: that assignment is kept.  Never leaves an exception set;
+ * one set on entry is kept.
+ */
 int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 	       size_t errlen);
 

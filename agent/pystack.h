@@ -13,6 +13,13 @@
  *    locals; names from /proc/self/task/<tid>/comm.  CPython 3.11 internals
  *    live only in pyframes.c, the version-specific layer.
  *
+ * Both ways list the same threads in the same order (PyThreadState_Next
+ * order, every interpreter), and a thread has the same thread_id,
+ * native_id, func, file and lineno in both (file and func are cut to
+ * PYFRAMES_*_MAX bytes without the GIL, see pyframes.h).  A thread that
+ * has a thread state but runs no Python (a C thread between calls) has
+ * nframes 0.
+ *
  * Strings in the result are owned by it; free with pystack_release().
  */
 #ifndef PYSTACK_H
@@ -65,15 +72,35 @@ struct pystack_opts {
 	size_t repr_max;         /* 0 = PYSTACK_REPR_DEFAULT */
 	const uint64_t *threads; /* only these thread_ids (NULL = all) */
 	size_t nthreads;
+	const uint64_t *exclude; /* leave these thread_ids out (the agent's
+				    own GIL threads); may be NULL */
+	size_t nexclude;
 };
 
-/* Caller holds the GIL.  Returns 0 or -ENOMEM (err filled). */
+/*
+ * Caller holds the GIL; o may be NULL (defaults).  Returns 0 or -ENOMEM
+ * (err filled).  The calling thread is listed with holds_gil 1 when it runs
+ * Python code (a Python function called into us); a calling thread with no
+ * Python frame (an agent thread inside PyGILState_Ensure) is left out, and
+ * then no thread holds_gil.  Thread names and daemon come from
+ * threading._active when threading is imported (it is never imported
+ * here), else from /proc/self/task/<tid>/comm with daemon -1.
+ *
+ * Locals: at most PYSTACK_LOCALS_MAX per frame (f_locals order); each value
+ * is pystack_repr()'s.  Reprs run Python code, so other threads may run
+ * meanwhile: the stacks and the functions' locals are taken first (no
+ * Python code runs, the GC is paused), the reprs afterwards; a module or
+ * class body's namespace (any mapping) is read then too.  When a repr is
+ * stopped by KeyboardInterrupt (pygil's deadline), the values not yet
+ * computed are "<interrupted>".  Never leaves an exception set; one set on
+ * entry is kept.
+ */
 int pystack_take_gil(struct pystack *out, const struct pystack_opts *o,
 		     char *err, size_t errlen);
 
-/* Any thread, no GIL.  Returns 0, -ENOMEM, or -ENOENT when Python is not
- * initialised; threads whose frames could not be read come back with
- * nframes 0 and state "unknown". */
+/* Any thread, no GIL; o may be NULL (o->locals is ignored).  Returns 0, -ENOMEM, or -ENOENT when
+ * Python is not initialised; threads whose frames could not be read (after
+ * a few tries) come back with nframes 0 and state "unknown". */
 int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		       char *err, size_t errlen);
 
@@ -81,6 +108,20 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
  * now, read without the GIL; 0 when none or unknown. */
 uint64_t pystack_gil_holder(long *native_id);
 
+/* Frees what s owns and zeroes it; safe on a zeroed or released s. */
 void pystack_release(struct pystack *s);
+
+struct _object; /* PyObject */
+
+/*
+ * The repr of obj as a UTF-8 string of at most max characters (0 =
+ * PYSTACK_REPR_DEFAULT); a longer one is cut and ends in "...".  A long
+ * str or bytes is sliced before its repr is taken, so a huge value costs
+ * nothing.  A repr that raises gives "<repr failed: Type: msg>" and
+ * *failed 1 (2 when it was KeyboardInterrupt); the error is cleared.
+ * Caller holds the GIL.  Returns a malloc'd string the caller frees, or
+ * NULL when out of memory.
+ */
+char *pystack_repr(struct _object *obj, size_t max, int *failed);
 
 #endif

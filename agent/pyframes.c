@@ -1,0 +1,525 @@
+/*
+ * pyframes: CPython 3.11 internals, read safely.  See pyframes.h.
+ *
+ * Every read of interpreter memory copies it into a local with
+ * safe_read(); structures are then used only from those copies.
+ * Pointers found in a copy are checked (type pointers compared with
+ * &PyCode_Type / &PyUnicode_Type) before what they point to is trusted.
+ */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
+#error "pyframes.c reads CPython 3.11 internals; port it for this version"
+#endif
+
+#include "internal/pycore_code.h"
+#include "internal/pycore_frame.h"
+#include "internal/pycore_gil.h"
+#include "internal/pycore_interp.h"
+#include "internal/pycore_pystate.h"
+#include "internal/pycore_runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "pyframes.h"
+
+#define CODE_SIZE_MAX (1 << 24) /* code units; larger is garbage */
+#define LINETABLE_MAX (1 << 24) /* bytes */
+#define STR_CHARS_MAX PYFRAMES_FILE_MAX
+#define PYFRAMES_THREADS_SCAN 65536 /* thread states looked at, in all */
+
+/* 0: process_vm_readv; 1: forced pipe (tests); 2: pipe, learned. */
+static atomic_int pipe_mode;
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Copies len bytes at src through a pipe: write() fails with EFAULT on
+ * memory we may not read instead of faulting. */
+static int pipe_read(void *dst, uintptr_t src, size_t len)
+{
+	int p[2], rc = 0;
+	size_t done = 0;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -EFAULT;
+	while (done < len) {
+		size_t chunk = len - done < 4096 ? len - done : 4096;
+		/* The raw system call: a sanitizer's write() interceptor
+		 * would check (and report) the very memory we probe. */
+		ssize_t w = syscall(SYS_write, p[1], (const char *)src + done,
+				    chunk);
+		ssize_t r;
+
+		if (w != (ssize_t)chunk) {
+			rc = -EFAULT;
+			break;
+		}
+		r = read(p[0], (char *)dst + done, chunk);
+		if (r != (ssize_t)chunk) {
+			rc = -EFAULT;
+			break;
+		}
+		done += chunk;
+	}
+	close(p[0]);
+	close(p[1]);
+	return rc;
+}
+
+/* Copies len bytes of our own memory at src into dst; 0 or -EFAULT.
+ * Never faults, whatever src is. */
+static int safe_read(void *dst, uintptr_t src, size_t len)
+{
+	struct iovec local, remote;
+	ssize_t n;
+
+	if (!src || src + len < src)
+		return -EFAULT;
+	if (!len)
+		return 0;
+	if (atomic_load_explicit(&pipe_mode, memory_order_relaxed))
+		return pipe_read(dst, src, len);
+	local.iov_base = dst;
+	local.iov_len = len;
+	remote.iov_base = (void *)src;
+	remote.iov_len = len;
+	n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
+		atomic_store(&pipe_mode, 2);
+		return pipe_read(dst, src, len);
+	}
+	return -EFAULT;
+}
+
+void pyframes_force_pipe(int on)
+{
+	atomic_store(&pipe_mode, on ? 1 : 0);
+}
+
+#define READ_FIELD(dst, base, type, field)                                     \
+	safe_read(&(dst), (uintptr_t)(base) + offsetof(type, field),           \
+		  sizeof(dst))
+
+int pyframes_ready(void)
+{
+	int init = 0;
+	uintptr_t fin = 1;
+
+	if (READ_FIELD(init, &_PyRuntime, _PyRuntimeState, initialized) ||
+	    READ_FIELD(fin, &_PyRuntime, _PyRuntimeState, _finalizing))
+		return -ENOENT;
+	return init && !fin ? 0 : -ENOENT;
+}
+
+uint64_t pyframes_main_thread(void)
+{
+	unsigned long id = 0;
+
+	if (READ_FIELD(id, &_PyRuntime, _PyRuntimeState, main_thread))
+		return 0;
+	return id;
+}
+
+int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
+		     char *err, size_t errlen)
+{
+	uintptr_t interp = 0;
+	size_t ni = 0;
+
+	*n = 0;
+	if (pyframes_ready() < 0) {
+		set_err(err, errlen, "Python is not initialised");
+		return -ENOENT;
+	}
+	if (READ_FIELD(interp, &_PyRuntime, _PyRuntimeState, interpreters.head))
+		goto fault;
+	while (interp && ni++ < PYFRAMES_INTERPS_MAX) {
+		uintptr_t ts = 0;
+
+		if (READ_FIELD(ts, interp, PyInterpreterState, threads.head))
+			goto fault;
+		uintptr_t prev = 0;
+
+		while (ts && *n < max) {
+			PyThreadState t;
+
+			/* A list rewritten under us shows as broken links. */
+			if (safe_read(&t, ts, sizeof(t)) ||
+			    (uintptr_t)t.interp != interp ||
+			    (uintptr_t)t.prev != prev)
+				goto fault;
+			prev = ts;
+			out[*n].thread_id = t.thread_id;
+			out[*n].native_id = (long)t.native_thread_id;
+			out[*n].tstate = ts;
+			(*n)++;
+			ts = (uintptr_t)t.next;
+		}
+		if (READ_FIELD(interp, interp, PyInterpreterState, next))
+			goto fault;
+	}
+	return 0;
+fault:
+	set_err(err, errlen, "interpreter or thread list unreadable");
+	return -EFAULT;
+}
+
+/* Is ts one of the thread states of some interpreter now? */
+static int tstate_listed(uintptr_t ts)
+{
+	uintptr_t interp = 0, cur;
+	size_t ni = 0, nt = 0;
+
+	if (READ_FIELD(interp, &_PyRuntime, _PyRuntimeState, interpreters.head))
+		return 0;
+	while (interp && ni++ < PYFRAMES_INTERPS_MAX) {
+		if (READ_FIELD(cur, interp, PyInterpreterState, threads.head))
+			return 0;
+		while (cur && nt++ < PYFRAMES_THREADS_SCAN) {
+			if (cur == ts)
+				return 1;
+			if (READ_FIELD(cur, cur, PyThreadState, next))
+				return 0;
+		}
+		if (READ_FIELD(interp, interp, PyInterpreterState, next))
+			return 0;
+	}
+	return 0;
+}
+
+int pyframes_gil_holder(uint64_t *thread_id, long *native_id)
+{
+	struct _gil_runtime_state gil;
+	PyThreadState t;
+	uintptr_t holder;
+
+	*thread_id = 0;
+	*native_id = 0;
+	if (pyframes_ready() < 0 ||
+	    safe_read(&gil, (uintptr_t)&_PyRuntime.ceval.gil, sizeof(gil)))
+		return -ENOENT;
+	holder = (uintptr_t)gil.last_holder._value;
+	if (gil.locked._value != 1 || !holder)
+		return -ENOENT;
+	/* A thread state is freed just before its thread drops the GIL:
+	 * trust last_holder only while it is still listed. */
+	if (!tstate_listed(holder) || safe_read(&t, holder, sizeof(t)))
+		return -ENOENT;
+	*thread_id = t.thread_id;
+	*native_id = (long)t.native_thread_id;
+	return 0;
+}
+
+/*
+ * Strings.  A code object's names are exact, ready str objects, almost
+ * always compact; the legacy (non-compact) form is read too.
+ */
+
+/* Appends code point c as UTF-8 at out+*len if it fits in cap bytes
+ * (keeping room for the NUL).  Lone surrogates become "\udXXX" as the
+ * backslashreplace error handler writes them.  0, or -1 when full. */
+static int put_utf8(char *out, size_t cap, size_t *len, uint32_t c)
+{
+	char b[10];
+	size_t k;
+
+	if (c < 0x80) {
+		b[0] = (char)c;
+		k = 1;
+	} else if (c < 0x800) {
+		b[0] = (char)(0xC0 | (c >> 6));
+		b[1] = (char)(0x80 | (c & 0x3F));
+		k = 2;
+	} else if (c >= 0xD800 && c <= 0xDFFF) {
+		k = (size_t)snprintf(b, sizeof(b), "\\u%04x", (unsigned)c);
+	} else if (c < 0x10000) {
+		b[0] = (char)(0xE0 | (c >> 12));
+		b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+		b[2] = (char)(0x80 | (c & 0x3F));
+		k = 3;
+	} else if (c <= 0x10FFFF) {
+		b[0] = (char)(0xF0 | (c >> 18));
+		b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+		b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+		b[3] = (char)(0x80 | (c & 0x3F));
+		k = 4;
+	} else {
+		b[0] = '?';
+		k = 1;
+	}
+	if (*len + k + 1 > cap)
+		return -1;
+	memcpy(out + *len, b, k);
+	*len += k;
+	return 0;
+}
+
+/* Reads the str at addr into out (cap bytes, cap >= 4) as UTF-8; a
+ * string that does not fit is cut and ends in "...".  0 or -EFAULT. */
+static int read_str(uintptr_t addr, char *out, size_t cap)
+{
+	unsigned char data[STR_CHARS_MAX * 4];
+	PyCompactUnicodeObject c;
+	uintptr_t at;
+	size_t len = 0, nchars, kind, i;
+	int cut;
+
+	out[0] = '\0';
+	if (safe_read(&c, addr, sizeof(c)))
+		return -EFAULT;
+	if (c._base.ob_base.ob_type != &PyUnicode_Type || !c._base.state.ready)
+		return -EFAULT;
+	kind = c._base.state.kind;
+	if ((kind != 1 && kind != 2 && kind != 4) || c._base.length < 0)
+		return -EFAULT;
+	if (c._base.state.compact)
+		at = addr + (c._base.state.ascii
+				     ? sizeof(PyASCIIObject)
+				     : sizeof(PyCompactUnicodeObject));
+	else if (READ_FIELD(at, addr, PyUnicodeObject, data.any))
+		return -EFAULT;
+	/* More than cap characters never fit in cap bytes. */
+	nchars = (size_t)c._base.length;
+	cut = nchars > cap;
+	if (cut)
+		nchars = cap;
+	if (safe_read(data, at, nchars * kind))
+		return -EFAULT;
+	for (i = 0; i < nchars; i++) {
+		uint32_t ch;
+
+		if (kind == 1)
+			ch = data[i];
+		else if (kind == 2)
+			ch = ((uint16_t *)(void *)data)[i];
+		else
+			ch = ((uint32_t *)(void *)data)[i];
+		if (put_utf8(out, cap, &len, ch) < 0) {
+			cut = 1;
+			break;
+		}
+	}
+	if (cut) {
+		/* Back off to a character boundary that leaves room for
+		 * "...", never splitting a UTF-8 sequence. */
+		while (len && len + 4 > cap)
+			while (len &&
+			       ((unsigned char)out[--len] & 0xC0) == 0x80)
+				;
+		memcpy(out + len, "...", 3);
+		len += 3;
+	}
+	out[len] = '\0';
+	return 0;
+}
+
+/*
+ * Line numbers: the 3.11 location table (Objects/locations.md).  Each
+ * entry starts with a byte whose top bit is set: bits 3-6 the code, bits
+ * 0-2 the length in code units minus one; following bytes (top bit clear)
+ * hold varints.  The table is read in small chunks as it is scanned.
+ */
+struct lt_reader {
+	uintptr_t base;
+	size_t len;
+	size_t start; /* index of buf[0] */
+	size_t have;
+	unsigned char buf[256];
+};
+
+/* The byte at index i, or -1 (end or unreadable). */
+static int lt_byte(struct lt_reader *r, size_t i)
+{
+	if (i >= r->len)
+		return -1;
+	if (i < r->start || i >= r->start + r->have) {
+		size_t k = r->len - i < sizeof(r->buf) ? r->len - i
+						       : sizeof(r->buf);
+
+		if (safe_read(r->buf, r->base + i, k))
+			return -1;
+		r->start = i;
+		r->have = k;
+	}
+	return r->buf[i - r->start];
+}
+
+static int lt_svarint(struct lt_reader *r, size_t i)
+{
+	int b = lt_byte(r, i);
+	unsigned val, shift = 0;
+
+	if (b < 0)
+		return 0;
+	val = (unsigned)b & 63;
+	while ((b & 64) && shift < 24) {
+		b = lt_byte(r, ++i);
+		if (b < 0)
+			return 0;
+		shift += 6;
+		val |= ((unsigned)b & 63) << shift;
+	}
+	return (val & 1) ? -(int)(val >> 1) : (int)(val >> 1);
+}
+
+/* The line of the instruction at byte offset addr, as PyCode_Addr2Line;
+ * -1 when it has none. */
+static int decode_line(uintptr_t table, size_t len, int firstlineno, long addr)
+{
+	struct lt_reader r = {.base = table, .len = len};
+	size_t i = 0;
+	long start = 0;
+	int line = firstlineno;
+
+	if (addr < 0)
+		return firstlineno;
+	while (i < len) {
+		int b = lt_byte(&r, i);
+		int code;
+
+		if (b < 0 || !(b & 0x80))
+			return -1;
+		code = (b >> 3) & 15;
+		if (code == 13 || code == 14) /* no columns, long form */
+			line += lt_svarint(&r, i + 1);
+		else if (code >= 10 && code <= 12) /* one line forms */
+			line += code - 10;
+		start += ((b & 7) + 1) * (long)sizeof(_Py_CODEUNIT);
+		if (addr < start)
+			return code == 15 ? -1 : line;
+		do
+			b = lt_byte(&r, ++i);
+		while (b >= 0 && !(b & 0x80));
+	}
+	return -1;
+}
+
+/* Fills f from the copies fr (of the frame at address at) and co (of its
+ * code object).  0 or -EFAULT. */
+static int frame_fill(struct pyframes_frame *f, uintptr_t at,
+		      const _PyInterpreterFrame *fr, const PyCodeObject *co)
+{
+	uintptr_t code = (uintptr_t)fr->f_code;
+	uintptr_t first = code + offsetof(PyCodeObject, co_code_adaptive);
+	PyBytesObject lt;
+	long addr;
+
+	if (read_str((uintptr_t)co->co_qualname, f->func, sizeof(f->func)) ||
+	    read_str((uintptr_t)co->co_filename, f->file, sizeof(f->file)))
+		return -EFAULT;
+	f->code = code;
+	f->lineno = 0;
+	if (fr->frame_obj) {
+		PyFrameObject fo;
+
+		/* A tracer's line, when the frame object is this frame's
+		 * (not a freed one whose memory was reused). */
+		if (safe_read(&fo, (uintptr_t)fr->frame_obj, sizeof(fo)))
+			return -EFAULT;
+		if (fo.ob_base.ob_type == &PyFrame_Type &&
+		    (uintptr_t)fo.f_frame == at && fo.f_lineno > 0)
+			f->lineno = fo.f_lineno;
+	}
+	if (f->lineno)
+		return 0;
+	if (safe_read(&lt, (uintptr_t)co->co_linetable,
+		      offsetof(PyBytesObject, ob_sval)))
+		return -EFAULT;
+	if (lt.ob_base.ob_base.ob_type != &PyBytes_Type ||
+	    lt.ob_base.ob_size < 0 || lt.ob_base.ob_size > LINETABLE_MAX)
+		return -EFAULT;
+	addr = ((intptr_t)((uintptr_t)fr->prev_instr - first)) /
+	       (long)sizeof(_Py_CODEUNIT) * (long)sizeof(_Py_CODEUNIT);
+	f->lineno = decode_line(
+		(uintptr_t)co->co_linetable + offsetof(PyBytesObject, ob_sval),
+		(size_t)lt.ob_base.ob_size, co->co_firstlineno, addr);
+	if (f->lineno < -1) /* a table read while it was replaced */
+		f->lineno = -1;
+	return 0;
+}
+
+int pyframes_walk(const struct pyframes_thread *t, struct pyframes_frame *out,
+		  size_t max, size_t *n, int *truncated, char *err,
+		  size_t errlen)
+{
+	PyThreadState ts;
+	_PyCFrame cf;
+	uintptr_t f;
+	size_t steps = 0, limit = max + PYFRAMES_SKIP_MAX;
+
+	*n = 0;
+	*truncated = 0;
+	if (safe_read(&ts, t->tstate, sizeof(ts)) ||
+	    ts.thread_id != t->thread_id) {
+		set_err(err, errlen, "thread %llu is gone",
+			(unsigned long long)t->thread_id);
+		return -ESRCH;
+	}
+	if (!ts.cframe)
+		return 0;
+	if (safe_read(&cf, (uintptr_t)ts.cframe, sizeof(cf)))
+		goto fault;
+	f = (uintptr_t)cf.current_frame;
+	while (f) {
+		_PyInterpreterFrame fr;
+		PyCodeObject co;
+		uintptr_t first, at = f;
+
+		if (steps++ >= limit) {
+			*truncated = 1;
+			break;
+		}
+		if (safe_read(&fr, f,
+			      offsetof(_PyInterpreterFrame, localsplus)))
+			goto fault;
+		if (safe_read(&co, (uintptr_t)fr.f_code,
+			      offsetof(PyCodeObject, co_code_adaptive)))
+			goto fault;
+		if (co.ob_base.ob_base.ob_type != &PyCode_Type ||
+		    co.ob_base.ob_size <= 0 ||
+		    co.ob_base.ob_size > CODE_SIZE_MAX ||
+		    co._co_firsttraceable < 0)
+			goto fault;
+		f = (uintptr_t)fr.previous;
+		/* _PyFrame_IsIncomplete: set up but not yet RESUMEd. */
+		first = (uintptr_t)fr.f_code +
+			offsetof(PyCodeObject, co_code_adaptive);
+		if (fr.owner != FRAME_OWNED_BY_GENERATOR &&
+		    (uintptr_t)fr.prev_instr <
+			    first + (uintptr_t)co._co_firsttraceable *
+					    sizeof(_Py_CODEUNIT))
+			continue;
+		if (*n == max) {
+			*truncated = 1;
+			break;
+		}
+		if (frame_fill(&out[*n], at, &fr, &co))
+			goto fault;
+		(*n)++;
+	}
+	return 0;
+fault:
+	set_err(err, errlen, "frames of thread %llu changed while read",
+		(unsigned long long)t->thread_id);
+	return -EFAULT;
+}

@@ -1,0 +1,86 @@
+/*
+ * pyframes: CPython 3.11 thread states and frames read without the GIL.
+ *
+ * The one version-specific layer (DESIGN.md): only pyframes.c includes
+ * CPython's internal headers.  Everything here reads interpreter memory
+ * through a safe copy (process_vm_readv on our own pid, or a pipe when
+ * that system call is refused), so a thread state or frame freed or
+ * overwritten under us yields an error or a wrong-but-bounded answer,
+ * never a crash.  No function here calls into Python, takes the GIL,
+ * allocates or blocks: they may run on any thread, whether it has a
+ * PyThreadState or not, while another thread runs Python.
+ *
+ * Walks are bounded: PYFRAMES_INTERPS_MAX interpreters, the caller's
+ * array sizes, and a step limit that also stops cycles in a list that is
+ * being rewritten while we read it.
+ *
+ * A frame's line is decoded here from the code object's location table
+ * (PEP 626/657 format of 3.11, as PyCode_Addr2Line does), or taken from
+ * its frame object's f_lineno when a tracer set one, so it is the line
+ * PyFrame_GetLineNumber() would give.  Frames that are still being set up
+ * (_PyFrame_IsIncomplete) are skipped, as PyThreadState_GetFrame() does.
+ */
+#ifndef PYFRAMES_H
+#define PYFRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PYFRAMES_NAME_MAX 256	/* bytes of a function name, NUL included */
+#define PYFRAMES_FILE_MAX 1024	/* bytes of a file name, NUL included */
+#define PYFRAMES_INTERPS_MAX 64 /* interpreters walked */
+#define PYFRAMES_SKIP_MAX 64	/* incomplete frames skipped per walk */
+
+struct pyframes_thread {
+	uint64_t thread_id; /* PyThreadState.thread_id (threading ident) */
+	long native_id;	    /* kernel tid, 0 when unknown */
+	uintptr_t tstate;   /* address of its PyThreadState, for _walk */
+};
+
+struct pyframes_frame {
+	/* UTF-8; a name longer than its array is cut on a character
+	 * boundary and ends in "...". */
+	char func[PYFRAMES_NAME_MAX]; /* co_qualname */
+	char file[PYFRAMES_FILE_MAX]; /* co_filename */
+	int lineno;		      /* -1 when the table has no line */
+	uintptr_t code;		      /* code object's address (identity) */
+};
+
+/* 0 when Python is initialised and not finalizing, else -ENOENT. */
+int pyframes_ready(void);
+
+/*
+ * Lists the thread states of every interpreter, newest first within each
+ * (the order of PyThreadState_Next).  Fills at most max entries; *n is the
+ * number filled.  Returns 0, -ENOENT when Python is not initialised, or
+ * -EFAULT when a list could not be read (*n then counts what was read).
+ */
+int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
+		     char *err, size_t errlen);
+
+/*
+ * Reads the frames of one thread, innermost first, into out (at most max;
+ * *n is the number filled).  *truncated is set when frames remained.  The
+ * thread state is re-read and must still belong to t->thread_id, else
+ * -ESRCH (it ended and the memory was reused).  Returns 0, -ESRCH, or
+ * -EFAULT when a frame, code object or string could not be read (the
+ * thread changed its stack under us; retrying usually works); out[0..*n)
+ * is valid in every case.
+ */
+int pyframes_walk(const struct pyframes_thread *t, struct pyframes_frame *out,
+		  size_t max, size_t *n, int *truncated, char *err,
+		  size_t errlen);
+
+/* The thread holding the GIL now (ceval.gil.locked, last_holder): 0 with
+ * *thread_id and *native_id filled, or -ENOENT when it is free or the
+ * holder cannot be read. */
+int pyframes_gil_holder(uint64_t *thread_id, long *native_id);
+
+/* The ident of the runtime's main thread, 0 when unknown. */
+uint64_t pyframes_main_thread(void);
+
+/* Tests only: 1 forces the pipe fallback used when process_vm_readv is
+ * refused (seccomp), 0 goes back to automatic. */
+void pyframes_force_pipe(int on);
+
+#endif
