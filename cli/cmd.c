@@ -1,0 +1,321 @@
+/*
+ * cmd: the helpers every subcommand shares; see cmd.h.
+ */
+#include "cmd.h"
+#include "dap_frame.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "target.h"
+
+#define DISCONNECT_WAIT_MS 2000
+
+int cli_error(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("probing: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+static void usage_line(FILE *f, const struct cmd_entry *e)
+{
+	fprintf(f, "usage: probing %s%s%s%s\n",
+		e->flags & CMD_TARGET ? "[-t TARGET] " : "", e->name,
+		e->usage && *e->usage ? " " : "", e->usage ? e->usage : "");
+}
+
+int cli_usage_error(const struct cmd_entry *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("probing: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	usage_line(stderr, e);
+	fprintf(stderr, "Try 'probing %s --help'.\n", e->name);
+	return CLI_EUSAGE;
+}
+
+int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv)
+{
+	const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+	char opt[64];
+	size_t n;
+
+	if (optopt == 0 || (c == ':' && !strncmp(arg, "--", 2))) {
+		/* A long option: as typed, without "=value". */
+		n = strcspn(arg, "=");
+		snprintf(opt, sizeof(opt), "%.*s", (int)(n < 60 ? n : 60), arg);
+	} else {
+		snprintf(opt, sizeof(opt), "-%c", optopt);
+	}
+	if (!e) {
+		cli_error(CLI_EUSAGE, "%s '%s'",
+			  c == ':' ? "missing value for option"
+				   : "unknown option",
+			  opt);
+		fprintf(stderr, "Try 'probing --help'.\n");
+		return CLI_EUSAGE;
+	}
+	return cli_usage_error(
+		e, "%s '%s'",
+		c == ':' ? "missing value for option" : "unknown option", opt);
+}
+
+void cli_help_print(const struct cmd_entry *e)
+{
+	usage_line(stdout, e);
+	if (e->alias)
+		printf("       probing %s%s%s%s\n",
+		       e->flags & CMD_TARGET ? "[-t TARGET] " : "", e->alias,
+		       e->usage && *e->usage ? " " : "",
+		       e->usage ? e->usage : "");
+	printf("\n%s.\n", e->summary);
+	if (e->help && *e->help)
+		printf("\n%s", e->help);
+	if (e->flags & CMD_TARGET)
+		printf("\nTARGET (-t or $PROBING_TARGET) is a pid, HOST:PORT, "
+		       "@name or a socket path.\nSee 'probing --help' for "
+		       "the global options and the exit codes.\n");
+}
+
+int cli_format_parse(const char *text, enum cli_format *out)
+{
+	if (!strcmp(text, "table"))
+		*out = CLI_FORMAT_TABLE;
+	else if (!strcmp(text, "json"))
+		*out = CLI_FORMAT_JSON;
+	else if (!strcmp(text, "csv"))
+		*out = CLI_FORMAT_CSV;
+	else
+		return cli_error(CLI_EUSAGE,
+				 "unknown format '%s' (use table, json or "
+				 "csv)",
+				 text);
+	return 0;
+}
+
+int cli_parse_ms(const char *text, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v <= 0 || v > 86400000L)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int cli_connect(struct cmd_ctx *ctx, int send_init)
+{
+	char err[512];
+	int rc;
+
+	if (!ctx->target)
+		return cli_usage_error(
+			ctx->entry,
+			"no target: give -t PID (or -t HOST:PORT), or set "
+			"PROBING_TARGET; 'probing list' shows the agents on "
+			"this machine");
+	rc = cli_target_open(ctx->target, ctx->timeout_ms, &ctx->client,
+			     send_init ? &ctx->init_body : NULL, err,
+			     sizeof(err));
+	if (rc != CLI_OK)
+		return cli_error(rc, "%s", err);
+	return CLI_OK;
+}
+
+int cli_request(struct cmd_ctx *ctx, const char *command, cJSON *args,
+		int timeout_ms, struct dap_message **resp)
+{
+	char err[512];
+	int rc;
+
+	*resp = NULL;
+	rc = dap_client_request(ctx->client, command, args, timeout_ms, resp,
+				err, sizeof(err));
+	if (rc < 0) {
+		char why[600];
+		rc = cli_target_lost(rc, command, timeout_ms, why, sizeof(why));
+		return cli_error(rc, "%s", why);
+	}
+	return CLI_OK;
+}
+
+int cli_evaluate_show(const struct dap_message *resp)
+{
+	const cJSON *body = resp->body;
+	const cJSON *out = cJSON_GetObjectItemCaseSensitive(body, "output");
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(body, "result");
+
+	if (cJSON_IsString(out) && *out->valuestring)
+		fputs(out->valuestring, stdout);
+	if (!resp->success) {
+		const char *msg = cli_resp_message(resp);
+		size_t n = strlen(msg);
+
+		fflush(stdout);
+		fputs(msg, stderr);
+		if (n == 0 || msg[n - 1] != '\n')
+			fputc('\n', stderr);
+		return CLI_EFAIL;
+	}
+	if (cJSON_IsString(res) && *res->valuestring)
+		printf("%s\n", res->valuestring);
+	fflush(stdout);
+	return CLI_OK;
+}
+
+void cli_close(struct cmd_ctx *ctx)
+{
+	struct dap_message *resp = NULL;
+	int wait = ctx->timeout_ms < DISCONNECT_WAIT_MS ? ctx->timeout_ms
+							: DISCONNECT_WAIT_MS;
+
+	if (ctx->client && ctx->init_body) {
+		dap_client_request(ctx->client, "disconnect", NULL, wait, &resp,
+				   NULL, 0);
+		if (resp)
+			dap_message_free(resp);
+	}
+	dap_client_free(ctx->client);
+	ctx->client = NULL;
+	cJSON_Delete(ctx->init_body);
+	ctx->init_body = NULL;
+}
+
+const char *cli_resp_message(const struct dap_message *resp)
+{
+	if (resp->message && *resp->message)
+		return resp->message;
+	return "the request failed (no reason given)";
+}
+
+volatile sig_atomic_t cli_sigint;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	cli_sigint = 1;
+}
+
+void cli_sigint_catch(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+/* Slices of a wait, so that Ctrl-C is noticed while the client polls (its
+ * poll retries on EINTR). */
+#define WAIT_SLICE_MS 50
+
+/* Asks the agent to interrupt request seq; its response is not waited
+ * for (the client drops it).  Returns 0 or a negative error. */
+static int send_cancel(struct cmd_ctx *ctx, int64_t seq)
+{
+	cJSON *args = cJSON_CreateObject();
+	int64_t rc;
+
+	cJSON_AddNumberToObject(args, "requestId", (double)seq);
+	rc = dap_client_send(ctx->client, "cancel", args, NULL, 0);
+	return rc < 0 ? (int)rc : 0;
+}
+
+int cli_request_cancellable(struct cmd_ctx *ctx, const char *command,
+			    cJSON *args, int timeout_ms, int max_sigint,
+			    struct dap_message **resp)
+{
+	char err[512], why[600];
+	int64_t seq;
+	int waited = 0, sigints = 0, rc;
+
+	*resp = NULL;
+	cli_sigint = 0;
+	seq = dap_client_send(ctx->client, command, args, err, sizeof(err));
+	if (seq < 0) {
+		rc = cli_target_lost((int)seq, command, timeout_ms, why,
+				     sizeof(why));
+		return cli_error(rc, "%s", why);
+	}
+	for (;;) {
+		int slice = WAIT_SLICE_MS;
+
+		if (timeout_ms >= 0 && timeout_ms - waited < slice)
+			slice = timeout_ms - waited;
+		rc = dap_client_wait(ctx->client, seq, slice, resp, err,
+				     sizeof(err));
+		if (rc == 0)
+			return CLI_OK;
+		if (rc != DAP_ETIMEDOUT ||
+		    (timeout_ms >= 0 && (waited += slice) >= timeout_ms)) {
+			if (rc == DAP_ETIMEDOUT)
+				send_cancel(ctx,
+					    seq); /* do not leave it running */
+			rc = cli_target_lost(rc, command, timeout_ms, why,
+					     sizeof(why));
+			return cli_error(rc, "%s", why);
+		}
+		if (!cli_sigint)
+			continue;
+		cli_sigint = 0;
+		if (isatty(2))
+			fputc('\n', stderr); /* after the terminal's "^C" */
+		if (++sigints >= max_sigint)
+			return cli_error(CLI_EINTR,
+					 "interrupted; stopped waiting for "
+					 "%s",
+					 command);
+		if (send_cancel(ctx, seq) < 0) {
+			rc = cli_target_lost(DAP_ECLOSED, command, timeout_ms,
+					     why, sizeof(why));
+			return cli_error(rc, "%s", why);
+		}
+	}
+}
+
+char *cli_json_text(const cJSON *v)
+{
+	char buf[64];
+
+	if (!v || cJSON_IsNull(v))
+		return NULL;
+	if (cJSON_IsString(v))
+		return strdup(v->valuestring ? v->valuestring : "");
+	if (cJSON_IsBool(v))
+		return strdup(cJSON_IsTrue(v) ? "true" : "false");
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+
+		if (d > -9e15 && d < 9e15 && d == (double)(long long)d)
+			snprintf(buf, sizeof(buf), "%lld", (long long)d);
+		else /* the shortest form that reads back the same */
+			for (int prec = 15; prec <= 17; prec++) {
+				snprintf(buf, sizeof(buf), "%.*g", prec, d);
+				if (strtod(buf, NULL) == d)
+					break;
+			}
+		return strdup(buf);
+	}
+	return cJSON_PrintUnformatted(v);
+}

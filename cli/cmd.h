@@ -1,0 +1,167 @@
+/*
+ * cmd: the shape of a `probing` subcommand and what all of them share.
+ *
+ * Each subcommand lives in its own cmd_<name>.c and exports one const
+ * struct cmd_entry (tmux's cmd-*.c).  main.c holds the table, parses the
+ * global options into a struct cmd_ctx, answers --help, and calls exec.
+ *
+ * exec gets argv with argv[0] the command's name and getopt reset, so it can
+ * parse its own options.  It returns an exit code from enum cli_exit; it has
+ * already printed what went wrong (to stderr, prefixed "probing: ").
+ *
+ * A connected command calls cli_connect() first: that resolves the target,
+ * connects, and sends `initialize`.  cli_close() sends `disconnect` and
+ * frees the connection; main calls it after exec in any case, so commands
+ * may return early.
+ *
+ * The helpers declared here live in cmd.c (main.c holds only the table
+ * and the dispatch).
+ */
+#ifndef CLI_CMD_H
+#define CLI_CMD_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "dap_client.h"
+#include "output.h"
+
+/* Exit codes; each is documented in `probing --help` and docs/cli.md. */
+enum cli_exit {
+	CLI_OK = 0,
+	CLI_EFAIL = 1,	  /* the request failed (success:false) */
+	CLI_EUSAGE = 2,	  /* bad command line */
+	CLI_ENOPROC = 3,  /* no such process */
+	CLI_ENOAGENT = 4, /* the process has no Probing agent */
+	CLI_ETIMEOUT = 5, /* the agent does not answer */
+	CLI_EREFUSED = 6, /* connection refused (TCP or unix path) */
+	CLI_ESQL = 7,	  /* probing/query failed: bad SQL */
+	CLI_EINTR = 130,  /* given up on after Ctrl-C */
+};
+
+#define CLI_TIMEOUT_DEFAULT 10000 /* ms */
+
+struct cmd_entry;
+
+/* Command flags. */
+#define CMD_TARGET 0x1 /* needs -t / $PROBING_TARGET */
+
+struct cmd_ctx {
+	const struct cmd_entry *entry; /* the command running */
+	const char *target;	   /* -t or $PROBING_TARGET; NULL when none */
+	int timeout_ms;		   /* --timeout / $PROBING_TIMEOUT */
+	int timeout_given;	   /* the user chose timeout_ms */
+	enum cli_format format;	   /* -f; CLI_FORMAT_AUTO when not given */
+	struct dap_client *client; /* after cli_connect() */
+	cJSON *init_body;	   /* initialize's response body, owned */
+};
+
+struct cmd_entry {
+	const char *name;
+	const char *alias;   /* or NULL */
+	const char *usage;   /* arguments after the name */
+	const char *summary; /* one line for the command list */
+	const char *help;    /* options and details, ends with a newline */
+	int flags;	     /* CMD_* */
+	int (*exec)(struct cmd_ctx *ctx, int argc, char **argv);
+};
+
+extern const struct cmd_entry cmd_list_entry;
+extern const struct cmd_entry cmd_backtrace_entry;
+extern const struct cmd_entry cmd_eval_entry;
+extern const struct cmd_entry cmd_query_entry;
+extern const struct cmd_entry cmd_repl_entry;
+extern const struct cmd_entry cmd_config_entry;
+extern const struct cmd_entry cmd_dap_entry;
+
+/* Prints "probing: <fmt>\n" to stderr.  Returns code, for `return`. */
+int cli_error(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Prints the usage line and "try --help" for e to stderr; returns
+ * CLI_EUSAGE. */
+int cli_usage_error(const struct cmd_entry *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * For getopt_long returning '?' or ':' (optstrings start with ':', opterr
+ * is 0): says which option is unknown or lacks its value, then as
+ * cli_usage_error (e NULL: the global options).  Returns CLI_EUSAGE.
+ */
+int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv);
+
+/* Prints e's full help to stdout. */
+void cli_help_print(const struct cmd_entry *e);
+
+/*
+ * Parses a -f argument into *out.  Returns 0, or CLI_EUSAGE after saying
+ * why.
+ */
+int cli_format_parse(const char *text, enum cli_format *out);
+
+/*
+ * Parses a positive number of milliseconds (or rows) in text into *out.
+ * Returns 0 or -1 (no message).
+ */
+int cli_parse_ms(const char *text, int *out);
+
+/*
+ * Connects to ctx->target and sends `initialize`; on success ctx->client
+ * and ctx->init_body are set.  With send_init false only the socket is
+ * opened (the dap bridge).  Returns CLI_OK or an exit code after printing
+ * the reason (see target.h for which).
+ */
+int cli_connect(struct cmd_ctx *ctx, int send_init);
+
+/*
+ * Sends a request (takes ownership of args) and waits up to timeout_ms
+ * (< 0: forever).  Returns CLI_OK with *resp set (caller frees; it may
+ * carry success false), or CLI_ETIMEOUT after printing the reason.
+ */
+int cli_request(struct cmd_ctx *ctx, const char *command, cJSON *args,
+		int timeout_ms, struct dap_message **resp);
+
+/*
+ * Set by the SIGINT handler that cli_sigint_catch() installs.  The handler
+ * only sets it (async-signal-safe); whoever waits polls it and clears it.
+ */
+extern volatile sig_atomic_t cli_sigint;
+
+/* Catches SIGINT into cli_sigint (no SA_RESTART, so blocking calls return
+ * EINTR) for the rest of the process. */
+void cli_sigint_catch(void);
+
+/*
+ * Like cli_request, but Ctrl-C sends DAP `cancel` {requestId} for it and
+ * keeps waiting for its (interrupted) response.  After max_sigint Ctrl-Cs
+ * it stops waiting and returns CLI_EINTR with *resp NULL (a late response
+ * is then dropped by the client).  Needs cli_sigint_catch().
+ */
+int cli_request_cancellable(struct cmd_ctx *ctx, const char *command,
+			    cJSON *args, int timeout_ms, int max_sigint,
+			    struct dap_message **resp);
+
+/*
+ * A JSON value as text for a table cell: strings as they are, numbers in
+ * their shortest exact form (integers without a point), true/false, other
+ * values as compact JSON.  Returns a heap string (caller frees), or NULL
+ * for null, a missing value, or no memory.
+ */
+char *cli_json_text(const cJSON *v);
+
+/*
+ * Prints an `evaluate` response: body.output to stdout, then body.result
+ * and a newline when not empty; on failure the message (the traceback) to
+ * stderr.  Returns CLI_OK or CLI_EFAIL.
+ */
+int cli_evaluate_show(const struct dap_message *resp);
+
+/* Sends `disconnect` (briefly waiting for its response) and frees the
+ * connection and init_body.  Safe to call when not connected. */
+void cli_close(struct cmd_ctx *ctx);
+
+/* The response's error text: its message, or a sentence saying none
+ * was given. */
+const char *cli_resp_message(const struct dap_message *resp);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * cmd_config: the agent's settings (probing/config): list them, or set
+ * some and show what they became.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+#define CONFIG_SET_MAX 64 /* key=value pairs at once */
+
+/* Whether setting s is one of the keys in set (every one when set is
+ * NULL). */
+static int listed(const cJSON *s, const cJSON *set)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+
+	if (!set)
+		return 1;
+	return cJSON_IsString(name) &&
+	       cJSON_GetObjectItemCaseSensitive(set, name->valuestring);
+}
+
+static int show(const cJSON *body, const cJSON *set, enum cli_format fmt)
+{
+	static const char *const cols[] = {"name", "value", "doc"};
+	const cJSON *settings =
+		cJSON_GetObjectItemCaseSensitive(body, "settings");
+	const cJSON *s;
+	struct cli_table *t;
+
+	if (!cJSON_IsArray(settings))
+		return cli_error(CLI_EFAIL,
+				 "probing/config: reply without settings");
+	t = cli_table_new(set ? 2 : 3, cols);
+	if (!t)
+		return cli_error(CLI_EFAIL, "out of memory");
+	cli_table_upper_header(t);
+	cJSON_ArrayForEach(s, settings)
+	{
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+		const cJSON *doc = cJSON_GetObjectItemCaseSensitive(s, "doc");
+		char *value;
+		const char *row[3];
+
+		if (!listed(s, set))
+			continue;
+		value = cli_json_text(
+			cJSON_GetObjectItemCaseSensitive(s, "value"));
+		row[0] = cJSON_IsString(name) ? name->valuestring : "?";
+		row[1] = value;
+		row[2] = cJSON_IsString(doc) ? doc->valuestring : "";
+		cli_table_add(t, row);
+		free(value);
+	}
+	cli_table_print(t, stdout, fmt, cli_isatty(stdout));
+	cli_table_free(t);
+	return CLI_OK;
+}
+
+static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"format", required_argument, NULL, 'f'},
+		{NULL, 0, NULL, 0},
+	};
+	enum cli_format fmt = ctx->format;
+	struct dap_message *resp = NULL;
+	cJSON *args, *set = NULL;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, ":f:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			if (cli_format_parse(optarg, &fmt))
+				return CLI_EUSAGE;
+			break;
+		default:
+			return cli_option_error(&cmd_config_entry, c, argc,
+						argv);
+		}
+	}
+	if (argc - optind > CONFIG_SET_MAX)
+		return cli_usage_error(&cmd_config_entry,
+				       "at most %d settings at once",
+				       CONFIG_SET_MAX);
+	args = cJSON_CreateObject();
+	if (optind < argc)
+		set = cJSON_AddObjectToObject(args, "set");
+	for (int i = optind; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+
+		if (!eq || eq == argv[i]) {
+			cJSON_Delete(args);
+			return cli_usage_error(&cmd_config_entry,
+					       "'%s' is not key=value",
+					       argv[i]);
+		}
+		*eq = '\0';
+		/* Strings: the agent converts and validates every value
+		 * before it applies any. */
+		cJSON_DeleteItemFromObjectCaseSensitive(set, argv[i]);
+		cJSON_AddStringToObject(set, argv[i], eq + 1);
+	}
+	rc = cli_connect(ctx, 1);
+	if (rc != CLI_OK) {
+		cJSON_Delete(args);
+		return rc;
+	}
+	/* Keep the keys to show after the reply; args goes to the client. */
+	set = set ? cJSON_Duplicate(set, 1) : NULL;
+	rc = cli_request(ctx, "probing/config", args, ctx->timeout_ms, &resp);
+	if (rc == CLI_OK && !resp->success)
+		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
+	else if (rc == CLI_OK)
+		rc = show(resp->body, set, fmt);
+	cJSON_Delete(set);
+	if (resp)
+		dap_message_free(resp);
+	return rc;
+}
+
+const struct cmd_entry cmd_config_entry = {
+	.name = "config",
+	.alias = NULL,
+	.usage = "[-f table|json|csv] [KEY=VALUE...]",
+	.summary = "Show the agent's settings, or change some",
+	.help = "Without arguments, lists every setting with its value and "
+		"what it does.\n"
+		"With KEY=VALUE arguments, sets them (all are checked before "
+		"any is\n"
+		"applied; a bad one changes nothing and exits 1) and shows "
+		"the resulting\n"
+		"values of those keys.\n"
+		"\n"
+		"Options:\n"
+		"  -f, --format FORMAT  table (default), json or csv\n"
+		"\n"
+		"Example:\n"
+		"  probing -t 1234 config query.max_rows=5000\n",
+	.flags = CMD_TARGET,
+	.exec = cmd_config_exec,
+};

@@ -1,0 +1,180 @@
+/*
+ * cmd_dap: a stdio <-> agent bridge, for editors that start a debug
+ * adapter as a program (VS Code's "executable" adapters).
+ *
+ * Messages are copied whole in both directions, framed by Content-Length
+ * (a dap_framer on stdin, the client's own framer on the socket); nothing
+ * is added, not even `initialize`: the editor speaks for itself.  Ends when
+ * either side closes.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "dap_frame.h"
+
+#define BRIDGE_CHUNK (64u << 10)
+
+/* Writes all of data to fd.  Returns 0 or -errno. */
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Frames body and writes it to fd. */
+static int write_frame(int fd, const char *body, size_t len)
+{
+	char head[64];
+	int n = dap_frame_header(head, sizeof(head), len);
+	int rc = write_all(fd, head, (size_t)n);
+
+	return rc < 0 ? rc : write_all(fd, body, len);
+}
+
+/* Agent -> stdout: every whole message already here.  Returns 0, 1 when
+ * the agent closed, or an exit code after saying why. */
+static int agent_to_stdout(struct dap_client *c)
+{
+	char err[256];
+
+	for (;;) {
+		char *raw = NULL;
+		size_t len = 0;
+		int rc = dap_client_read(c, 0, NULL, &raw, &len, err,
+					 sizeof(err));
+
+		if (rc == DAP_ECLOSED)
+			return 1;
+		if (rc < 0)
+			return cli_error(CLI_ETIMEOUT, "from the agent: %s",
+					 err);
+		if (!raw)
+			return 0;
+		rc = write_frame(1, raw, len);
+		free(raw);
+		if (rc == -EPIPE)
+			return 1;
+		if (rc < 0)
+			return cli_error(CLI_EFAIL, "writing stdout: %s",
+					 strerror(-rc));
+	}
+}
+
+/* Stdin -> agent.  Returns 0, 1 at end of input, or an exit code. */
+static int stdin_to_agent(struct dap_client *c, struct dap_framer *fr)
+{
+	char buf[BRIDGE_CHUNK], head[64];
+	ssize_t n = read(0, buf, sizeof(buf));
+	int rc;
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n < 0)
+		return cli_error(CLI_EFAIL, "reading stdin: %s",
+				 strerror(errno));
+	if (n == 0)
+		return 1;
+	rc = dap_framer_feed(fr, buf, (size_t)n);
+	for (;;) {
+		char *body = NULL;
+		size_t len = 0;
+		int k = dap_framer_next(fr, &body, &len);
+
+		if (k == 0)
+			break;
+		if (k < 0)
+			return cli_error(CLI_EUSAGE,
+					 "bad DAP frame on stdin: "
+					 "%s",
+					 dap_strerror(k));
+		n = dap_frame_header(head, sizeof(head), len);
+		k = dap_client_write_raw(c, head, (size_t)n);
+		if (k == 0)
+			k = dap_client_write_raw(c, body, len);
+		free(body);
+		if (k < 0)
+			return k == DAP_ECLOSED
+				       ? 1
+				       : cli_error(CLI_ETIMEOUT,
+						   "writing to the agent: %s",
+						   dap_strerror(k));
+	}
+	if (rc < 0)
+		return cli_error(CLI_EUSAGE, "bad DAP frame on stdin: %s",
+				 dap_strerror(rc));
+	return 0;
+}
+
+static int cmd_dap_exec(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct dap_framer fr;
+	int rc;
+
+	(void)argv;
+	if (argc > 1)
+		return cli_usage_error(&cmd_dap_entry,
+				       "dap takes no arguments");
+	rc = cli_connect(ctx, 0);
+	if (rc != CLI_OK)
+		return rc;
+	signal(SIGPIPE, SIG_IGN);
+	dap_framer_init(&fr, 0);
+	for (;;) {
+		struct pollfd p[2] = {
+			{.fd = 0, .events = POLLIN},
+			{.fd = dap_client_fd(ctx->client), .events = POLLIN},
+		};
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = cli_error(CLI_EFAIL, "poll: %s", strerror(errno));
+			break;
+		}
+		if (p[1].revents) {
+			rc = agent_to_stdout(ctx->client);
+			if (rc)
+				break;
+		}
+		if (p[0].revents) {
+			rc = stdin_to_agent(ctx->client, &fr);
+			if (rc)
+				break;
+		}
+	}
+	dap_framer_release(&fr);
+	return rc == 1 ? CLI_OK : rc;
+}
+
+const struct cmd_entry cmd_dap_entry = {
+	.name = "dap",
+	.alias = NULL,
+	.usage = "",
+	.summary = "Bridge DAP between stdio and the agent, for editors",
+	.help = "Connects to the agent, then copies DAP messages "
+		"(Content-Length framed)\n"
+		"from stdin to the agent and from the agent to stdout, "
+		"unchanged, until\n"
+		"either side closes.  Sends nothing of its own: the editor "
+		"sends initialize.\n"
+		"Errors go to stderr only.  A malformed frame on stdin ends "
+		"the bridge\n"
+		"with exit code 2.\n",
+	.flags = CMD_TARGET,
+	.exec = cmd_dap_exec,
+};

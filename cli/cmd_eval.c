@@ -1,0 +1,162 @@
+/*
+ * cmd_eval: run Python code in the target (`evaluate`, context "repl").
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+#define EVAL_CODE_MAX (8u << 20) /* bytes of code; the wire allows 16 MiB */
+#define EVAL_GRACE_MS 2000	 /* waited past the agent's own deadline */
+
+/* Reads all of stdin.  Returns a heap string (caller frees) or NULL after
+ * saying why. */
+static char *read_stdin(void)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	ssize_t n;
+
+	if (!buf)
+		return NULL;
+	for (;;) {
+		if (len + 1 >= cap) {
+			char *nb;
+			if (cap >= EVAL_CODE_MAX) {
+				cli_error(CLI_EUSAGE, "code on stdin is over "
+						      "8 MiB");
+				free(buf);
+				return NULL;
+			}
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(0, buf + len, cap - len - 1);
+		if (n == 0)
+			break;
+		if (n < 0) {
+			cli_error(CLI_EUSAGE, "reading stdin failed");
+			free(buf);
+			return NULL;
+		}
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+/* The arguments joined by spaces, or stdin for "-". */
+static char *gather_code(int argc, char **argv)
+{
+	size_t len = 0;
+	char *code;
+
+	if (argc == 1 && !strcmp(argv[0], "-"))
+		return read_stdin();
+	for (int i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	if (len > EVAL_CODE_MAX) {
+		cli_error(CLI_EUSAGE, "code is over 8 MiB");
+		return NULL;
+	}
+	code = malloc(len + 1);
+	if (!code)
+		return NULL;
+	code[0] = '\0';
+	for (int i = 0; i < argc; i++) {
+		if (i)
+			strcat(code, " ");
+		strcat(code, argv[i]);
+	}
+	return code;
+}
+
+static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"timeout", required_argument, NULL, 'T'},
+		{NULL, 0, NULL, 0},
+	};
+	struct dap_message *resp = NULL;
+	int c, rc, timeout = ctx->timeout_ms;
+	cJSON *args;
+	char *code;
+
+	while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'T':
+			if (cli_parse_ms(optarg, &timeout) < 0)
+				return cli_usage_error(
+					&cmd_eval_entry,
+					"--timeout must be a positive number "
+					"of milliseconds");
+			break;
+		default:
+			return cli_option_error(&cmd_eval_entry, c, argc, argv);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error(&cmd_eval_entry, "no code given");
+	code = gather_code(argc - optind, argv + optind);
+	if (!code)
+		return CLI_EUSAGE;
+	rc = cli_connect(ctx, 1);
+	if (rc != CLI_OK) {
+		free(code);
+		return rc;
+	}
+	args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "expression", code);
+	cJSON_AddStringToObject(args, "context", "repl");
+	cJSON_AddNumberToObject(args, "timeoutMs", timeout);
+	free(code);
+	cli_sigint_catch();
+	/* The agent stops the code at timeoutMs; wait a little longer for
+	 * its reply.  One Ctrl-C interrupts the code, a second gives up. */
+	rc = cli_request_cancellable(ctx, "evaluate", args,
+				     timeout + EVAL_GRACE_MS, 2, &resp);
+	if (rc == CLI_OK)
+		rc = cli_evaluate_show(resp);
+	if (resp)
+		dap_message_free(resp);
+	return rc;
+}
+
+const struct cmd_entry cmd_eval_entry = {
+	.name = "eval",
+	.alias = NULL,
+	.usage = "[--timeout MS] CODE... | -",
+	.summary = "Run Python code in the target; print its output and value",
+	.help = "CODE is the arguments joined by spaces, or stdin when it is "
+		"a single \"-\".\n"
+		"It runs in the namespace of __main__.  What it prints comes "
+		"first, then\n"
+		"the repr of its value when it is an expression.  When it "
+		"raises, the\n"
+		"traceback goes to stderr and the exit code is 1.\n"
+		"Ctrl-C interrupts the code in the target (KeyboardInterrupt); "
+		"a second\n"
+		"Ctrl-C stops waiting.  Options come before CODE.\n"
+		"\n"
+		"Options:\n"
+		"  --timeout MS   stop the code after MS milliseconds "
+		"(default: "
+		"the global\n"
+		"                 --timeout, 10000)\n"
+		"\n"
+		"Examples:\n"
+		"  probing -t 1234 eval 'model.training'\n"
+		"  probing -t 1234 eval 'import gc; "
+		"print(len(gc.get_objects()))'\n"
+		"  probing -t 1234 eval - < snippet.py\n",
+	.flags = CMD_TARGET,
+	.exec = cmd_eval_exec,
+};

@@ -1,0 +1,63 @@
+/*
+ * target: from what the user typed after -t to a DAP session, and from
+ * every failure on the way to an exit code (enum cli_exit) and a sentence a
+ * person understands.
+ *
+ * The taxonomy:
+ *   CLI_EUSAGE    the text is not an address
+ *   CLI_ENOPROC   a pid that is not in /proc
+ *   CLI_ENOAGENT  a pid whose process has no agent socket (@probing-<pid>):
+ *                 the message says how to start one
+ *   CLI_EREFUSED  a TCP or unix-path address where nothing listens (or the
+ *                 connection could not be made at all)
+ *   CLI_ETIMEOUT  connected but no answer in time, or the agent closed the
+ *                 connection (another user's process: SO_PEERCRED)
+ *   CLI_EFAIL     the agent answered `initialize` with success:false
+ */
+#ifndef CLI_TARGET_H
+#define CLI_TARGET_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "dap_addr.h"
+#include "dap_client.h"
+
+/* Longest command line shown for a process, in bytes. */
+#define CLI_CMDLINE_MAX 60
+
+/*
+ * Parses text (a pid, "host:port", "@name", "/path") into *addr; a pid must
+ * be in /proc.  Returns CLI_OK, CLI_EUSAGE or CLI_ENOPROC with the reason
+ * in err.
+ */
+int cli_target_resolve(const char *text, struct dap_addr *addr, char *err,
+		       size_t errlen);
+
+/*
+ * Resolves text, connects within timeout_ms and, when init_body is not
+ * NULL, sends `initialize` ({clientID: "probing-cli", adapterID:
+ * "probing"}) and waits timeout_ms for it.  Returns CLI_OK with a new
+ * client in *out (caller frees) and the response body in *init_body
+ * (caller frees; an empty object when the agent sent none), or an exit
+ * code from the taxonomy above with the reason in err and nothing to free.
+ */
+int cli_target_open(const char *text, int timeout_ms, struct dap_client **out,
+		    cJSON **init_body, char *err, size_t errlen);
+
+/*
+ * The exit code for an error (negative, from dap_client_wait/read) met
+ * while talking to a connected agent, with the reason in err: every such
+ * error is CLI_ETIMEOUT ("not answering", "closed the connection").
+ */
+int cli_target_lost(int dap_err, const char *what, int timeout_ms, char *err,
+		    size_t errlen);
+
+/*
+ * Writes pid's command line (arguments joined by spaces, cut to max bytes
+ * with "...", or "[comm]" for kernel threads) into out.  Returns 0 or
+ * -errno (out then holds "?").
+ */
+int cli_target_cmdline(pid_t pid, char *out, size_t outlen, size_t max);
+
+#endif
