@@ -195,7 +195,10 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		t->daemon = -1;
 		t->holds_gil = holder && holder == t->thread_id;
 		t->is_main = main_id && main_id == t->thread_id;
-		t->name = task_comm(t->native_id);
+		/* threading names the main thread so whether or not it was
+		 * imported; the kernel's name ("python3") would say less. */
+		t->name = t->is_main ? strdup("MainThread")
+				     : task_comm(t->native_id);
 		if (!t->name)
 			goto nomem;
 		for (int k = 0; k < WALK_TRIES; k++) {
@@ -659,7 +662,8 @@ static int take_stacks(struct gil_walk *w, struct pystack *out)
 			else
 				t->daemon = -1;
 			if (!t->name)
-				t->name = task_comm(t->native_id);
+				t->name = t->is_main ? strdup("MainThread")
+						     : task_comm(t->native_id);
 			if (!t->name)
 				return -ENOMEM;
 			task_state(t->native_id, t->state);

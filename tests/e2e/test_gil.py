@@ -24,6 +24,7 @@ def test_backtrace_without_gil_and_eval_names_holder(spawn, python):
     body = r.json()
     assert body["gil"]["acquired"] is False
     main = [th for th in body["threads"] if th["nativeId"] == t.pid][0]
+    assert main["name"] == "MainThread" and main["isMain"]
     assert [(f["func"], f["line"]) for f in main["frames"][:2]] == [("crunch", 4), ("<module>", 6)]
     assert body["gil"]["holderNativeId"] == t.pid
     assert time.time() - began < 10
