@@ -2,7 +2,11 @@
 
 1. Idle overhead: the example training loop (examples/train.py's train())
    timed inside the process, without the agent and with it (PROBING=1),
-   runs alternating, median of N each.  Ratio = with / without.
+   runs alternating, median of N each.  Ratio = with / without.  The time
+   is the training thread's CPU time (time.thread_time): on a shared
+   machine wall time swings by 2x between identical runs, CPU time of the
+   thread much less; an agent that stole cycles from the training thread
+   (signals, GIL traffic, cache) would still show.
 2. Latency: `probing -t PID backtrace` (the whole CLI: exec, connect,
    initialize, request, print) and a `python.backtrace` query, both against
    the training loop while it runs; plus the bare DAP round trip of each
@@ -34,9 +38,9 @@ torch.set_num_threads(1)
 import train
 steps = int(sys.argv[1])
 train.train(50, 64, 0)               # warm-up
-t0 = time.perf_counter()
+t0 = time.thread_time()
 train.train(steps, 64, 0)
-print("ELAPSED", time.perf_counter() - t0, flush=True)
+print("ELAPSED", time.thread_time() - t0, flush=True)
 """
 
 
@@ -146,7 +150,7 @@ def main():
     print()
     print("| measure | value | goal |")
     print("|---|---|---|")
-    print("| training loop, %d steps, without agent (median of %d) | %.3f s | |" % (a.steps, a.runs, base))
+    print("| training loop, %d steps, without agent (CPU s of the thread, median of %d) | %.3f s | |" % (a.steps, a.runs, base))
     print("| same, with agent (PROBING=1) | %.3f s | |" % agent)
     print("| idle overhead ratio (with / without) | %.4f | <= 1.005 |" % (agent / base))
     for k, v in lat.items():
