@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,9 +135,9 @@ static int cmd_dap_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		return rc;
 	signal(SIGPIPE, SIG_IGN);
 	dap_framer_init(&fr, 0);
-	for (;;) {
+	for (int stdin_open = 1;;) {
 		struct pollfd p[2] = {
-			{.fd = 0, .events = POLLIN},
+			{.fd = stdin_open ? 0 : -1, .events = POLLIN},
 			{.fd = dap_client_fd(ctx->client), .events = POLLIN},
 		};
 
@@ -153,6 +154,14 @@ static int cmd_dap_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		}
 		if (p[0].revents) {
 			rc = stdin_to_agent(ctx->client, &fr);
+			if (rc == 1) {
+				/* End of input: half-close, so the agent answers
+				 * what is in flight and then closes. */
+				shutdown(dap_client_fd(ctx->client), SHUT_WR);
+				stdin_open = 0;
+				rc = 0;
+				continue;
+			}
 			if (rc)
 				break;
 		}
