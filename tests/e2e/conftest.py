@@ -138,8 +138,12 @@ def spawn(tmp_path):
         if agent == "init":
             e["PYTHONPATH"] = SITE
         if os.environ.get("PROBING_TARGET_PRELOAD"):
-            # ASan build: the sanitizer runtimes must come first.
+            # ASan build: the sanitizer runtimes must come first, and
+            # their reports go to files the fixture checks at the end.
             e["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]
+            log = str(tmp_path / "sanitizer")
+            e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":log_path=" + log
+            e["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "") + ":log_path=" + log
         e.update(env or {})
         out = tmp_path / ("target%d.out" % len(targets))
         f = open(out, "w")
@@ -153,6 +157,9 @@ def spawn(tmp_path):
     yield _spawn
     for t in targets:
         t.stop()
+    reports = glob.glob(str(tmp_path / "sanitizer*"))
+    assert not reports, "sanitizer reports:\n" + "\n".join(
+        open(r, errors="replace").read()[:4000] for r in reports)
 
 
 class Result:
