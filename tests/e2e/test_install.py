@@ -1,0 +1,36 @@
+"""make install's layout works: CLI, library, package and .pth autostart."""
+import os
+import subprocess
+
+from conftest import BUILD, ROOT, agent_listening, wait_for
+
+
+def test_install_into_a_site_dir_and_autostart(tmp_path):
+    prefix, site = tmp_path / "prefix", tmp_path / "site"
+    subprocess.run([os.path.join(ROOT, "scripts", "install"), BUILD, str(prefix),
+                    "/usr/bin/python3"], cwd=ROOT, check=True,
+                   env=dict(os.environ, SITE=str(site)), capture_output=True)
+    cli = prefix / "bin" / "probing"
+    assert cli.exists() and (prefix / "lib" / "probing" / "libprobing.so").exists()
+    assert (site / "probing.pth").exists() and (site / "probing" / "__init__.py").exists()
+    # A site dir processes .pth files: PROBING=1 starts the agent with no
+    # change to the program.
+    code = ("import site, sys, time; site.addsitedir(sys.argv[1]); "
+            "print('READY', flush=True); time.sleep(60)")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code, str(site)],
+                         env=dict(os.environ, PROBING="1"), stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        wait_for(lambda: agent_listening(p.pid), 20, "agent")
+        r = subprocess.run([str(cli), "-t", str(p.pid), "eval", "import probing; probing.__file__"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r
+        assert str(site) in r.stdout
+    finally:
+        p.kill()
+        p.wait()
+    # without PROBING the .pth does nothing
+    r = subprocess.run(["/usr/bin/python3", "-c",
+                        "import site, sys; site.addsitedir(sys.argv[1]); print('probing' in sys.modules)",
+                        str(site)], capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PROBING"})
+    assert r.stdout.strip() == "False"
