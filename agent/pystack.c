@@ -122,18 +122,21 @@ static void frame_release(struct pystack_frame *f)
 	free(f->locals);
 }
 
+void pystack_thread_release(struct pystack_thread *t)
+{
+	for (size_t j = 0; j < t->nframes; j++)
+		frame_release(&t->frames[j]);
+	free(t->frames);
+	free(t->name);
+	memset(t, 0, sizeof(*t));
+}
+
 void pystack_release(struct pystack *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nthreads; i++) {
-		struct pystack_thread *t = &s->threads[i];
-
-		for (size_t j = 0; j < t->nframes; j++)
-			frame_release(&t->frames[j]);
-		free(t->frames);
-		free(t->name);
-	}
+	for (size_t i = 0; i < s->nthreads; i++)
+		pystack_thread_release(&s->threads[i]);
 	free(s->threads);
 	memset(s, 0, sizeof(*s));
 }

@@ -109,6 +109,9 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 uint64_t pystack_gil_holder(long *native_id);
 
 /* Frees what s owns and zeroes it; safe on a zeroed or released s. */
+/* Frees what one thread's entry owns (for callers that filter threads). */
+void pystack_thread_release(struct pystack_thread *t);
+
 void pystack_release(struct pystack *s);
 
 struct _object; /* PyObject */

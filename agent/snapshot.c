@@ -44,6 +44,22 @@ static void take_with_gil(void *arg)
 	take_unref(t);
 }
 
+/* The GIL threads hold Python thread states while they wait or work; they
+ * are the agent's, not the target's. */
+static void drop_own_threads(struct pystack *st)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < st->nthreads; i++) {
+		if (pygil_is_own_thread(st->threads[i].native_id)) {
+			pystack_thread_release(&st->threads[i]);
+			continue;
+		}
+		st->threads[keep++] = st->threads[i];
+	}
+	st->nthreads = keep;
+}
+
 int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
 		    int gil_timeout_ms, volatile int *cancel,
 		    struct snapshot_gil *gil, char *err, size_t errlen)
@@ -80,6 +96,7 @@ int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
 		memset(&t->st, 0, sizeof(t->st));
 		gil->acquired = 1;
 		take_unref(t);
+		drop_own_threads(out);
 		return 0;
 	}
 	if (rc == -EINPROGRESS || rc == 0)
@@ -94,5 +111,8 @@ int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
 	}
 	/* No GIL in time (or the GIL path failed): read without it. */
 	gil->holder = pystack_gil_holder(&gil->holder_native);
-	return pystack_take_nogil(out, o, err, errlen);
+	rc = pystack_take_nogil(out, o, err, errlen);
+	if (rc == 0)
+		drop_own_threads(out);
+	return rc;
 }
