@@ -59,9 +59,17 @@ struct pending_listener {
 	char addr[DAP_ADDR_TEXT_MAX];
 };
 
+struct posted_event {
+	struct posted_event *next;
+	uint64_t session;          /* 0: every session */
+	struct dap_message *msg;
+};
+
+#define POSTED_EVENTS_MAX 4096
+
 struct server {
 	struct ev_loop *loop;
-	ev_async wake;            /* new listeners, stop */
+	ev_async wake;            /* new listeners, posted events, stop */
 	ev_prepare reaper;        /* frees closed sessions */
 	struct listener listeners[SERVER_LISTENERS_MAX];
 	int nlisteners;
@@ -73,6 +81,10 @@ struct server {
 	struct pending_listener pending[SERVER_LISTENERS_MAX];
 	int npending;
 	int stop_requested;
+	struct posted_event *events_head, *events_tail;  /* under lock */
+	int nevents;
+	server_close_fn close_hooks[SERVER_CLOSE_HOOKS_MAX];  /* loop thread */
+	int nclose_hooks;
 	char addresses[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX];
 	int naddresses;
 };
@@ -478,6 +490,10 @@ static void session_close(struct session *s)
 	for (struct request *r = s->srv->inflight; r; r = r->next)
 		if (r->session == s->id)
 			r->cancel = 1;
+	/* Whatever a session owned (a debugger's pause, breakpoints) is let
+	 * go now, however the session ended. */
+	for (int i = 0; i < s->srv->nclose_hooks; i++)
+		s->srv->close_hooks[i](s->id);
 }
 
 static void session_free(struct session *s)
@@ -577,10 +593,33 @@ static void add_listener(struct server *srv, int fd, int is_unix,
 	ev_io_start(srv->loop, &l->io);
 }
 
+static void deliver_events(struct server *srv, struct posted_event *ev)
+{
+	struct posted_event *next;
+
+	for (; ev; ev = next) {
+		next = ev->next;
+		for (int i = 0; i < srv->nsessions; i++) {
+			struct session *s = srv->sessions[i];
+			if (s->closed || (ev->session && ev->session != s->id))
+				continue;
+			struct dap_message *copy = ev->session
+				? ev->msg : dap_message_copy(ev->msg);
+			if (copy)
+				session_send(s, copy);
+			if (ev->session)
+				ev->msg = NULL;  /* sent: session_send took it */
+		}
+		dap_message_free(ev->msg);
+		free(ev);
+	}
+}
+
 static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct server *srv = w->data;
 	struct pending_listener p[SERVER_LISTENERS_MAX];
+	struct posted_event *events;
 	int n, stop;
 
 	(void)revents;
@@ -589,9 +628,13 @@ static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
 	memcpy(p, srv->pending, sizeof(p[0]) * (size_t)n);
 	srv->npending = 0;
 	stop = srv->stop_requested;
+	events = srv->events_head;
+	srv->events_head = srv->events_tail = NULL;
+	srv->nevents = 0;
 	pthread_mutex_unlock(&srv->lock);
 	for (int i = 0; i < n; i++)
 		add_listener(srv, p[i].fd, p[i].is_unix, p[i].addr);
+	deliver_events(srv, events);
 	if (stop)
 		ev_break(loop, EVBREAK_ALL);
 }
@@ -700,6 +743,48 @@ int server_new(struct server **out, char *err, size_t errlen)
 	return 0;
 }
 
+int server_post_event(struct server *srv, uint64_t session,
+		      struct dap_message *ev)
+{
+	struct posted_event *pe;
+
+	if (!srv || !ev) {
+		dap_message_free(ev);
+		return -EINVAL;
+	}
+	pe = calloc(1, sizeof(*pe));
+	if (!pe) {
+		dap_message_free(ev);
+		return -ENOMEM;
+	}
+	pe->session = session;
+	pe->msg = ev;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->stop_requested || srv->nevents >= POSTED_EVENTS_MAX) {
+		pthread_mutex_unlock(&srv->lock);
+		dap_message_free(ev);
+		free(pe);
+		return -EAGAIN;
+	}
+	if (srv->events_tail)
+		srv->events_tail->next = pe;
+	else
+		srv->events_head = pe;
+	srv->events_tail = pe;
+	srv->nevents++;
+	pthread_mutex_unlock(&srv->lock);
+	ev_async_send(srv->loop, &srv->wake);
+	return 0;
+}
+
+int server_on_close(struct server *srv, server_close_fn fn)
+{
+	if (srv->nclose_hooks >= SERVER_CLOSE_HOOKS_MAX)
+		return -ENOSPC;
+	srv->close_hooks[srv->nclose_hooks++] = fn;
+	return 0;
+}
+
 struct ev_loop *server_loop(struct server *srv)
 {
 	return srv->loop;
@@ -744,6 +829,12 @@ void server_free(struct server *srv)
 	}
 	for (int i = 0; i < srv->npending; i++)
 		close(srv->pending[i].fd);
+	for (struct posted_event *ev = srv->events_head, *next; ev; ev = next) {
+		next = ev->next;
+		dap_message_free(ev->msg);
+		free(ev);
+	}
+	srv->events_head = srv->events_tail = NULL;
 	/* Requests still on workers keep pointing at their messages: leave
 	 * them (and the loop they would wake) to the exiting process. */
 	if (!srv->inflight) {

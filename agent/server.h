@@ -26,6 +26,13 @@
 
 struct server;
 struct ev_loop;
+struct dap_message;
+
+#define SERVER_CLOSE_HOOKS_MAX 8
+
+/* Called on the loop thread when a session ends, however it ends
+ * (disconnect, dropped connection, agent stop). */
+typedef void (*server_close_fn)(uint64_t session);
 
 /* Creates the loop (never the default loop) and binds the unix socket of
  * this pid.  Returns 0, -EADDRINUSE when another agent of this process
@@ -55,6 +62,18 @@ void server_stop(struct server *srv);
 /* Loop thread: interrupts the in-flight request `seq` of session. Returns
  * 0 or -ENOENT. */
 int server_cancel(struct server *srv, uint64_t session, int64_t seq);
+
+/*
+ * Sends an event to one session (session > 0) or to every session (0),
+ * from any thread: queued (at most 4096 waiting) and delivered by the loop.
+ * Takes ownership of ev.  Returns 0, -EAGAIN (queue full or stopping: the
+ * event is dropped) or -EINVAL.
+ */
+int server_post_event(struct server *srv, uint64_t session,
+		      struct dap_message *ev);
+
+/* Registers a close hook.  Loop thread (or before server_run). */
+int server_on_close(struct server *srv, server_close_fn fn);
 
 /* The server the agent runs (for handlers on the loop). */
 struct server *server_current(void);

@@ -518,3 +518,30 @@ int dap_arg_array(const cJSON *args, const char *key, const cJSON **out,
 	*out = it;
 	return 0;
 }
+
+struct dap_message *dap_message_copy(const struct dap_message *msg)
+{
+	struct dap_message *m;
+
+	if (!msg)
+		return NULL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	*m = *msg;
+	m->message = NULL;
+	m->arguments = m->body = NULL;
+	m->root = msg->root ? cJSON_Duplicate(msg->root, 1) : NULL;
+	if ((msg->root && !m->root) ||
+	    (msg->message && !(m->message = strdup(msg->message)))) {
+		dap_message_free(m);
+		return NULL;
+	}
+	/* The borrowed views point into the copy's own tree. */
+	if (msg->arguments)
+		m->arguments = cJSON_GetObjectItemCaseSensitive(m->root,
+								"arguments");
+	if (msg->body)
+		m->body = cJSON_GetObjectItemCaseSensitive(m->root, "body");
+	return m;
+}

@@ -61,6 +61,9 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 
 void dap_message_free(struct dap_message *msg);
 
+/* A deep copy (caller frees), or NULL when out of memory. */
+struct dap_message *dap_message_copy(const struct dap_message *msg);
+
 /* A new response to (request_seq, command).  body is an empty object the
  * caller may fill; message is copied when not NULL.  Every builder returns
  * NULL on allocation failure or when the command/event name has

@@ -425,5 +425,33 @@ static void test_args(void)
 	dap_message_free(m);
 }
 
-TEST_MAIN(test_request, test_response_event, test_json_errors, test_depth,
+/* A copy is independent of the original and encodes the same. */
+static void test_copy(void)
+{
+	struct dap_message *ev = dap_event_new("output"), *cp;
+	char *a, *b;
+	size_t la, lb;
+
+	CHECK(ev != NULL);
+	cJSON_AddStringToObject(ev->body, "output", "hello");
+	cp = dap_message_copy(ev);
+	CHECK(cp != NULL && cp->body != NULL && cp->root != ev->root);
+	a = dap_message_encode(ev, 7, &la);
+	b = dap_message_encode(cp, 7, &lb);
+	CHECK(a && b && la == lb && memcmp(a, b, la) == 0);
+	free(a);
+	free(b);
+	dap_message_free(ev);
+	CHECK_STR(cJSON_GetObjectItem(cp->body, "output")->valuestring, "hello");
+	dap_message_free(cp);
+	cp = dap_error_new(3, "evaluate", 2, "boom %d", 1);
+	ev = dap_message_copy(cp);
+	CHECK(ev && ev->message && strcmp(ev->message, cp->message) == 0 &&
+	      ev->message != cp->message && ev->request_seq == 3);
+	dap_message_free(ev);
+	dap_message_free(cp);
+	CHECK(dap_message_copy(NULL) == NULL);
+}
+
+TEST_MAIN(test_copy, test_request, test_response_event, test_json_errors, test_depth,
 	  test_proto_errors, test_builders, test_args)
