@@ -225,7 +225,9 @@ static void banner(struct repl *r)
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(p, "pid");
 	const cJSON *exe = cJSON_GetObjectItemCaseSensitive(p, "executable");
 
-	printf("Python %s in process %lld (%s)\n",
+	/* sys.version's first word: "3.11.7 (main, ...) [GCC ...]". */
+	printf("Python %.*s in process %lld (%s)\n",
+	       cJSON_IsString(py) ? (int)strcspn(py->valuestring, " ") : 1,
 	       cJSON_IsString(py) ? py->valuestring : "?",
 	       cJSON_IsNumber(pid) ? (long long)pid->valuedouble : -1LL,
 	       cJSON_IsString(exe) ? exe->valuestring : "?");
