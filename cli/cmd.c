@@ -177,7 +177,11 @@ int cli_evaluate_show(const struct dap_message *resp)
 			fputc('\n', stderr);
 		return CLI_EFAIL;
 	}
-	if (cJSON_IsString(res) && *res->valuestring)
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(body, "type");
+	/* Like Python's prompt: a value of None is not echoed. */
+	int is_none = cJSON_IsString(type) &&
+		      strcmp(type->valuestring, "NoneType") == 0;
+	if (cJSON_IsString(res) && *res->valuestring && !is_none)
 		printf("%s\n", res->valuestring);
 	fflush(stdout);
 	return CLI_OK;

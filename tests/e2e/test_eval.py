@@ -92,3 +92,11 @@ def test_repl_with_piped_stdin(spawn, python):
     assert r.rc == 0, r
     lines = r.out.splitlines()
     assert "i 0" in lines and "i 2" in lines and "42" in lines
+
+
+def test_none_is_not_echoed(spawn, python):
+    t = start(spawn, python)
+    r = probing("eval", "print('only this')", target=t.pid)
+    assert r.rc == 0 and r.out == "only this\n", r
+    r = probing("eval", "None", target=t.pid)
+    assert r.rc == 0 and r.out == "", r
