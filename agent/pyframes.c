@@ -25,6 +25,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -341,6 +342,7 @@ static int read_str(uintptr_t addr, char *out, size_t cap)
  */
 struct lt_reader {
 	uintptr_t base;
+	const unsigned char *local; /* a copied table, or NULL */
 	size_t len;
 	size_t start; /* index of buf[0] */
 	size_t have;
@@ -352,6 +354,8 @@ static int lt_byte(struct lt_reader *r, size_t i)
 {
 	if (i >= r->len)
 		return -1;
+	if (r->local)
+		return r->local[i];
 	if (i < r->start || i >= r->start + r->have) {
 		size_t k = r->len - i < sizeof(r->buf) ? r->len - i
 						       : sizeof(r->buf);
@@ -384,31 +388,31 @@ static int lt_svarint(struct lt_reader *r, size_t i)
 
 /* The line of the instruction at byte offset addr, as PyCode_Addr2Line;
  * -1 when it has none. */
-static int decode_line(uintptr_t table, size_t len, int firstlineno, long addr)
+static int decode_line(struct lt_reader *rd, int firstlineno, long addr)
 {
-	struct lt_reader r = {.base = table, .len = len};
-	size_t i = 0;
+	struct lt_reader *r = rd;
+	size_t i = 0, len = r->len;
 	long start = 0;
 	int line = firstlineno;
 
 	if (addr < 0)
 		return firstlineno;
 	while (i < len) {
-		int b = lt_byte(&r, i);
+		int b = lt_byte(r, i);
 		int code;
 
 		if (b < 0 || !(b & 0x80))
 			return -1;
 		code = (b >> 3) & 15;
 		if (code == 13 || code == 14) /* no columns, long form */
-			line += lt_svarint(&r, i + 1);
+			line += lt_svarint(r, i + 1);
 		else if (code >= 10 && code <= 12) /* one line forms */
 			line += code - 10;
 		start += ((b & 7) + 1) * (long)sizeof(_Py_CODEUNIT);
 		if (addr < start)
 			return code == 15 ? -1 : line;
 		do
-			b = lt_byte(&r, ++i);
+			b = lt_byte(r, ++i);
 		while (b >= 0 && !(b & 0x80));
 	}
 	return -1;
@@ -450,9 +454,12 @@ static int frame_fill(struct pyframes_frame *f, uintptr_t at,
 		return -EFAULT;
 	addr = ((intptr_t)((uintptr_t)fr->prev_instr - first)) /
 	       (long)sizeof(_Py_CODEUNIT) * (long)sizeof(_Py_CODEUNIT);
-	f->lineno = decode_line(
-		(uintptr_t)co->co_linetable + offsetof(PyBytesObject, ob_sval),
-		(size_t)lt.ob_base.ob_size, co->co_firstlineno, addr);
+	struct lt_reader rd = {
+		.base = (uintptr_t)co->co_linetable +
+			offsetof(PyBytesObject, ob_sval),
+		.len = (size_t)lt.ob_base.ob_size,
+	};
+	f->lineno = decode_line(&rd, co->co_firstlineno, addr);
 	if (f->lineno < -1) /* a table read while it was replaced */
 		f->lineno = -1;
 	return 0;
@@ -522,4 +529,239 @@ fault:
 	set_err(err, errlen, "frames of thread %llu changed while read",
 		(unsigned long long)t->thread_id);
 	return -EFAULT;
+}
+
+/*
+ * The sampler's fast path.
+ */
+
+#define BULK_MAX (64u << 10) /* bytes of the current data-stack chunk */
+#define CODE_HEAD offsetof(PyCodeObject, co_code_adaptive)
+#define FRAME_HEAD offsetof(_PyInterpreterFrame, localsplus)
+#define GATHER_MAX 512 /* iovecs per process_vm_readv (IOV_MAX 1024) */
+
+struct pyframes_scratch {
+	unsigned char bulk[BULK_MAX];
+	PyCodeObject code[PYFRAMES_RAW_MAX]; /* headers only are read */
+	uintptr_t codeaddr[PYFRAMES_RAW_MAX];
+	uintptr_t prev_instr[PYFRAMES_RAW_MAX];
+	unsigned char entry[PYFRAMES_RAW_MAX], owner[PYFRAMES_RAW_MAX];
+	struct iovec local[GATHER_MAX], remote[GATHER_MAX];
+};
+
+struct pyframes_scratch *pyframes_scratch_new(void)
+{
+	return malloc(sizeof(struct pyframes_scratch));
+}
+
+void pyframes_scratch_free(struct pyframes_scratch *s)
+{
+	free(s);
+}
+
+/* Reads the headers of code objects s->codeaddr[0..n) into s->code with
+ * as few system calls as the kernel allows; a header that cannot be read
+ * is zeroed (its type check then fails). */
+static void read_code_heads(struct pyframes_scratch *s, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < GATHER_MAX ? n - done : GATHER_MAX, got;
+		ssize_t r = -1;
+
+		for (size_t i = 0; i < k; i++) {
+			s->local[i].iov_base = &s->code[done + i];
+			s->local[i].iov_len = CODE_HEAD;
+			s->remote[i].iov_base = (void *)s->codeaddr[done + i];
+			s->remote[i].iov_len = CODE_HEAD;
+		}
+		if (!atomic_load_explicit(&pipe_mode, memory_order_relaxed))
+			r = process_vm_readv(getpid(), s->local, k, s->remote,
+					     k, 0);
+		/* Whole headers read; the one that failed is read alone
+		 * (and zeroed when it cannot be), then on with the rest. */
+		got = r > 0 ? (size_t)r / CODE_HEAD : 0;
+		if (got < k && safe_read(&s->code[done + got],
+					 s->codeaddr[done + got], CODE_HEAD))
+			memset(&s->code[done + got], 0, CODE_HEAD);
+		done += got < k ? got + 1 : k;
+	}
+}
+
+int pyframes_walk_raw(const struct pyframes_thread *t,
+		      struct pyframes_scratch *s, struct pyframes_raw *out,
+		      size_t max, size_t *n, int *truncated)
+{
+	PyThreadState ts;
+	_PyCFrame cf;
+	uintptr_t f, lo = 0, hi = 0;
+	size_t nf = 0, limit, steps = 0;
+	int rc = 0;
+
+	*n = 0;
+	*truncated = 0;
+	if (max > PYFRAMES_RAW_MAX)
+		max = PYFRAMES_RAW_MAX;
+	limit = max + PYFRAMES_SKIP_MAX;
+	if (limit > PYFRAMES_RAW_MAX)
+		limit = PYFRAMES_RAW_MAX;
+	if (safe_read(&ts, t->tstate, sizeof(ts)) ||
+	    ts.thread_id != t->thread_id)
+		return -ESRCH;
+	if (!ts.cframe)
+		return 0;
+	if (safe_read(&cf, (uintptr_t)ts.cframe, sizeof(cf)))
+		return -EFAULT;
+	/* The frames of the current chunk, innermost at the top, in one
+	 * copy; frames elsewhere (older chunks, generators) are read one
+	 * by one. */
+	if (ts.datastack_chunk && ts.datastack_top) {
+		uintptr_t base = (uintptr_t)ts.datastack_chunk +
+				 offsetof(_PyStackChunk, data);
+
+		hi = (uintptr_t)ts.datastack_top;
+		lo = hi > base + BULK_MAX ? hi - BULK_MAX : base;
+		if (hi <= lo || safe_read(s->bulk, lo, hi - lo))
+			lo = hi = 0;
+	}
+	f = (uintptr_t)cf.current_frame;
+	while (f) {
+		_PyInterpreterFrame fr;
+
+		if (steps++ >= limit) {
+			*truncated = 1;
+			break;
+		}
+		if (f >= lo && f + FRAME_HEAD <= hi)
+			memcpy(&fr, s->bulk + (f - lo), FRAME_HEAD);
+		else if (safe_read(&fr, f, FRAME_HEAD)) {
+			rc = -EFAULT;
+			break;
+		}
+		s->codeaddr[nf] = (uintptr_t)fr.f_code;
+		s->prev_instr[nf] = (uintptr_t)fr.prev_instr;
+		s->entry[nf] = fr.is_entry;
+		s->owner[nf] = (unsigned char)fr.owner;
+		nf++;
+		f = (uintptr_t)fr.previous;
+	}
+	read_code_heads(s, nf);
+	for (size_t i = 0; i < nf; i++) {
+		const PyCodeObject *co = &s->code[i];
+		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
+		struct pyframes_raw *r;
+		intptr_t off;
+
+		if (co->ob_base.ob_base.ob_type != &PyCode_Type ||
+		    co->ob_base.ob_size <= 0 ||
+		    co->ob_base.ob_size > CODE_SIZE_MAX ||
+		    co->_co_firsttraceable < 0) {
+			rc = -EFAULT;
+			break;
+		}
+		/* _PyFrame_IsIncomplete, as in pyframes_walk. */
+		if (s->owner[i] != FRAME_OWNED_BY_GENERATOR &&
+		    s->prev_instr[i] <
+			    first + (uintptr_t)co->_co_firsttraceable *
+					    sizeof(_Py_CODEUNIT))
+			continue;
+		if (*n == max) {
+			*truncated = 1;
+			break;
+		}
+		r = &out[(*n)++];
+		r->code = s->codeaddr[i];
+		r->qualname = (uintptr_t)co->co_qualname;
+		r->filename = (uintptr_t)co->co_filename;
+		r->linetable = (uintptr_t)co->co_linetable;
+		r->firstlineno = co->co_firstlineno;
+		off = (intptr_t)(s->prev_instr[i] - first);
+		r->lasti = off < 0 || off > (intptr_t)co->ob_base.ob_size *
+						    (intptr_t)sizeof(_Py_CODEUNIT)
+				   ? -1
+				   : (int)(off / (intptr_t)sizeof(_Py_CODEUNIT) *
+					   (intptr_t)sizeof(_Py_CODEUNIT));
+		r->is_entry = s->entry[i];
+	}
+	return rc;
+}
+
+int pyframes_code_names(const struct pyframes_raw *r, char *func,
+			size_t funclen, char *file, size_t filelen)
+{
+	if (funclen < 4 || filelen < 4 ||
+	    read_str(r->qualname, func, funclen) ||
+	    read_str(r->filename, file, filelen))
+		return -EFAULT;
+	return 0;
+}
+
+/* The length of r's line table (a bytes object), or -EFAULT. */
+static long linetable_len(const struct pyframes_raw *r)
+{
+	PyBytesObject lt;
+
+	if (safe_read(&lt, r->linetable, offsetof(PyBytesObject, ob_sval)) ||
+	    lt.ob_base.ob_base.ob_type != &PyBytes_Type ||
+	    lt.ob_base.ob_size < 0 || lt.ob_base.ob_size > LINETABLE_MAX)
+		return -EFAULT;
+	return (long)lt.ob_base.ob_size;
+}
+
+int pyframes_linetable_copy(const struct pyframes_raw *r, unsigned char *buf,
+			    size_t cap, size_t *len)
+{
+	long n = linetable_len(r);
+
+	*len = 0;
+	if (n < 0)
+		return -EFAULT;
+	if ((size_t)n > cap)
+		return -E2BIG;
+	if (safe_read(buf, r->linetable + offsetof(PyBytesObject, ob_sval),
+		      (size_t)n))
+		return -EFAULT;
+	*len = (size_t)n;
+	return 0;
+}
+
+int pyframes_line_decode(const unsigned char *table, size_t len,
+			 int firstlineno, int lasti)
+{
+	struct lt_reader r = {.local = table, .len = len};
+	int line = decode_line(&r, firstlineno, lasti);
+
+	return line < -1 ? -1 : line;
+}
+
+int pyframes_line_remote(const struct pyframes_raw *r)
+{
+	long n = linetable_len(r);
+	struct lt_reader rd = {
+		.base = r->linetable + offsetof(PyBytesObject, ob_sval),
+	};
+	int line;
+
+	if (n < 0)
+		return -1;
+	rd.len = (size_t)n;
+	line = decode_line(&rd, r->firstlineno, r->lasti);
+	return line < -1 ? -1 : line;
+}
+
+uintptr_t pyframes_gil_tstate(void)
+{
+	struct _gil_runtime_state gil;
+
+	if (safe_read(&gil, (uintptr_t)&_PyRuntime.ceval.gil, sizeof(gil)) ||
+	    gil.locked._value != 1)
+		return 0;
+	return (uintptr_t)gil.last_holder._value;
+}
+
+void pyframes_gil_range(uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = (uintptr_t)&_PyRuntime.ceval.gil;
+	*hi = *lo + sizeof(_PyRuntime.ceval.gil);
 }

@@ -79,6 +79,75 @@ int pyframes_gil_holder(uint64_t *thread_id, long *native_id);
 /* The ident of the runtime's main thread, 0 when unknown. */
 uint64_t pyframes_main_thread(void);
 
+/*
+ * The sampler's fast path.  pyframes_walk() reads two strings and a line
+ * table per frame; a profiler taking a 50-frame stack a thousand times a
+ * second cannot.  pyframes_walk_raw() gives each frame's code object
+ * (address and identity) and instruction offset only, reading the frames
+ * of the thread's current data-stack chunk in one copy and the code
+ * objects' headers in one gathered system call.  The caller caches what it
+ * learnt of a code object (pyframes_code_names, pyframes_linetable_copy)
+ * under its address, and trusts the cache while the identity fields read
+ * now still match (a code object freed and its memory reused shows
+ * different name or table pointers).  No tracer line here: a frame's line
+ * is always the one of its current instruction.
+ */
+#define PYFRAMES_RAW_MAX 1024 /* frames per raw walk */
+
+struct pyframes_raw {
+	uintptr_t code;	     /* code object's address */
+	uintptr_t qualname;  /* identity: its co_qualname, co_filename, */
+	uintptr_t filename;  /* co_linetable pointers and co_firstlineno */
+	uintptr_t linetable;
+	int firstlineno;
+	int lasti;	     /* byte offset of the current instruction, -1
+				before the first one */
+	int is_entry;	     /* the first frame of its C-level eval call:
+				one _PyEval_EvalFrameDefault per entry frame */
+};
+
+/* Scratch memory of pyframes_walk_raw (about 300 KiB), so that a walk
+ * never allocates.  One per thread that walks. */
+struct pyframes_scratch;
+struct pyframes_scratch *pyframes_scratch_new(void);
+void pyframes_scratch_free(struct pyframes_scratch *s);
+
+/*
+ * Like pyframes_walk() without the strings: out[0..*n) innermost first,
+ * at most max (<= PYFRAMES_RAW_MAX).  Returns 0, -ESRCH (thread gone) or
+ * -EFAULT (the stack changed under us; out[0..*n) is still valid).
+ */
+int pyframes_walk_raw(const struct pyframes_thread *t,
+		      struct pyframes_scratch *s, struct pyframes_raw *out,
+		      size_t max, size_t *n, int *truncated);
+
+/* The names of r's code object, as pyframes_frame's func and file.
+ * 0 or -EFAULT. */
+int pyframes_code_names(const struct pyframes_raw *r, char *func,
+			size_t funclen, char *file, size_t filelen);
+
+/* Copies r's line table into buf (cap bytes); *len is its length.
+ * 0, -E2BIG when longer than cap (nothing copied), or -EFAULT. */
+int pyframes_linetable_copy(const struct pyframes_raw *r, unsigned char *buf,
+			    size_t cap, size_t *len);
+
+/* The line of byte offset lasti in a copied line table (as
+ * PyCode_Addr2Line; firstlineno for lasti < 0); -1 when none.  Pure. */
+int pyframes_line_decode(const unsigned char *table, size_t len,
+			 int firstlineno, int lasti);
+
+/* The same, reading the table in place (for tables too long to copy). */
+int pyframes_line_remote(const struct pyframes_raw *r);
+
+/* The thread state holding the GIL now, unchecked (compare it with
+ * pyframes_thread.tstate); 0 when the GIL is free or unreadable. */
+uintptr_t pyframes_gil_tstate(void);
+
+/* The address range [*lo, *hi) of the GIL's mutexes and condition
+ * variables: a thread blocked in futex() on an address in it waits for
+ * the GIL. */
+void pyframes_gil_range(uintptr_t *lo, uintptr_t *hi);
+
 /* Tests only: 1 forces the pipe fallback used when process_vm_readv is
  * refused (seccomp), 0 goes back to automatic. */
 void pyframes_force_pipe(int on);

@@ -652,3 +652,150 @@ int store_query(struct store *st, const char *sql,
 	sqlite3_mutex_leave(mu);
 	return rc;
 }
+
+/*
+ * Prepared statements (store.h).  Every call enters the (recursive)
+ * database mutex, so one between store_begin and store_commit nests.
+ */
+
+struct store_stmt {
+	struct store *st;
+	sqlite3_stmt *stmt;
+};
+
+int store_stmt_new(struct store *st, const char *sql, struct store_stmt **out,
+		   char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	struct store_stmt *s;
+	int saved, rc;
+
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		set_err(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->st = st;
+	sqlite3_mutex_enter(mu);
+	saved = st->q.restricted;
+	st->q.restricted = 0;
+	rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+				&s->stmt, NULL);
+	st->q.restricted = saved;
+	if (rc != SQLITE_OK || !s->stmt)
+		set_err(err, errlen, "%s",
+			rc == SQLITE_OK ? "empty statement"
+					: sqlite3_errmsg(st->db));
+	sqlite3_mutex_leave(mu);
+	if (rc != SQLITE_OK || !s->stmt) {
+		sqlite3_finalize(s->stmt);
+		free(s);
+		return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+	}
+	*out = s;
+	return 0;
+}
+
+void store_stmt_free(struct store_stmt *s)
+{
+	if (!s)
+		return;
+	sqlite3_finalize(s->stmt);
+	free(s);
+}
+
+static int bind_rc(int rc)
+{
+	if (rc == SQLITE_OK)
+		return 0;
+	return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+}
+
+int store_stmt_int(struct store_stmt *s, int i, int64_t v)
+{
+	return bind_rc(sqlite3_bind_int64(s->stmt, i, v));
+}
+
+int store_stmt_real(struct store_stmt *s, int i, double v)
+{
+	return bind_rc(sqlite3_bind_double(s->stmt, i, v));
+}
+
+int store_stmt_text(struct store_stmt *s, int i, const char *v)
+{
+	if (!v)
+		return store_stmt_null(s, i);
+	return bind_rc(sqlite3_bind_text(s->stmt, i, v, -1, SQLITE_TRANSIENT));
+}
+
+int store_stmt_null(struct store_stmt *s, int i)
+{
+	return bind_rc(sqlite3_bind_null(s->stmt, i));
+}
+
+/* Steps s to its end; *first gets the first row's first column. */
+static int stmt_step(struct store_stmt *s, int64_t *first, char *err,
+		     size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(s->st->db);
+	int saved, rc, row = 0;
+
+	sqlite3_mutex_enter(mu);
+	saved = s->st->q.restricted;
+	s->st->q.restricted = 0; /* a re-prepare runs the authorizer */
+	while ((rc = sqlite3_step(s->stmt)) == SQLITE_ROW) {
+		if (first && !row++)
+			*first = sqlite3_column_int64(s->stmt, 0);
+	}
+	if (rc != SQLITE_DONE)
+		set_err(err, errlen, "%s", sqlite3_errmsg(s->st->db));
+	sqlite3_reset(s->stmt);
+	sqlite3_clear_bindings(s->stmt);
+	s->st->q.restricted = saved;
+	sqlite3_mutex_leave(mu);
+	if (rc == SQLITE_DONE)
+		return 0;
+	return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+}
+
+int store_stmt_run(struct store_stmt *s, char *err, size_t errlen)
+{
+	return stmt_step(s, NULL, err, errlen);
+}
+
+int store_stmt_int_result(struct store_stmt *s, int64_t *out, char *err,
+			  size_t errlen)
+{
+	*out = 0;
+	return stmt_step(s, out, err, errlen);
+}
+
+int store_begin(struct store *st, char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	int rc;
+
+	sqlite3_mutex_enter(mu);
+	rc = store_exec(st, "BEGIN", err, errlen);
+	if (rc)
+		sqlite3_mutex_leave(mu);
+	return rc;
+}
+
+int store_commit(struct store *st, char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	int rc = store_exec(st, "COMMIT", err, errlen);
+
+	if (rc)
+		store_exec(st, "ROLLBACK", NULL, 0);
+	sqlite3_mutex_leave(mu);
+	return rc;
+}
+
+void store_rollback(struct store *st)
+{
+	store_exec(st, "ROLLBACK", NULL, 0);
+	sqlite3_mutex_leave(sqlite3_db_mutex(st->db));
+}

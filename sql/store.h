@@ -103,6 +103,60 @@ int store_exec(struct store *st, const char *sql, char *err, size_t errlen);
 int store_catalog_add(struct store *st, const char *schema, const char *name,
 		      const char *kind, const char *doc);
 
+/*
+ * Prepared statements for recorders: trusted like store_exec (none of
+ * store_query's refusals, no time cap).  Prepare once, then bind and run
+ * many times; a batch goes between store_begin() and store_commit(), one
+ * transaction, so that readers see whole batches and inserts are cheap.
+ *
+ *   store_stmt_new(st, "INSERT INTO profile.samples VALUES (?1, ?2)", &s,
+ *                  err, sizeof(err));
+ *   store_begin(st, err, sizeof(err));
+ *   for (...) { store_stmt_int(s, 1, ts); store_stmt_text(s, 2, name);
+ *               store_stmt_run(s, err, sizeof(err)); }
+ *   store_commit(st, err, sizeof(err));
+ *
+ * Parameters are numbered from 1.  A statement belongs to its store and
+ * is freed before it (store_stmt_free).  Threads: as the store; between
+ * store_begin and store_commit/store_rollback the calling thread holds
+ * the database mutex, so other threads' calls wait: keep batches short.
+ */
+struct store_stmt;
+
+/* Prepares one statement.  Returns 0 with *out, or STORE_ESQL / -ENOMEM
+ * with err. */
+int store_stmt_new(struct store *st, const char *sql, struct store_stmt **out,
+		   char *err, size_t errlen);
+/* NULL is a no-op. */
+void store_stmt_free(struct store_stmt *s);
+
+/* Bind parameter i (1-based).  Text is copied.  0 or STORE_ESQL (no such
+ * parameter) / -ENOMEM. */
+int store_stmt_int(struct store_stmt *s, int i, int64_t v);
+int store_stmt_real(struct store_stmt *s, int i, double v);
+int store_stmt_text(struct store_stmt *s, int i, const char *v);
+int store_stmt_null(struct store_stmt *s, int i);
+
+/* Runs the statement to its end (rows it returns are ignored), then
+ * resets it and clears its bindings.  0 or STORE_ESQL / -ENOMEM with
+ * err. */
+int store_stmt_run(struct store_stmt *s, char *err, size_t errlen);
+
+/* Runs the statement and gives the first column of its first row as an
+ * integer in *out (0 when there is no row); resets it.  0 or STORE_ESQL /
+ * -ENOMEM with err. */
+int store_stmt_int_result(struct store_stmt *s, int64_t *out, char *err,
+			  size_t errlen);
+
+/* Takes the database mutex and begins a transaction.  0 or STORE_ESQL
+ * (then the mutex is not held). */
+int store_begin(struct store *st, char *err, size_t errlen);
+/* Commits and lets go of the mutex.  On failure the transaction is rolled
+ * back; the mutex is let go in every case.  0 or STORE_ESQL with err. */
+int store_commit(struct store *st, char *err, size_t errlen);
+/* Rolls back and lets go of the mutex. */
+void store_rollback(struct store *st);
+
 /* Frees what res holds and zeroes it; safe to call twice. */
 void store_result_release(struct store_result *res);
 
