@@ -1,0 +1,88 @@
+"""The interactive repl on a terminal: prompts, blocks, Ctrl-C, Ctrl-D."""
+import os
+import pty
+import select
+import time
+
+from conftest import CLI
+
+IDLE = """\
+import time
+print("READY", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+class Tty:
+    def __init__(self, argv, env):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execve(argv[0], argv, env)
+        self.buf = b""
+
+    def send(self, data):
+        os.write(self.fd, data)
+
+    def expect(self, text, timeout=20):
+        deadline = time.time() + timeout
+        while text.encode() not in self.buf:
+            left = deadline - time.time()
+            if left <= 0:
+                raise AssertionError("no %r in %r" % (text, self.buf[-2000:]))
+            r, _, _ = select.select([self.fd], [], [], left)
+            if r:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError("EOF waiting for %r in %r" % (text, self.buf[-2000:]))
+                self.buf += chunk
+        i = self.buf.index(text.encode()) + len(text)
+        seen, self.buf = self.buf[:i], self.buf[i:]
+        return seen.decode(errors="replace")
+
+    def wait(self, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            try:
+                os.read(self.fd, 4096)
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("repl did not exit")
+
+
+def test_repl_on_a_terminal(spawn, python, tmp_path):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
+    tty = Tty([CLI, "-t", str(t.pid), "repl"], env)
+    tty.expect(">>> ")
+    tty.send(b"x = 6\r")
+    tty.expect(">>> ")
+    tty.send(b"for i in range(2):\r")
+    tty.expect("... ")
+    tty.send(b"    print('row', i * x)\r")
+    tty.expect("... ")
+    tty.send(b"\r")
+    out = tty.expect(">>> ")
+    assert "row 0" in out and "row 6" in out
+    # Ctrl-C interrupts the statement running in the target
+    tty.send(b"while True: pass\r")
+    time.sleep(1.0)
+    tty.send(b"\x03")
+    out = tty.expect(">>> ", timeout=30)
+    assert "KeyboardInterrupt" in out
+    tty.send(b"x * 7\r")
+    assert "42" in tty.expect(">>> ")
+    # Ctrl-D leaves; the target keeps running
+    tty.send(b"\x04")
+    assert tty.wait() == 0
+    assert t.alive()
+    assert os.path.exists(tmp_path / ".probing_history")
