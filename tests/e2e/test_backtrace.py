@@ -185,3 +185,41 @@ def _parse(text):
         msgs.append(json.loads(rest[:n]))
         data = rest[n:]
     return msgs
+
+
+def test_locals_repr_that_hangs_does_not_hang_the_reply(spawn, python):
+    import time as _time
+    t = spawn(python, """\
+import time
+class Spin:
+    def __repr__(self):
+        while True:
+            pass
+class Nap:
+    def __repr__(self):
+        time.sleep(30)
+        return "nap"
+def f():
+    spin = Spin()
+    plain = 7
+    print("READY", flush=True)
+    while True:
+        time.sleep(0.01)
+def g():
+    nap = Nap()
+    f()
+g()
+""")
+    t.wait_line("READY")
+    t.wait_agent()
+    began = _time.time()
+    r = probing("backtrace", "--locals", "-f", "json", target=t.pid)
+    took = _time.time() - began
+    assert r.rc == 0, r
+    assert took < 9, took
+    main = [th for th in r.json()["threads"] if th["isMain"]][0]
+    assert [f["func"] for f in main["frames"][:3]] == ["f", "g", "<module>"]
+    assert t.alive()
+    # afterwards the agent still answers promptly
+    r = probing("eval", "1 + 1", target=t.pid)
+    assert r.out.strip() == "2", r
