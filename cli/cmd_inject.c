@@ -1,0 +1,354 @@
+/*
+ * cmd_inject: put the agent into a running Python process with ptrace
+ * (inject/inject.h), wait until it answers, then apply --listen / -D
+ * through probing/config.
+ *
+ * An agent that already answers at @probing-PID is reused: no second
+ * copy is loaded.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "inject.h"
+#include "target.h"
+
+#define INJECT_SET_MAX 64     /* -D settings at once */
+#define FIRST_TRY_MS 1000     /* asking an existing agent */
+#define CONNECT_RETRY_US 3000 /* between connects while the agent starts */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A pid, and nothing else, from the target text; 0 when not one. */
+static pid_t target_pid(const char *text)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v <= 0 || v > 0x7fffffffL)
+		return 0;
+	return (pid_t)v;
+}
+
+static int readable(const char *path)
+{
+	return access(path, R_OK) == 0;
+}
+
+/* The agent library: --library, $PROBING_LIBRARY, next to an installed
+ * CLI, or in the build tree.  Returns 0 with the path in out. */
+static int find_library(const char *given, char *out, size_t outlen)
+{
+	const char *env = getenv("PROBING_LIBRARY");
+	static const char *const rel[] = {"../lib/probing/libprobing.so",
+					  "../agent/libprobing.so"};
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
+	if (given || (env && *env)) {
+		const char *p = given ? given : env;
+		if (!readable(p))
+			return cli_error(CLI_ELOAD,
+					 "library not found or not readable: "
+					 "%s (from %s)",
+					 p, given ? "--library" : "PROBING_LIBRARY");
+		snprintf(out, outlen, "%s", p);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		int n2 = snprintf(out, outlen, "%s/%s", exe, rel[i]);
+		if (n2 > 0 && (size_t)n2 < outlen && readable(out))
+			return 0;
+	}
+	return cli_error(CLI_ELOAD,
+			 "cannot find libprobing.so (looked in %s/%s and "
+			 "%s/%s); give --library PATH or set PROBING_LIBRARY",
+			 exe, rel[0], exe, rel[1]);
+}
+
+/* The hidden test hook: PROBING_INJECT_TEST_DELAY_US=N sleeps N us at
+ * each step and names the step on stderr, so a test can kill the CLI
+ * at each one. */
+static void on_step(void *arg, const char *name)
+{
+	(void)arg;
+	fprintf(stderr, "probing: inject step %s\n", name);
+	fflush(stderr);
+}
+
+static int inject_exit_code(int rc)
+{
+	switch (rc) {
+	case -ESRCH:
+		return CLI_ENOPROC;
+	case -EPERM:
+	case -EACCES:
+		return CLI_EPERM;
+	case -ENOEXEC:
+	case -EAGAIN:
+		return CLI_ENOTPY;
+	case -ENOENT:
+	case -ELIBBAD:
+		return CLI_ELOAD;
+	case -EALREADY:
+		return CLI_ETIMEOUT;
+	default:
+		return CLI_EINJECT;
+	}
+}
+
+/* Connects until the agent answers initialize or until deadline. */
+static int wait_agent(struct cmd_ctx *ctx, int64_t deadline)
+{
+	char err[512];
+	int rc;
+
+	for (;;) {
+		int left = (int)(deadline - now_ms());
+
+		rc = cli_target_open(ctx->target, left > 0 ? left : 1,
+				     &ctx->client, &ctx->init_body, err,
+				     sizeof(err));
+		if (rc == CLI_OK)
+			return CLI_OK;
+		if ((rc != CLI_ENOAGENT && rc != CLI_ETIMEOUT) ||
+		    now_ms() >= deadline)
+			return cli_error(rc == CLI_ENOAGENT ? CLI_ETIMEOUT : rc,
+					 "the agent did not answer within %d "
+					 "ms of loading (%s); see the "
+					 "process's stderr",
+					 ctx->timeout_ms, err);
+		usleep(CONNECT_RETRY_US);
+	}
+}
+
+/* The value of setting name in a probing/config reply, or "". */
+static const char *setting(const cJSON *body, const char *name)
+{
+	const cJSON *s, *all = cJSON_GetObjectItemCaseSensitive(body,
+							       "settings");
+
+	cJSON_ArrayForEach(s, all)
+	{
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "name");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "value");
+
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+			return cJSON_IsString(v) ? v->valuestring : "";
+	}
+	return "";
+}
+
+/* Applies the settings (set may be NULL) and prints the address. */
+static int configure(struct cmd_ctx *ctx, cJSON *set)
+{
+	struct dap_message *resp = NULL;
+	cJSON *args = cJSON_CreateObject();
+	int rc;
+
+	if (set)
+		cJSON_AddItemToObject(args, "set", set);
+	rc = cli_request(ctx, "probing/config", args, ctx->timeout_ms, &resp);
+	if (rc != CLI_OK)
+		return rc;
+	if (!resp->success) {
+		rc = cli_error(CLI_EFAIL,
+			       "the agent runs, but the settings were not "
+			       "applied: %s",
+			       cli_resp_message(resp));
+	} else {
+		const char *addr = setting(resp->body, "agent.address");
+		printf("agent: %s\n", *addr ? addr : "(address unknown)");
+	}
+	dap_message_free(resp);
+	return rc;
+}
+
+static void print_injected(pid_t pid, const char *lib,
+			   const struct inject_result *res, double agent_ms)
+{
+	char cmd[CLI_CMDLINE_MAX + 8];
+
+	cli_target_cmdline(pid, cmd, sizeof(cmd), CLI_CMDLINE_MAX);
+	printf("injected %s into process %d (%s)\n", lib, (int)pid, cmd);
+	if (res->note[0])
+		printf("  %s\n", res->note);
+	printf("  thread %d was stopped %.2f ms, %s\n", (int)res->tid,
+	       res->stopped_ms, res->where);
+	printf("  dlopen took %.1f ms; the agent answered %.1f ms after the "
+	       "start\n",
+	       res->dlopen_ms, agent_ms);
+	printf("  loader code left in unused bytes of %s and %s\n",
+	       res->code_file, res->data_file);
+}
+
+static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"library", required_argument, NULL, 'L'},
+		{"define", required_argument, NULL, 'D'},
+		{NULL, 0, NULL, 0},
+	};
+	struct inject_opts io = {0};
+	struct inject_result res;
+	char lib[PATH_MAX], err[1536];
+	const char *library = NULL, *delay;
+	cJSON *set = NULL;
+	int64_t start = now_ms();
+	pid_t pid;
+	int c, rc;
+
+	set = cJSON_CreateObject();
+	while ((c = getopt_long(argc, argv, ":l:L:D:", opts, NULL)) != -1) {
+		char *eq;
+
+		switch (c) {
+		case 'l':
+			cJSON_DeleteItemFromObjectCaseSensitive(
+				set, "server.listen");
+			cJSON_AddStringToObject(set, "server.listen", optarg);
+			break;
+		case 'L':
+			library = optarg;
+			break;
+		case 'D':
+			eq = strchr(optarg, '=');
+			if (!eq || eq == optarg) {
+				cJSON_Delete(set);
+				return cli_usage_error(&cmd_inject_entry,
+						       "-D '%s' is not "
+						       "KEY=VALUE",
+						       optarg);
+			}
+			if (cJSON_GetArraySize(set) >= INJECT_SET_MAX) {
+				cJSON_Delete(set);
+				return cli_usage_error(&cmd_inject_entry,
+						       "at most %d settings",
+						       INJECT_SET_MAX);
+			}
+			*eq = '\0';
+			cJSON_DeleteItemFromObjectCaseSensitive(set, optarg);
+			cJSON_AddStringToObject(set, optarg, eq + 1);
+			break;
+		default:
+			cJSON_Delete(set);
+			return cli_option_error(&cmd_inject_entry, c, argc,
+						argv);
+		}
+	}
+	if (optind < argc || !ctx->target || !(pid = target_pid(ctx->target))) {
+		cJSON_Delete(set);
+		return cli_usage_error(&cmd_inject_entry,
+				       optind < argc ? "unexpected argument '%s'"
+						     : "inject needs a pid: "
+						       "-t PID%s",
+				       optind < argc ? argv[optind] : "");
+	}
+	if (cJSON_GetArraySize(set) == 0) {
+		cJSON_Delete(set);
+		set = NULL;
+	}
+	if (kill(pid, 0) < 0 && errno == ESRCH) {
+		cJSON_Delete(set);
+		return cli_error(CLI_ENOPROC, "no such process: %d", (int)pid);
+	}
+
+	/* One agent per process: reuse the one that answers. */
+	rc = cli_target_open(ctx->target, FIRST_TRY_MS, &ctx->client,
+			     &ctx->init_body, err, sizeof(err));
+	if (rc == CLI_OK) {
+		printf("process %d already has a Probing agent; reusing it "
+		       "(nothing injected)\n",
+		       (int)pid);
+		return configure(ctx, set);
+	}
+	if (rc != CLI_ENOAGENT) {
+		cJSON_Delete(set);
+		return cli_error(rc, "%s", err);
+	}
+
+	rc = find_library(library, lib, sizeof(lib));
+	if (rc) {
+		cJSON_Delete(set);
+		return rc;
+	}
+	io.timeout_ms = ctx->timeout_ms;
+	delay = getenv("PROBING_INJECT_TEST_DELAY_US");
+	if (delay && *delay) {
+		io.step_delay_us = atoi(delay);
+		io.step = on_step;
+	}
+	rc = inject_library(pid, lib, &io, &res, err, sizeof(err));
+	if (rc) {
+		cJSON_Delete(set);
+		return cli_error(inject_exit_code(rc), "%s", err);
+	}
+	rc = wait_agent(ctx, start + ctx->timeout_ms + (int64_t)res.total_ms);
+	if (rc != CLI_OK) {
+		cJSON_Delete(set);
+		return rc;
+	}
+	print_injected(pid, res.target_path, &res,
+		       (double)(now_ms() - start));
+	return configure(ctx, set);
+}
+
+const struct cmd_entry cmd_inject_entry = {
+	.name = "inject",
+	.alias = NULL,
+	.usage = "[--listen ADDR] [-D KEY=VALUE]... [--library PATH]",
+	.summary = "Put the agent into a running Python process (ptrace)",
+	.help = "Loads libprobing.so into process TARGET (a pid; CPython 3.11) "
+		"with ptrace:\n"
+		"one thread is stopped for well under a millisecond, calls "
+		"dlopen() through\n"
+		"a small trampoline, and goes on exactly where it was (a "
+		"sleeping system\n"
+		"call is restarted, never interrupted).  Then waits for the "
+		"agent to answer\n"
+		"(--timeout), applies the settings, and prints its address.  "
+		"An agent that\n"
+		"already answers is reused.  See docs/injection.md.\n"
+		"\n"
+		"Options:\n"
+		"  -l, --listen ADDR    also listen on TCP (server.listen), "
+		"e.g. 127.0.0.1:9922\n"
+		"  -D, --define K=V     set an agent setting (repeatable; "
+		"'probing config' lists them)\n"
+		"  -L, --library PATH   the agent library (default: "
+		"$PROBING_LIBRARY, then next\n"
+		"                       to this program: "
+		"../lib/probing/libprobing.so or\n"
+		"                       ../agent/libprobing.so)\n"
+		"\n"
+		"Needs the right to ptrace the process: the same user (and "
+		"kernel.yama.ptrace_scope\n"
+		"0), or CAP_SYS_PTRACE.  Exit codes 3, 5, 8, 9, 10, 11: see "
+		"'probing --help'.\n"
+		"\n"
+		"Example:\n"
+		"  probing -t 1234 inject --listen 127.0.0.1:9922\n",
+	.flags = CMD_TARGET,
+	.exec = cmd_inject_exec,
+};

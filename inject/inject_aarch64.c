@@ -1,0 +1,503 @@
+/*
+ * inject_aarch64: registers, system call restart and the shellcode for
+ * aarch64; see arch.h.  Compiled and unit-tested on every host; the live
+ * part is built with the cross compiler here (scripts/test-all) and runs
+ * only on aarch64.
+ *
+ * Resume state.  Unlike x86_64, arm64's do_signal() rewinds an
+ * interrupted call *before* the interrupt stop: the tracer sees pc back on
+ * the `svc #0` and x0 = orig_x0 — but not the return value, so it cannot
+ * tell -ERESTART_RESTARTBLOCK (after the stop the kernel would also set
+ * x8 = __NR_restart_syscall, so that a relative sleep resumes with the
+ * time left) from the other restarts, nor from a thread that an interrupt
+ * caught just before its svc.  So when the thread stands on an svc, we let
+ * the kernel finish its decision: PTRACE_SYSCALL to the entry stop of the
+ * call it really makes, whose registers (pc - 4) are R'.  The kernel shows
+ * the stop's direction in x7 at syscall stops and puts the old x7 back
+ * afterwards, so R'.x7 comes from the interrupt stop.
+ *
+ * Entry at a syscall-entry stop takes two ptrace calls: the registers
+ * (NT_PRSTATUS), then "skip this call" (NT_ARM_SYSTEM_CALL = -1).  Should
+ * the injector die between them the call would still run, from the entry
+ * registers: so those carry x0..x5 = -1, which makes every call a thread
+ * sleeps in (read, futex, clock_nanosleep, ppoll, pselect6, epoll_pwait,
+ * wait4, accept4, ...) fail at once without effect; the shellcode then
+ * runs and restarts the real call from R'.
+ *
+ * Shellcode (x19 = result area, x9 scratch; every register is restored):
+ *
+ *   stp q0,q1,[sp] .. stp q30,q31,[sp,#480]; fpsr, fpcr at [sp,#512]
+ *   ldr x19,L_result
+ *   ldr x9,L_errno; blr x9; str x0,[x19,#16]; ldr w9,[x0]; str w9,[x19,#4]
+ *   adr x0,path; mov w1,mode; ldr x9,L_dlopen; blr x9; str x0,[x19,#8]
+ *   cbnz x0,after; ldr x9,L_dlerror; cbz x9,after; blr x9; cbz x0,after
+ *   add x1,x19,#32; mov x2,#255
+ *   loop: ldrb w3,[x0],#1; strb w3,[x1],#1; cbz w3,after
+ *         subs x2,x2,#1; b.ne loop; strb wzr,[x1]
+ *   after: ldr x0,[x19,#16]; ldr w9,[x19,#4]; str w9,[x0]
+ *   mov w9,#1; dmb ishst; str w9,[x19]
+ *   ldp q0,q1,[sp] ..; msr fpsr; msr fpcr
+ *   ldr x9,L_sp; mov sp,x9; ldr x9,L_nzcv; msr nzcv,x9
+ *   ldr x0,L_x0 .. ldr x30,L_x30
+ *   b resume_pc
+ *
+ * There is no way to branch to an arbitrary address on aarch64 without a
+ * register, and every register may be live at an arbitrary stop, so the
+ * last instruction is a direct b: the cave must be within +-128 MiB of
+ * the resume pc (inject.c picks one that is).  Not preserved: SVE/SME
+ * state beyond q0-q31 (a system call discards it anyway) and PSTATE.BTYPE
+ * (cleared, so the cave's first instruction needs no BTI landing pad).
+ */
+#include "arch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tracee.h"
+
+#define CODE_MAX 512
+enum {
+	L_X0 = 0, /* .. L_X0 + 30 */
+	L_SP = 31,
+	L_NZCV,
+	L_DLOPEN,
+	L_DLERROR,
+	L_ERRNO,
+	L_RESULT,
+	NLIT
+};
+#define LIT_OFF CODE_MAX
+#define PATH_OFF (LIT_OFF + 8 * NLIT)
+#define RED_ZONE_SKIP 256 /* arm64 has no red zone; stay clear anyway */
+#define FP_AREA 528	  /* q0-q31, fpsr, fpcr */
+#define SVC0 0xd4000001u
+#define PSTATE_BTYPE (3ull << 10)
+#define PSTATE_NZCV 0xf0000000ull
+#define B_RANGE (128ll << 20)
+
+/* ---- resume and entry state (pure) ------------------------------------ */
+
+void inject_aarch64_resume(const struct inject_regs *ev,
+			   const struct inject_regs *entry,
+			   struct inject_regs *out)
+{
+	if (entry) {
+		*out = *entry;
+		out->w[A64_PC] -= 4; /* back onto the svc */
+		out->w[7] = ev->w[7];
+	} else {
+		*out = *ev;
+	}
+	out->sysno = -1;
+}
+
+static uint64_t entry_sp(const struct inject_shell *s)
+{
+	return (s->resume->w[A64_SP] - RED_ZONE_SKIP - FP_AREA) &
+	       ~(uint64_t)15;
+}
+
+void inject_aarch64_entry(const struct inject_shell *s, int at_syscall,
+			  struct inject_regs *out)
+{
+	*out = *s->resume;
+	out->w[A64_SP] = entry_sp(s);
+	out->w[A64_PC] = s->code;
+	out->w[A64_PSTATE] &= ~PSTATE_BTYPE;
+	if (at_syscall)
+		for (int i = 0; i < 6; i++)
+			out->w[i] = (uint64_t)-1;
+	out->sysno = -1;
+}
+
+static size_t a64_stack_need(const struct inject_shell *s)
+{
+	(void)s;
+	return RED_ZONE_SKIP + FP_AREA + 16;
+}
+
+/* ---- the shellcode builder (pure) ------------------------------------- */
+
+struct abuf {
+	uint8_t *p;
+	size_t cap, len;
+	int range; /* a branch or literal out of reach */
+};
+
+static void w32(struct abuf *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) {
+		if (b->len < b->cap)
+			b->p[b->len] = (uint8_t)(v >> (8 * i));
+		b->len++;
+	}
+}
+
+/* imm19 word offset from here to target (a byte offset in the code). */
+static uint32_t rel19(struct abuf *b, size_t target)
+{
+	int64_t d = ((int64_t)target - (int64_t)b->len) / 4;
+
+	if (d < -(1 << 18) || d >= (1 << 18))
+		b->range = 1;
+	return (uint32_t)(d & 0x7ffff) << 5;
+}
+
+#define SYSREG(o0, op1, crn, crm, op2)                                     \
+	((uint32_t)((o0) << 14 | (op1) << 11 | (crn) << 7 | (crm) << 3 |    \
+		    (op2))                                                 \
+	 << 5)
+#define FPSR SYSREG(1, 3, 4, 4, 1)
+#define FPCR SYSREG(1, 3, 4, 4, 0)
+#define NZCV SYSREG(1, 3, 4, 2, 0)
+#define X9 9
+#define X19 19
+#define SP 31
+
+static void stp_q(struct abuf *b, int t1, int t2, int off)
+{
+	w32(b, 0xad000000u | (uint32_t)((off / 16) & 0x7f) << 15 |
+		       (uint32_t)t2 << 10 | SP << 5 | (uint32_t)t1);
+}
+
+static void ldp_q(struct abuf *b, int t1, int t2, int off)
+{
+	w32(b, 0xad400000u | (uint32_t)((off / 16) & 0x7f) << 15 |
+		       (uint32_t)t2 << 10 | SP << 5 | (uint32_t)t1);
+}
+
+static void ldst_x(struct abuf *b, int load, int t, int n, int off)
+{
+	w32(b, (load ? 0xf9400000u : 0xf9000000u) | (uint32_t)(off / 8) << 10 |
+		       (uint32_t)n << 5 | (uint32_t)t);
+}
+
+static void ldst_w(struct abuf *b, int load, int t, int n, int off)
+{
+	w32(b, (load ? 0xb9400000u : 0xb9000000u) | (uint32_t)(off / 4) << 10 |
+		       (uint32_t)n << 5 | (uint32_t)t);
+}
+
+static void ldr_lit(struct abuf *b, int t, int lit)
+{
+	w32(b, 0x58000000u | rel19(b, LIT_OFF + 8 * (size_t)lit) |
+		       (uint32_t)t);
+}
+
+static void adr(struct abuf *b, int d, size_t target)
+{
+	int64_t imm = (int64_t)target - (int64_t)b->len;
+
+	w32(b, 0x10000000u | (uint32_t)(imm & 3) << 29 |
+		       (uint32_t)((imm >> 2) & 0x7ffff) << 5 | (uint32_t)d);
+}
+
+static void blr(struct abuf *b, int n)
+{
+	w32(b, 0xd63f0000u | (uint32_t)n << 5);
+}
+
+/* cbz/cbnz: op 0xb4000000 cbz x, 0xb5000000 cbnz x, 0x34000000 cbz w. */
+static void cb(struct abuf *b, uint32_t op, int t, size_t target)
+{
+	w32(b, op | rel19(b, target) | (uint32_t)t);
+}
+
+enum { LB_AFTER, LB_LOOP, NLABELS };
+
+static void emit(struct abuf *b, const struct inject_shell *s, size_t *label,
+		 uint64_t resume_pc)
+{
+	int64_t d;
+
+	for (int q = 0; q < 32; q += 2)
+		stp_q(b, q, q + 1, q * 16);
+	w32(b, 0xd5300000u | FPSR | X9); /* mrs x9, fpsr */
+	ldst_x(b, 0, X9, SP, 512);
+	w32(b, 0xd5300000u | FPCR | X9); /* mrs x9, fpcr */
+	ldst_x(b, 0, X9, SP, 520);
+	ldr_lit(b, X19, L_RESULT);
+	ldr_lit(b, X9, L_ERRNO);
+	blr(b, X9);
+	ldst_x(b, 0, 0, X19, INJECT_RESULT_ERRNO_PTR);
+	ldst_w(b, 1, X9, 0, 0);
+	ldst_w(b, 0, X9, X19, INJECT_RESULT_ERRNO);
+	adr(b, 0, PATH_OFF);
+	w32(b, 0x52800000u | (s->mode & 0xffff) << 5 | 1); /* movz w1 */
+	w32(b, 0x72a00000u | (s->mode >> 16) << 5 | 1);	   /* movk w1,lsl16 */
+	ldr_lit(b, X9, L_DLOPEN);
+	blr(b, X9);
+	ldst_x(b, 0, 0, X19, INJECT_RESULT_HANDLE);
+	cb(b, 0xb5000000u, 0, label[LB_AFTER]); /* cbnz x0, after */
+	ldr_lit(b, X9, L_DLERROR);
+	cb(b, 0xb4000000u, X9, label[LB_AFTER]);
+	blr(b, X9);
+	cb(b, 0xb4000000u, 0, label[LB_AFTER]);
+	w32(b, 0x91000000u | INJECT_RESULT_ERROR << 10 | X19 << 5 | 1);
+	w32(b, 0xd2800000u | (INJECT_ERROR_MAX - 1) << 5 | 2); /* movz x2 */
+	label[LB_LOOP] = b->len;
+	w32(b, 0x38401400u | 0 << 5 | 3); /* ldrb w3, [x0], #1 */
+	w32(b, 0x38001400u | 1 << 5 | 3); /* strb w3, [x1], #1 */
+	cb(b, 0x34000000u, 3, label[LB_AFTER]);
+	w32(b, 0xf1000442u); /* subs x2, x2, #1 */
+	w32(b, 0x54000001u | rel19(b, label[LB_LOOP])); /* b.ne loop */
+	w32(b, 0x3900003fu);			       /* strb wzr, [x1] */
+	label[LB_AFTER] = b->len;
+	ldst_x(b, 1, 0, X19, INJECT_RESULT_ERRNO_PTR);
+	ldst_w(b, 1, X9, X19, INJECT_RESULT_ERRNO);
+	ldst_w(b, 0, X9, 0, 0);
+	w32(b, 0x52800000u | 1 << 5 | X9); /* mov w9, #1 */
+	w32(b, 0xd5033abfu);		   /* dmb ishst */
+	ldst_w(b, 0, X9, X19, INJECT_RESULT_DONE);
+	for (int q = 0; q < 32; q += 2)
+		ldp_q(b, q, q + 1, q * 16);
+	ldst_x(b, 1, X9, SP, 512);
+	w32(b, 0xd5100000u | FPSR | X9); /* msr fpsr, x9 */
+	ldst_x(b, 1, X9, SP, 520);
+	w32(b, 0xd5100000u | FPCR | X9); /* msr fpcr, x9 */
+	ldr_lit(b, X9, L_SP);
+	w32(b, 0x91000000u | X9 << 5 | SP); /* mov sp, x9 */
+	ldr_lit(b, X9, L_NZCV);
+	w32(b, 0xd5100000u | NZCV | X9); /* msr nzcv, x9 */
+	for (int r = 0; r <= 30; r++)
+		ldr_lit(b, r, L_X0 + r);
+	d = (int64_t)resume_pc - (int64_t)(s->code + b->len);
+	if (d < -B_RANGE || d >= B_RANGE)
+		b->range = 1;
+	w32(b, 0x14000000u | (uint32_t)((d / 4) & 0x3ffffff)); /* b pc */
+}
+
+static size_t a64_shell_size(size_t pathlen)
+{
+	return PATH_OFF + pathlen + 1;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static ssize_t a64_shell_build(const struct inject_shell *s, uint8_t *buf,
+			       size_t cap, char *err, size_t errlen)
+{
+	const struct inject_regs *r = s->resume;
+	size_t label[NLABELS] = {0}, pathlen = strlen(s->path);
+	struct abuf b = {buf, CODE_MAX, 0, 0};
+	uint64_t lit[NLIT];
+
+	if (cap < a64_shell_size(pathlen)) {
+		snprintf(err, errlen, "shellcode needs %zu bytes, %zu given",
+			 a64_shell_size(pathlen), cap);
+		return -ENOSPC;
+	}
+	memset(buf, 0, a64_shell_size(pathlen));
+	emit(&b, s, label, r->w[A64_PC]);
+	b.len = 0;
+	b.range = 0;
+	emit(&b, s, label, r->w[A64_PC]);
+	if (b.len > CODE_MAX) {
+		snprintf(err, errlen, "shellcode is %zu bytes, over %d", b.len,
+			 CODE_MAX);
+		return -ENOSPC;
+	}
+	if (b.range) {
+		snprintf(err, errlen,
+			 "the resume pc 0x%llx is beyond a direct branch's "
+			 "reach (128 MiB) from the code at 0x%llx",
+			 (unsigned long long)r->w[A64_PC],
+			 (unsigned long long)s->code);
+		return -ERANGE;
+	}
+	for (int i = 0; i <= 30; i++)
+		lit[L_X0 + i] = r->w[i];
+	lit[L_SP] = r->w[A64_SP];
+	lit[L_NZCV] = r->w[A64_PSTATE] & PSTATE_NZCV;
+	lit[L_DLOPEN] = s->dlopen;
+	lit[L_DLERROR] = s->dlerror;
+	lit[L_ERRNO] = s->errno_fn;
+	lit[L_RESULT] = s->result;
+	for (int i = 0; i < NLIT; i++)
+		put64(buf + LIT_OFF + 8 * i, lit[i]);
+	memcpy(buf + PATH_OFF, s->path, pathlen + 1);
+	return (ssize_t)a64_shell_size(pathlen);
+}
+
+static const char *a64_syscall_name(int64_t nr)
+{
+	switch (nr) {
+	case 22: return "epoll_pwait";
+	case 63: return "read";
+	case 64: return "write";
+	case 72: return "pselect6";
+	case 73: return "ppoll";
+	case 98: return "futex";
+	case 101: return "nanosleep";
+	case 115: return "clock_nanosleep";
+	case 128: return "restart_syscall";
+	case 202: return "accept";
+	case 207: return "recvfrom";
+	case 212: return "recvmsg";
+	case 214: return "brk";
+	case 215: return "munmap";
+	case 216: return "mremap";
+	case 222: return "mmap";
+	case 226: return "mprotect";
+	case 233: return "madvise";
+	case 242: return "accept4";
+	case 260: return "wait4";
+	default: return NULL;
+	}
+}
+
+static const int a64_memory_syscalls[] = {214, 215, 216, 222, 226, 233, -1};
+
+/* ---- the live thread (aarch64 only) ----------------------------------- */
+
+#if defined(__aarch64__)
+#include <asm/ptrace.h>
+#include <elf.h>
+
+#ifndef NT_ARM_SYSTEM_CALL
+#define NT_ARM_SYSTEM_CALL 0x404
+#endif
+
+_Static_assert(sizeof(struct user_pt_regs) == A64_NWORDS * 8,
+	       "user_pt_regs layout");
+
+static int a64_regs_get(struct inject_tracee *t, struct inject_regs *r,
+			char *err, size_t errlen)
+{
+	struct user_pt_regs u;
+	int nr = -1;
+	ssize_t n = inject_tracee_getregset(t, NT_PRSTATUS, &u, sizeof(u), err,
+					    errlen);
+
+	if (n < 0)
+		return (int)n;
+	if (n != sizeof(u)) {
+		snprintf(err, errlen, "NT_PRSTATUS: %zd bytes (a 32-bit "
+			 "thread?)", n);
+		return -ENOEXEC;
+	}
+	memset(r, 0, sizeof(*r));
+	memcpy(r->w, &u, sizeof(u));
+	n = inject_tracee_getregset(t, NT_ARM_SYSTEM_CALL, &nr, sizeof(nr),
+				    err, errlen);
+	r->sysno = n == sizeof(nr) ? nr : -1;
+	return 0;
+}
+
+static int a64_regs_set(struct inject_tracee *t, const struct inject_regs *r,
+			char *err, size_t errlen)
+{
+	struct user_pt_regs u;
+
+	memcpy(&u, r->w, sizeof(u));
+	return inject_tracee_setregset(t, NT_PRSTATUS, &u, sizeof(u), err,
+				       errlen);
+}
+
+static int insn_at(struct inject_tracee *t, uint64_t pc, uint32_t *insn)
+{
+	char err[128];
+
+	return inject_tracee_read(t, pc, insn, 4, err, sizeof(err));
+}
+
+static int a64_where(struct inject_tracee *t, const struct inject_regs *r,
+		     struct inject_where *w, char *err, size_t errlen)
+{
+	uint32_t insn = 0;
+
+	(void)err;
+	(void)errlen;
+	w->pc = r->w[A64_PC];
+	w->nr = -1;
+	w->restart = INJECT_RESUME;
+	if (insn_at(t, w->pc, &insn) == 0 && insn == SVC0) {
+		w->nr = (int64_t)r->w[8]; /* about to be (re)made */
+		w->restart = INJECT_RESTART;
+	} else if (insn_at(t, w->pc - 4, &insn) == 0 && insn == SVC0) {
+		w->nr = (int64_t)r->w[8]; /* just returned */
+	}
+	return 0;
+}
+
+static int a64_resume(struct inject_tracee *t, const struct inject_regs *r,
+		      struct inject_regs *out, char *err, size_t errlen)
+{
+	struct inject_regs e;
+	uint32_t insn = 0;
+	int rc;
+
+	if (insn_at(t, r->w[A64_PC], &insn) || insn != SVC0) {
+		inject_aarch64_resume(r, NULL, out);
+		return 0;
+	}
+	/* On an svc: let the kernel finish its restart decision and make
+	 * the call; its entry stop shows which call that is. */
+	rc = inject_tracee_syscall(t, err, errlen);
+	if (rc)
+		return rc;
+	if (t->stop != INJECT_STOP_SYSCALL_ENTRY) {
+		snprintf(err, errlen, "a signal came before the system call");
+		return -EAGAIN;
+	}
+	rc = a64_regs_get(t, &e, err, errlen);
+	if (rc)
+		return rc;
+	if (e.w[A64_PC] != r->w[A64_PC] + 4) {
+		snprintf(err, errlen, "entry stop at 0x%llx, not after the "
+			 "svc at 0x%llx",
+			 (unsigned long long)e.w[A64_PC],
+			 (unsigned long long)r->w[A64_PC]);
+		return -EAGAIN;
+	}
+	inject_aarch64_resume(r, &e, out);
+	return 0;
+}
+
+static int a64_enter(struct inject_tracee *t, const struct inject_shell *s,
+		     char *err, size_t errlen)
+{
+	int at_syscall = t->stop == INJECT_STOP_SYSCALL_ENTRY;
+	struct inject_regs e, before;
+	int skip = -1, rc;
+
+	rc = a64_regs_get(t, &before, err, errlen);
+	if (rc)
+		return rc;
+	inject_aarch64_entry(s, at_syscall, &e);
+	rc = a64_regs_set(t, &e, err, errlen);
+	if (rc || !at_syscall)
+		return rc;
+	rc = inject_tracee_setregset(t, NT_ARM_SYSTEM_CALL, &skip,
+				     sizeof(skip), err, errlen);
+	if (rc) {
+		char e2[128];
+		a64_regs_set(t, &before, e2, sizeof(e2));
+	}
+	return rc;
+}
+#define A64_LIVE(x) x
+#else
+#define A64_LIVE(x) NULL
+#endif
+
+const struct inject_arch inject_arch_aarch64 = {
+	.name = "aarch64",
+	.machine = INJECT_EM_AARCH64,
+	.memory_syscalls = a64_memory_syscalls,
+	.syscall_name = a64_syscall_name,
+	.shell_size = a64_shell_size,
+	.shell_build = a64_shell_build,
+	.stack_need = a64_stack_need,
+	.xsave_size = NULL,
+	.regs_get = A64_LIVE(a64_regs_get),
+	.regs_set = A64_LIVE(a64_regs_set),
+	.where = A64_LIVE(a64_where),
+	.resume = A64_LIVE(a64_resume),
+	.enter = A64_LIVE(a64_enter),
+};

@@ -1,0 +1,356 @@
+/*
+ * layout: survey of a target's address space; see layout.h.
+ */
+#include "layout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "elfsym.h"
+#include "maps.h"
+#include "pyoffsets.h"
+
+static const char *const libc_names[] = {"libc.so", "libc-2.", "libc.musl",
+					 "ld-musl", NULL};
+static const char *const libdl_names[] = {"libdl.so", "libdl-", NULL};
+static const char *const loader_names[] = {"ld-linux", "ld64.so", "ld-musl",
+					   "ld-2.", NULL};
+static const char *const runtime_names[] = {
+	"libc.so", "libc-2.",	 "libc.musl", "ld-linux", "ld64.so", "ld-musl",
+	"ld-2.",   "libpthread", "libdl.so",  "libdl-",	  "libgcc_s", NULL};
+static const char *const python_names[] = {"libpython3", NULL};
+
+int inject_layout_in(const struct inject_range *r, size_t n, uint64_t pc)
+{
+	for (size_t i = 0; i < n; i++)
+		if (pc >= r[i].lo && pc < r[i].hi)
+			return 1;
+	return 0;
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+/* A file of the target, opened through its root so that a container's
+ * files are found. */
+static int open_elf(pid_t pid, const char *path, struct inject_elf **e,
+		    char *err, size_t errlen)
+{
+	char p[PATH_MAX + 64];
+
+	snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, path);
+	return inject_elf_open(p, e, err, errlen);
+}
+
+/* Where symbol name of the file at path is in the target, or 0. */
+static uint64_t symbol_at(const struct inject_maps *m, const char *path,
+			  const struct inject_elf *e, const char *name)
+{
+	uint64_t base = inject_maps_base(m, path), v;
+
+	if (!base || inject_elf_symbol(e, name, &v))
+		return 0;
+	return base + v - inject_elf_bias(e);
+}
+
+static int read_mem(int fd, uint64_t addr, void *buf, size_t len)
+{
+	return pread(fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EIO;
+}
+
+/* The first mapping of a file named like one of names, or NULL. */
+static const struct inject_mapping *find_file(const struct inject_maps *m,
+					      const char *const *names)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->v[i].path[0] == '/' &&
+		    inject_maps_named(m->v[i].path, names))
+			return &m->v[i];
+	return NULL;
+}
+
+static int check_python(pid_t pid, int memfd, const struct inject_maps *m,
+			const char *exe, struct inject_layout *l, char *err,
+			size_t errlen)
+{
+	const struct inject_mapping *lib = find_file(m, python_names);
+	struct inject_elf *e = NULL;
+	uint64_t runtime, version_at;
+	uint32_t version = 0;
+	int32_t initialized = 0;
+	uint64_t finalizing = 0;
+	int rc;
+
+	l->python_shared = lib != NULL;
+	snprintf(l->python, sizeof(l->python), "%s", lib ? lib->path : exe);
+	rc = open_elf(pid, l->python, &e, err, errlen);
+	if (rc)
+		return rc == -ENOENT ? -ENOEXEC : rc;
+	runtime = symbol_at(m, l->python, e, "_PyRuntime");
+	version_at = symbol_at(m, l->python, e, "Py_Version");
+	inject_elf_free(e);
+	if (!runtime) {
+		snprintf(err, errlen,
+			 "process %d is not CPython: no libpython is mapped "
+			 "and %s does not export _PyRuntime",
+			 (int)pid, exe);
+		return -ENOEXEC;
+	}
+	if (!version_at || read_mem(memfd, version_at, &version, 4)) {
+		snprintf(err, errlen,
+			 "process %d runs a CPython older than 3.11 (%s has "
+			 "no Py_Version); Probing needs 3.11",
+			 (int)pid, l->python);
+		return -ENOEXEC;
+	}
+	l->python_version = version >> 16;
+	if (l->python_version != inject_py_version) {
+		snprintf(err, errlen,
+			 "process %d runs CPython %u.%u; Probing's agent is "
+			 "built for %u.%u",
+			 (int)pid, version >> 24, (version >> 16) & 0xff,
+			 inject_py_version >> 8, inject_py_version & 0xff);
+		return -ENOEXEC;
+	}
+	if (read_mem(memfd, runtime + inject_py_off_initialized, &initialized,
+		     sizeof(initialized)) ||
+	    read_mem(memfd, runtime + inject_py_off_finalizing, &finalizing,
+		     sizeof(finalizing))) {
+		snprintf(err, errlen, "cannot read _PyRuntime in process %d",
+			 (int)pid);
+		return -EIO;
+	}
+	if (!initialized) {
+		snprintf(err, errlen,
+			 "Python in process %d is not initialized yet (still "
+			 "starting up); try again in a moment",
+			 (int)pid);
+		return -EAGAIN;
+	}
+	if (finalizing) {
+		snprintf(err, errlen,
+			 "Python in process %d is shutting down (finalizing)",
+			 (int)pid);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+static int find_dlopen(pid_t pid, const struct inject_maps *m,
+		       struct inject_layout *l, char *err, size_t errlen)
+{
+	const struct inject_mapping *libc = find_file(m, libc_names);
+	const struct inject_mapping *libdl = find_file(m, libdl_names);
+	struct inject_elf *e = NULL;
+	int rc;
+
+	if (!libc) {
+		snprintf(err, errlen,
+			 "process %d has no C library mapped (a static "
+			 "binary?): nothing to call dlopen with",
+			 (int)pid);
+		return -ENOEXEC;
+	}
+	snprintf(l->libc, sizeof(l->libc), "%s", libc->path);
+	rc = open_elf(pid, l->libc, &e, err, errlen);
+	if (rc)
+		return rc;
+	l->mode = INJECT_RTLD_NOW;
+	l->dlopen_name = "dlopen";
+	l->dlopen = symbol_at(m, l->libc, e, "dlopen");
+	l->dlerror = symbol_at(m, l->libc, e, "dlerror");
+	l->errno_fn = symbol_at(m, l->libc, e, "__errno_location");
+	if (!l->dlopen && libdl) {
+		/* glibc before 2.34: dlopen is in libdl, when mapped. */
+		struct inject_elf *d = NULL;
+		char why[256];
+		if (open_elf(pid, libdl->path, &d, why, sizeof(why)) == 0) {
+			l->dlopen = symbol_at(m, libdl->path, d, "dlopen");
+			l->dlerror = symbol_at(m, libdl->path, d, "dlerror");
+			inject_elf_free(d);
+		}
+	}
+	if (!l->dlopen) {
+		/* Without libdl: glibc's own, which wants __RTLD_DLOPEN. */
+		l->dlopen = symbol_at(m, l->libc, e, "__libc_dlopen_mode");
+		l->mode |= INJECT_RTLD_DLOPEN;
+		l->dlopen_name = "__libc_dlopen_mode";
+		l->dlerror = 0;
+	}
+	inject_elf_free(e);
+	if (!l->dlopen || !l->errno_fn) {
+		snprintf(err, errlen, "%s in process %d has no %s", l->libc,
+			 (int)pid, l->dlopen ? "__errno_location" : "dlopen");
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static void add_range(struct inject_range *r, size_t *n, size_t max,
+		      const struct inject_mapping *e)
+{
+	if (*n < max) {
+		r[*n].lo = e->start;
+		r[*n].hi = e->end;
+		(*n)++;
+	}
+}
+
+static void add_cave(struct inject_cave *c, size_t *n, uint64_t addr,
+		     uint64_t end, const char *path)
+{
+	if (*n >= INJECT_CAVES_MAX || end <= addr ||
+	    end - addr < INJECT_CAVE_MIN)
+		return;
+	c[*n].addr = addr;
+	c[*n].len = (uint32_t)(end - addr);
+	snprintf(c[*n].file, sizeof(c[*n].file), "%s", basename_of(path));
+	(*n)++;
+}
+
+/* The caves of one mapped file. */
+static void file_caves(pid_t pid, const struct inject_maps *m,
+		       const char *path, struct inject_layout *l)
+{
+	struct inject_elf_seg seg[INJECT_ELF_SEGS];
+	struct inject_elf *e = NULL;
+	uint64_t base = inject_maps_base(m, path), page, bias;
+	char err[256];
+	size_t n;
+
+	if (!base || open_elf(pid, path, &e, err, sizeof(err)))
+		return;
+	page = (uint64_t)sysconf(_SC_PAGESIZE);
+	bias = inject_elf_bias(e);
+	n = inject_elf_segments(e, seg, INJECT_ELF_SEGS);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t end = base - bias + seg[i].vaddr + seg[i].memsz;
+		uint64_t page_end = (end + page - 1) & ~(page - 1);
+		uint64_t code = (end + 15) & ~(uint64_t)15;
+		uint64_t data = (end + 7) & ~(uint64_t)7;
+
+		if ((seg[i].flags & 1) && !(seg[i].flags & 2) &&
+		    seg[i].filesz == seg[i].memsz &&
+		    inject_maps_covers(m, code, page_end - code, "rx"))
+			add_cave(l->code, &l->ncode, code, page_end, path);
+		else if ((seg[i].flags & 2) && !(seg[i].flags & 1) &&
+			 inject_maps_covers(m, data, page_end - data, "rw"))
+			add_cave(l->data, &l->ndata, data, page_end, path);
+	}
+	inject_elf_free(e);
+}
+
+/* Whether path was looked at already (seen holds n paths). */
+static int seen_before(const char *const *seen, size_t n, const char *path)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(seen[i], path))
+			return 1;
+	return 0;
+}
+
+static void find_caves(pid_t pid, const struct inject_maps *m,
+		       struct inject_layout *l, const char *exe)
+{
+	const char *seen[INJECT_CAVE_FILES];
+	size_t n = 0;
+	/* The likeliest to be near the pc first; then every other file
+	 * with code, in map order. */
+	const char *first[] = {l->libc, l->python, exe};
+
+	for (size_t i = 0; i < 3 && n < INJECT_CAVE_FILES; i++)
+		if (first[i][0] == '/' && !seen_before(seen, n, first[i])) {
+			seen[n++] = first[i];
+			file_caves(pid, m, first[i], l);
+		}
+	for (size_t i = 0; i < m->n && n < INJECT_CAVE_FILES; i++) {
+		const struct inject_mapping *e = &m->v[i];
+
+		if (e->path[0] != '/' || !strchr(e->perms, 'x') ||
+		    strstr(e->path, " (deleted)") ||
+		    seen_before(seen, n, e->path))
+			continue;
+		seen[n++] = e->path;
+		file_caves(pid, m, e->path, l);
+	}
+}
+
+int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
+		       size_t errlen)
+{
+	struct inject_maps m;
+	struct inject_elf *exe_elf = NULL;
+	char path[64], exe[PATH_MAX];
+	ssize_t n;
+	int memfd = -1, rc;
+
+	memset(l, 0, sizeof(*l));
+	rc = inject_maps_read(pid, &m, err, errlen);
+	if (rc)
+		goto out;
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	memfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (memfd < 0) {
+		rc = errno == ENOENT ? -ESRCH : -errno;
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 strerror(-rc));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	rc = inject_elf_open(path, &exe_elf, err, errlen);
+	if (rc)
+		goto out;
+	l->arch = inject_arch_for(inject_elf_machine(exe_elf));
+	if (!l->arch) {
+		const struct inject_arch *me = inject_arch_native();
+		snprintf(err, errlen,
+			 "process %d is a program for ELF machine %u; this "
+			 "injector handles %s only",
+			 (int)pid, inject_elf_machine(exe_elf),
+			 me ? me->name : "no architecture");
+		rc = -ENOEXEC;
+		goto out;
+	}
+	rc = check_python(pid, memfd, &m, exe, l, err, errlen);
+	if (rc)
+		goto out;
+	rc = find_dlopen(pid, &m, l, err, errlen);
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < m.n; i++) {
+		const struct inject_mapping *e = &m.v[i];
+
+		if (!strchr(e->perms, 'x') || e->path[0] != '/')
+			continue;
+		if (inject_maps_named(e->path, runtime_names))
+			add_range(l->runtime, &l->nruntime, INJECT_RANGES_MAX,
+				  e);
+		if (inject_maps_named(e->path, loader_names))
+			add_range(l->loader, &l->nloader, 4, e);
+	}
+	find_caves(pid, &m, l, exe);
+	if (!l->ncode || !l->ndata) {
+		snprintf(err, errlen,
+			 "no room in process %d for the loader code: none of "
+			 "its libraries has %d free bytes at the end of its "
+			 "%s segment",
+			 (int)pid, INJECT_CAVE_MIN,
+			 l->ncode ? "data" : "code");
+		rc = -ENOSPC;
+	}
+out:
+	inject_elf_free(exe_elf);
+	if (memfd >= 0)
+		close(memfd);
+	inject_maps_release(&m);
+	return rc;
+}

@@ -1,0 +1,17 @@
+/*
+ * pyoffsets: offsets into _PyRuntimeState, from the headers of the Python
+ * this is built against; see pyoffsets.h.
+ */
+#include "pyoffsets.h"
+
+#include <Python.h>
+#include <internal/pycore_runtime.h>
+
+#if PY_VERSION_HEX < 0x030b0000 || PY_VERSION_HEX >= 0x030c0000
+#error "pyoffsets.c: the injector reads CPython 3.11's _PyRuntime"
+#endif
+
+const unsigned inject_py_version = PY_VERSION_HEX >> 16;
+const size_t inject_py_off_initialized =
+	offsetof(_PyRuntimeState, initialized);
+const size_t inject_py_off_finalizing = offsetof(_PyRuntimeState, _finalizing);
