@@ -36,6 +36,10 @@ enum cli_exit {
 	CLI_ETIMEOUT = 5, /* the agent does not answer */
 	CLI_EREFUSED = 6, /* connection refused (TCP or unix path) */
 	CLI_ESQL = 7,	  /* probing/query failed: bad SQL */
+	CLI_EPERM = 8,	  /* inject: not allowed to ptrace the process */
+	CLI_ENOTPY = 9,	  /* inject: not CPython 3.11, or not ready */
+	CLI_ELOAD = 10,	  /* inject: the library is missing or dlopen failed */
+	CLI_EINJECT = 11, /* inject: the injection itself failed */
 	CLI_EINTR = 130,  /* given up on after Ctrl-C */
 };
 
@@ -73,6 +77,8 @@ extern const struct cmd_entry cmd_query_entry;
 extern const struct cmd_entry cmd_repl_entry;
 extern const struct cmd_entry cmd_config_entry;
 extern const struct cmd_entry cmd_dap_entry;
+extern const struct cmd_entry cmd_inject_entry;
+extern const struct cmd_entry cmd_launch_entry;
 
 /* Prints "probing: <fmt>\n" to stderr.  Returns code, for `return`. */
 int cli_error(int code, const char *fmt, ...)

@@ -17,7 +17,8 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_list_entry, &cmd_backtrace_entry,
 	&cmd_eval_entry, &cmd_query_entry,
 	&cmd_repl_entry, &cmd_config_entry,
-	&cmd_dap_entry,	 NULL,
+	&cmd_dap_entry,	 &cmd_inject_entry,
+	&cmd_launch_entry, NULL,
 };
 
 static const char global_help[] =
@@ -48,6 +49,15 @@ static const char global_help[] =
 	"  6    connection refused (nothing listens at HOST:PORT or the "
 	"socket path)\n"
 	"  7    the SQL query failed (bad SQL, or over its limits)\n"
+	"  8    inject: not allowed to ptrace the process (the message says "
+	"why)\n"
+	"  9    inject: not a CPython 3.11 process, or Python not ready (not "
+	"yet\n"
+	"       initialized, exiting, or the process is stopped)\n"
+	"  10   inject: the library is missing, or dlopen failed in the "
+	"process\n"
+	"  11   inject: the injection failed (no safe point, timeout, "
+	"ptrace error)\n"
 	"  130  interrupted by Ctrl-C\n"
 	"\n"
 	"Examples:\n"
