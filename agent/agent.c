@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "debugger.h"
 #include "log.h"
 #include "pygil.h"
 #include "server.h"
@@ -69,6 +70,7 @@ static PyObject *at_interpreter_exit(PyObject *self, PyObject *unused)
 	 * and leave; everything below is bounded. */
 	Py_BEGIN_ALLOW_THREADS
 	struct timespec dl;
+	debugger_stop();	/* paused threads go on: the program is exiting */
 	server_stop(srv);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 2;
@@ -140,6 +142,12 @@ static int bring_up(char *err, size_t errlen)
 	rc = server_new(&srv, err, errlen);
 	if (rc)
 		return rc;
+	/* A session that ends, however it ends, lets go of the debugger. */
+	if ((rc = debugger_register(srv))) {
+		snprintf(err, errlen, "cannot register the debugger's close "
+			 "hook");
+		return rc;
+	}
 	if ((rc = store_new(&store, err, errlen)) ||
 	    (rc = tables_register(store, err, errlen)) ||
 	    (rc = pygil_start(err, errlen)))
@@ -205,6 +213,7 @@ static void atfork_child(void)
 	srv = NULL;
 	store = NULL;   /* the parent's; leaked in the child */
 	pygil_atfork_child();
+	debugger_atfork_child();
 	worker_atfork_child();
 	config_atfork_child();
 	pthread_mutex_init(&lock, NULL);

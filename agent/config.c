@@ -46,6 +46,18 @@ static struct setting settings[] = {
 	 "rows a query returns at most", "", 0},
 	{"query.timeout_ms", K_INT, "5000", 1, 600000,
 	 "a query is stopped after this long", "", 0},
+	{"profile.hz", K_INT, "100", 1, 10000,
+	 "profiler samples per second (when a request gives no rate)", "", 0},
+	{"profile.max_depth", K_INT, "256", 1, 512,
+	 "Python frames kept per stack sample", "", 0},
+	{"profile.idle", K_BOOL, "on", 0, 0,
+	 "record idle and GIL-waiting samples, not only running ones", "", 0},
+	{"profile.retention_rows", K_INT, "1000000", 1000, 100000000,
+	 "samples kept in profile.samples (the oldest go first)", "", 0},
+	{"profile.retention_bytes", K_INT, "134217728", 1048576,
+	 17179869184LL,
+	 "bytes the profile tables may use (the oldest samples go first)",
+	 "", 0},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

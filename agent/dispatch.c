@@ -11,6 +11,12 @@ static const struct handler *const handlers[] = {
 	&handler_initialize, &handler_disconnect, &handler_cancel,
 	&handler_threads,    &handler_stack_trace, &handler_evaluate,
 	&handler_backtrace,  &handler_query,      &handler_config,
+	/* the debugger */
+	&handler_attach, &handler_configuration_done, &handler_set_breakpoints,
+	&handler_set_function_breakpoints, &handler_set_exception_breakpoints,
+	&handler_pause, &handler_continue, &handler_next, &handler_step_in,
+	&handler_step_out, &handler_exception_info, &handler_scopes,
+	&handler_variables, &handler_set_variable, &handler_completions,
 };
 
 const struct handler *handler_find(const char *command)

@@ -60,4 +60,12 @@ extern const struct handler handler_initialize, handler_disconnect,
 	handler_cancel, handler_threads, handler_stack_trace,
 	handler_evaluate, handler_backtrace, handler_query, handler_config;
 
+/* The debugger (req_debug.c, req_variables.c). */
+extern const struct handler handler_attach, handler_configuration_done,
+	handler_set_breakpoints, handler_set_function_breakpoints,
+	handler_set_exception_breakpoints, handler_pause, handler_continue,
+	handler_next, handler_step_in, handler_step_out,
+	handler_exception_info, handler_scopes, handler_variables,
+	handler_set_variable, handler_completions;
+
 #endif

@@ -364,7 +364,7 @@ static PyObject *compile_ast(PyObject *ast, const char *name, const char *mode)
  * expression, whose value comes back in *value (NULL when there is none).
  * 0, or -1 with an exception set. */
 static int run_module(PyObject *mod, const char *name, PyObject *g,
-		      PyObject **value)
+		      PyObject *l, PyObject **value)
 {
 	PyObject *body = NULL, *last = NULL, *astmod = NULL, *exprcls = NULL;
 	PyObject *expr = NULL, *rest = NULL, *co = NULL, *r = NULL;
@@ -409,11 +409,11 @@ static int run_module(PyObject *mod, const char *name, PyObject *g,
 		if (!expr)
 			goto out;
 	}
-	r = PyEval_EvalCode(co, g, g);
+	r = PyEval_EvalCode(co, g, l);
 	if (!r)
 		goto out;
 	if (expr) {
-		*value = PyEval_EvalCode(expr, g, g);
+		*value = PyEval_EvalCode(expr, g, l);
 		if (!*value)
 			goto out;
 	}
@@ -429,10 +429,11 @@ out:
 	return rc;
 }
 
-/* Runs code in g.  0 with *value (new reference, NULL for none) and
- * *is_expr, or -1 with an exception set. */
-static int run(const char *code, const char *name, PyObject *g,
-	       PyObject **value, int *is_expr)
+/* Runs code in g (globals) and l (locals).  0 with *value (new
+ * reference, NULL for none) and *is_expr, or -1 with an exception set.
+ * expr_only: a SyntaxError unless code is an expression. */
+static int run(const char *code, const char *name, PyObject *g, PyObject *l,
+	       int expr_only, PyObject **value, int *is_expr)
 {
 	PyCompilerFlags cf = {.cf_flags = 0,
 			      .cf_feature_version = PY_MINOR_VERSION};
@@ -446,10 +447,12 @@ static int run(const char *code, const char *name, PyObject *g,
 				     Py_eval_input, &cf, -1);
 	if (co) {
 		*is_expr = 1;
-		*value = PyEval_EvalCode(co, g, g);
+		*value = PyEval_EvalCode(co, g, l);
 		Py_DECREF(co);
 		return *value ? 0 : -1;
 	}
+	if (expr_only)
+		return -1; /* the expression's SyntaxError */
 	/* Not an expression: whatever the error, the module form gives the
 	 * one to report. */
 	PyErr_Clear();
@@ -457,7 +460,7 @@ static int run(const char *code, const char *name, PyObject *g,
 	mod = Py_CompileStringExFlags(code, name, Py_file_input, &cf, -1);
 	if (!mod)
 		return -1;
-	rc = run_module(mod, name, g, value);
+	rc = run_module(mod, name, g, l, value);
 	Py_DECREF(mod);
 	return rc;
 }
@@ -572,9 +575,15 @@ static int fill_result(struct pyeval_result *res, int rc, PyObject *value,
 int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 	       size_t errlen)
 {
+	return pyeval_run_in(code, NULL, res, err, errlen);
+}
+
+int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
+		  struct pyeval_result *res, char *err, size_t errlen)
+{
 	static unsigned long runs;
 	struct redirect r = {NULL, NULL};
-	PyObject *et, *ev, *etb, *main, *g, *value = NULL, *io;
+	PyObject *et, *ev, *etb, *main, *g, *l, *value = NULL, *io;
 	char name[64];
 	int rc, is_expr = 0, ret = 0;
 
@@ -584,8 +593,13 @@ int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 		return -EINVAL;
 	}
 	PyErr_Fetch(&et, &ev, &etb);
-	main = PyImport_AddModule("__main__");
-	g = main ? PyModule_GetDict(main) : NULL;
+	if (scope && scope->globals) {
+		g = scope->globals;
+	} else {
+		main = PyImport_AddModule("__main__");
+		g = main ? PyModule_GetDict(main) : NULL;
+	}
+	l = scope && scope->locals ? scope->locals : g;
 	r.out = writer_new();
 	io = PyImport_ImportModule("io");
 	r.in = io ? PyObject_CallMethod(io, "StringIO", NULL) : NULL;
@@ -603,7 +617,8 @@ int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 	}
 	snprintf(name, sizeof(name), "<probing-%lu>", ++runs);
 	linecache_set(name, code, 1);
-	rc = run(code, name, g, &value, &is_expr);
+	rc = run(code, name, g, l, scope && scope->expression, &value,
+		 &is_expr);
 	/* The value's repr and the traceback run Python code too: still
 	 * captured.  Nothing returns between here and the undoing. */
 	if (fill_result(res, rc, value, is_expr) < 0)
@@ -614,6 +629,8 @@ int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 	res->output = output_text((writer *)r.out);
 	if (!res->output)
 		ret = -ENOMEM;
+	if (ret == 0 && rc == 0 && value && scope && scope->keep)
+		res->obj = Py_NewRef(value);
 	if (ret < 0) {
 		pyeval_result_release(res);
 		set_err(err, errlen, "out of memory");

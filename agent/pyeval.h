@@ -1,7 +1,8 @@
 /*
  * pyeval: run a piece of Python source in the target.
  *
- * Runs in __main__'s namespace (or a frame's, later).  An expression gives
+ * Runs in __main__'s namespace, or in the globals and locals given (a
+ * paused frame's).  An expression gives
  * its repr; statements run and their printed output comes back; the last
  * expression statement of a block is echoed like the interactive prompt.
  * Every BaseException (SystemExit, KeyboardInterrupt included) is caught and
@@ -19,6 +20,8 @@
 #define PYEVAL_OUTPUT_MAX (1u << 20)   /* bytes of captured output kept */
 #define PYEVAL_RESULT_MAX (64u << 10)  /* chars of the result's repr */
 
+struct _object;
+
 struct pyeval_result {
 	int ok;          /* 0: an exception was raised (see error) */
 	char *value;     /* repr of an expression's value, or NULL */
@@ -26,6 +29,18 @@ struct pyeval_result {
 	char *output;    /* captured stdout+stderr ("" when none) */
 	char *error;     /* formatted traceback, or NULL */
 	int interrupted; /* stopped by pygil_interrupt (KeyboardInterrupt we sent) */
+	struct _object *obj; /* the value itself when scope->keep: a new
+				reference the caller drops with the GIL held,
+				before pyeval_result_release() */
+};
+
+/* Where and how pyeval_run_in() runs code. */
+struct pyeval_scope {
+	struct _object *globals; /* borrowed; NULL: __main__'s namespace */
+	struct _object *locals;	 /* borrowed; NULL: the globals */
+	int expression;		 /* an expression only (hover, watch):
+				    statements get a SyntaxError */
+	int keep;		 /* keep the value in res->obj */
 };
 
 /*
@@ -50,6 +65,12 @@ struct pyeval_result {
  */
 int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 	       size_t errlen);
+
+/* The same in scope (NULL: as pyeval_run).  Assignments to names go to
+ * scope->locals; writing a frame's locals back into the frame
+ * (PyFrame_LocalsToFast) is the caller's business. */
+int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
+		  struct pyeval_result *res, char *err, size_t errlen);
 
 void pyeval_result_release(struct pyeval_result *res);
 

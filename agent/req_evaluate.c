@@ -1,25 +1,37 @@
 /*
- * req_evaluate: evaluate — run Python in the target (context "repl";
- * frames come with the debugger).  Interrupted after timeoutMs or by a
- * `cancel`; never waits for the GIL longer than python.gil_timeout_ms.
+ * req_evaluate: evaluate — run Python in the target: in __main__, or with
+ * a frameId in that frame of a paused thread (its locals and globals;
+ * assignments are written back into the frame).  Contexts "hover",
+ * "watch" and "variables" take an expression only; "repl" (the default)
+ * and "clipboard" statements too.  While the debugger has the target
+ * stopped, a result with children comes with a variablesReference.
+ * Interrupted after timeoutMs or by a `cancel`; never waits for the GIL
+ * longer than python.gil_timeout_ms.
  */
 #include <Python.h>
+#include <frameobject.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "debugger.h"
 #include "handler.h"
 #include "pyeval.h"
 #include "pygil.h"
 #include "pystack.h"
+#include "variables.h"
 
 /* Shared by the worker and the GIL thread; the last to let go frees it. */
 struct eval_call {
 	int refs;
 	char *code;
+	int64_t frame_id;  /* 0: __main__ */
+	int expression;	   /* hover, watch, variables */
 	struct pyeval_result res;
+	struct variable var; /* the value's description, with a reference */
+	int described;
 	int rc;
 	char err[256];
 };
@@ -28,9 +40,54 @@ static void eval_unref(struct eval_call *c)
 {
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		pyeval_result_release(&c->res);
+		variable_release(&c->var);
 		free(c->code);
 		free(c);
 	}
+}
+
+/* GIL held: runs the code where the request asked. */
+static void evaluate(struct eval_call *c)
+{
+	struct pyeval_scope scope = {0};
+	PyFrameObject *f = NULL;
+
+	scope.expression = c->expression;
+	scope.keep = debugger_stopped();
+	if (c->frame_id) {
+		f = debugger_frame_object(c->frame_id, c->err, sizeof(c->err));
+		if (!f) {
+			c->rc = -ESRCH;
+			return;
+		}
+		scope.globals = PyFrame_GetGlobals(f);
+		scope.locals = PyFrame_GetLocals(f);
+		if (!scope.globals || !scope.locals) {
+			PyErr_Clear();
+			snprintf(c->err, sizeof(c->err), "cannot read the "
+				 "frame's namespaces");
+			c->rc = -EIO;
+			goto out;
+		}
+	}
+	c->rc = pyeval_run_in(c->code, &scope, &c->res, c->err,
+			      sizeof(c->err));
+	if (f && c->rc == 0 && !c->expression) {
+		/* Assignments in the console change the frame's locals. */
+		PyFrame_LocalsToFast(f, 0);
+		PyErr_Clear();
+	}
+	if (c->res.obj) {
+		if (c->res.ok && variables_describe(c->res.obj, "", NULL, f,
+						    &c->var) == 0)
+			c->described = 1;
+		Py_CLEAR(c->res.obj);
+		PyErr_Clear();
+	}
+out:
+	Py_XDECREF(scope.globals);
+	Py_XDECREF(scope.locals);
+	Py_XDECREF(f);
 }
 
 static void eval_with_gil(void *arg)
@@ -41,7 +98,7 @@ static void eval_with_gil(void *arg)
 		c->rc = -ESHUTDOWN;
 		snprintf(c->err, sizeof(c->err), "the interpreter is exiting");
 	} else {
-		c->rc = pyeval_run(c->code, &c->res, c->err, sizeof(c->err));
+		evaluate(c);
 	}
 	eval_unref(c);
 }
@@ -66,17 +123,26 @@ static void reply(struct request *req, struct eval_call *c)
 	body = request_ok(req);
 	if (!body)
 		return;
-	cJSON_AddStringToObject(body, "result", r->value ? r->value : "");
+	/* A tensor, module or array reads better as pyviews shows it. */
+	cJSON_AddStringToObject(body, "result", c->described && c->var.ref
+				? c->var.value : r->value ? r->value : "");
 	if (r->type)
 		cJSON_AddStringToObject(body, "type", r->type);
-	cJSON_AddNumberToObject(body, "variablesReference", 0);
+	cJSON_AddNumberToObject(body, "variablesReference",
+				c->described ? (double)c->var.ref : 0);
+	if (c->described && c->var.named)
+		cJSON_AddNumberToObject(body, "namedVariables",
+					(double)c->var.named);
+	if (c->described && c->var.indexed)
+		cJSON_AddNumberToObject(body, "indexedVariables",
+					(double)c->var.indexed);
 	cJSON_AddStringToObject(body, "output", r->output ? r->output : "");
 }
 
 static void run_evaluate(struct request *req)
 {
 	const char *expr = NULL, *context = "repl";
-	int64_t timeout = config_int("eval.timeout_ms");
+	int64_t timeout = config_int("eval.timeout_ms"), frame_id = 0;
 	struct pygil_limits lim = {0};
 	struct eval_call *c;
 	char err[128];
@@ -91,8 +157,14 @@ static void run_evaluate(struct request *req)
 	}
 	if (rc < 0 ||
 	    dap_arg_string(req->args, "context", &context, err, sizeof(err)) < 0 ||
-	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) < 0) {
+	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) < 0 ||
+	    dap_arg_int(req->args, "frameId", &frame_id, err, sizeof(err)) < 0) {
 		request_fail(req, 1, "%s", err);
+		return;
+	}
+	if (frame_id && frame_id < DEBUGGER_FRAME_BASE) {
+		request_fail(req, 1, "frame %lld belongs to a running thread: "
+			     "pause it to evaluate there", (long long)frame_id);
 		return;
 	}
 	if (timeout < 0) {
@@ -106,6 +178,9 @@ static void run_evaluate(struct request *req)
 		return;
 	}
 	c->refs = 2;
+	c->frame_id = frame_id;
+	c->expression = !strcmp(context, "hover") || !strcmp(context, "watch") ||
+			!strcmp(context, "variables");
 	lim.start_ms = (int)config_int("python.gil_timeout_ms");
 	lim.run_ms = timeout > 0x7fffffff ? 0x7fffffff : (int)timeout;
 	lim.cancel = &req->cancel;

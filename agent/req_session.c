@@ -8,6 +8,67 @@
 #include "handler.h"
 #include "server.h"
 
+/* The debugger's (req_debug.c, req_variables.c, req_evaluate.c). */
+static void add_debugger_capabilities(cJSON *body)
+{
+	static const struct {
+		const char *filter, *label, *description;
+		int dflt;
+	} filters[] = {
+		{"raised", "Raised Exceptions",
+		 "Stop where any exception is raised (not StopIteration "
+		 "or GeneratorExit).", 0},
+		{"uncaught", "Uncaught Exceptions",
+		 "Stop when an exception is about to end a thread or the "
+		 "program.", 1},
+	};
+	static const char *const yes[] = {
+		"supportsConfigurationDoneRequest",
+		"supportsFunctionBreakpoints",
+		"supportsConditionalBreakpoints",
+		"supportsHitConditionalBreakpoints",
+		"supportsLogPoints",
+		"supportsEvaluateForHovers",
+		"supportsSetVariable",
+		"supportsCompletionsRequest",
+		"supportsExceptionInfoRequest",
+		"supportsDelayedStackTraceLoading",
+	};
+	static const char *const no[] = {
+		"supportsStepBack", "supportsRestartFrame",
+		"supportsGotoTargetsRequest", "supportsStepInTargetsRequest",
+		"supportsModulesRequest", "supportsRestartRequest",
+		"supportsExceptionOptions", "supportsValueFormattingOptions",
+		"supportTerminateDebuggee", "supportSuspendDebuggee",
+		"supportsSetExpression", "supportsDataBreakpoints",
+		"supportsReadMemoryRequest", "supportsSteppingGranularity",
+		"supportsInstructionBreakpoints",
+		"supportsExceptionFilterOptions",
+	};
+	cJSON *arr, *f, *trig;
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		cJSON_AddBoolToObject(body, yes[i], 1);
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		cJSON_AddBoolToObject(body, no[i], 0);
+	trig = cJSON_AddArrayToObject(body, "completionTriggerCharacters");
+	if (trig)
+		cJSON_AddItemToArray(trig, cJSON_CreateString("."));
+	arr = cJSON_AddArrayToObject(body, "exceptionBreakpointFilters");
+	for (size_t i = 0; arr && i < sizeof(filters) / sizeof(filters[0]);
+	     i++) {
+		f = cJSON_CreateObject();
+		if (!f)
+			return;
+		cJSON_AddStringToObject(f, "filter", filters[i].filter);
+		cJSON_AddStringToObject(f, "label", filters[i].label);
+		cJSON_AddStringToObject(f, "description",
+					filters[i].description);
+		cJSON_AddBoolToObject(f, "default", filters[i].dflt);
+		cJSON_AddItemToArray(arr, f);
+	}
+}
+
 static void run_initialize(struct request *req)
 {
 	cJSON *body = request_ok(req), *info;
@@ -18,9 +79,8 @@ static void run_initialize(struct request *req)
 		return;
 	/* Honest capabilities: only what this agent implements. */
 	cJSON_AddBoolToObject(body, "supportsCancelRequest", 1);
-	cJSON_AddBoolToObject(body, "supportsConfigurationDoneRequest", 0);
-	cJSON_AddBoolToObject(body, "supportsEvaluateForHovers", 0);
 	cJSON_AddBoolToObject(body, "supportsTerminateRequest", 0);
+	add_debugger_capabilities(body);
 	info = cJSON_AddObjectToObject(body, "probing");
 	if (!info)
 		return;

@@ -1,0 +1,88 @@
+/*
+ * gilcall: see gilcall.h.
+ */
+#include "gilcall.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "pygil.h"
+#include "pystack.h"
+
+static void unref(struct gilcall *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		c->release(c);
+}
+
+static void trampoline(void *arg)
+{
+	struct gilcall *c = arg;
+
+	c->run(c);
+	unref(c);
+}
+
+int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
+		size_t errlen)
+{
+	struct pygil_limits lim = {0};
+	long holder_native = 0;
+	int rc;
+
+	c->refs = 2;
+	lim.start_ms = (int)config_int("python.gil_timeout_ms");
+	lim.run_ms = run_ms;
+	lim.cancel = cancel;
+	rc = pygil_run(trampoline, c, &lim, NULL);
+	switch (rc) {
+	case 0:
+	case -EINPROGRESS:
+		break;
+	default:
+		/* The function never ran: only our reference is left. */
+		c->refs = 1;
+		break;
+	}
+	switch (rc) {
+	case 0:
+		break;
+	case -ETIMEDOUT:
+		if (pystack_gil_holder(&holder_native))
+			snprintf(err, errlen,
+				 "the GIL is held by thread %ld "
+				 "and did not come within %d ms",
+				 holder_native, lim.start_ms);
+		else
+			snprintf(err, errlen,
+				 "the GIL did not come within "
+				 "%d ms",
+				 lim.start_ms);
+		break;
+	case -EINPROGRESS:
+		snprintf(err, errlen,
+			 "interrupted after %d ms but still "
+			 "running (blocked in C?)",
+			 run_ms);
+		break;
+	case -ECANCELED:
+		snprintf(err, errlen, "cancelled");
+		break;
+	case -EAGAIN:
+		snprintf(err, errlen,
+			 "agent busy: too many Python calls "
+			 "queued");
+		break;
+	default:
+		snprintf(err, errlen, "cannot run Python: %s", strerror(-rc));
+		break;
+	}
+	return rc;
+}
+
+void gilcall_done(struct gilcall *c)
+{
+	unref(c);
+}

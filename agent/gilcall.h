@@ -1,0 +1,42 @@
+/*
+ * gilcall: a request's work with the GIL, shared safely between the
+ * worker that asked and the GIL thread that runs it.
+ *
+ * pygil_run() may stop waiting for a call that runs user code (a repr, an
+ * expression) past its hard limit while the call goes on; whatever the
+ * call touches must then outlive the waiting caller.  A gilcall is
+ * reference counted by both sides and freed by the last one: embed
+ * struct gilcall first in a heap struct that carries the arguments and
+ * the results (plain C data: no Python object crosses back).
+ *
+ * Threads: gilcall_run() from any thread but a GIL thread; run() on a GIL
+ * thread with the GIL; release() on whichever side lets go last, without
+ * the GIL.
+ */
+#ifndef GILCALL_H
+#define GILCALL_H
+
+#include <stddef.h>
+
+struct gilcall {
+	void (*run)(struct gilcall *c);	    /* with the GIL */
+	void (*release)(struct gilcall *c); /* frees c and its results */
+	int refs;			    /* private */
+};
+
+/*
+ * Runs c->run with the GIL: waits at most python.gil_timeout_ms for it,
+ * interrupts the run after run_ms (0: never) or when *cancel is set
+ * (cancel may be NULL).  Returns 0 when run ended (its results may be
+ * read), else -ETIMEDOUT (with the thread holding the GIL in err),
+ * -EINPROGRESS (it did not stop when interrupted), -ECANCELED, -EAGAIN,
+ * -ESHUTDOWN with err.  In every case the caller then calls
+ * gilcall_done(c) once and must not touch c afterwards.
+ */
+int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
+		size_t errlen);
+
+/* The caller lets go of c. */
+void gilcall_done(struct gilcall *c);
+
+#endif
