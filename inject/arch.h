@@ -26,12 +26,13 @@
  * runs it; the injector reads it through /proc/PID/mem.
  *
  * What the shellcode does, on every architecture:
+ *   0. sets the result area's state to STARTED;
  *   1. saves the extended (FP/SIMD) state on the thread's own stack,
  *      below its red zone (the entry stack pointer is set by entry());
  *   2. saves errno (through __errno_location());
  *   3. calls dlopen(path, mode); stores the handle; when it is NULL calls
  *      dlerror() and copies at most INJECT_ERROR_MAX - 1 bytes of it;
- *   4. restores errno, sets done = 1 (after a store barrier);
+ *   4. restores errno, sets the state to DONE (after a store barrier);
  *   5. restores the extended state, the flags, the stack pointer and every
  *      general register from the literals, and jumps to the resume pc —
  *      with no register used for the jump (x86_64: rip-relative indirect
@@ -53,16 +54,22 @@ struct inject_tracee;
 #define INJECT_EM_AARCH64 183
 
 /* The result area, at its address in the target. */
-#define INJECT_RESULT_DONE 0	   /* u32: 0 running, 1 finished */
+#define INJECT_RESULT_STATE 0	   /* u32: INJECT_STATE_* */
 #define INJECT_RESULT_ERRNO 4	   /* u32: errno, saved and restored */
 #define INJECT_RESULT_HANDLE 8	   /* u64: what dlopen returned */
 #define INJECT_RESULT_ERRNO_PTR 16 /* u64: &errno of the thread */
 #define INJECT_RESULT_MAGIC 24	   /* u64: INJECT_MAGIC, set by injector */
 #define INJECT_RESULT_CODE 32	   /* u64: the code cave, set by injector */
-#define INJECT_RESULT_ERROR 40	   /* char[INJECT_ERROR_MAX]: dlerror() */
+#define INJECT_RESULT_INJECTOR 40  /* u32: the injector's pid */
+#define INJECT_RESULT_ERROR 48	   /* char[INJECT_ERROR_MAX]: dlerror() */
 #define INJECT_ERROR_MAX 256
 #define INJECT_RESULT_SIZE (INJECT_RESULT_ERROR + INJECT_ERROR_MAX)
 #define INJECT_MAGIC 0x31474e49424f5250ULL /* "PROBING1" little-endian */
+/* The state word: the injector writes WRITTEN, the shellcode's first
+ * store is STARTED, its last DONE. */
+#define INJECT_STATE_WRITTEN 0
+#define INJECT_STATE_DONE 1
+#define INJECT_STATE_STARTED 2
 
 /* dlopen mode: RTLD_NOW.  glibc < 2.34 without libdl mapped: the private
  * __libc_dlopen_mode, which wants __RTLD_DLOPEN as well. */

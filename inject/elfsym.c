@@ -224,6 +224,12 @@ size_t inject_elf_segments(const struct inject_elf *e,
 	return n;
 }
 
+const uint8_t *inject_elf_bytes(const struct inject_elf *e, uint64_t offset,
+				size_t len)
+{
+	return in_file(e, offset, len) ? e->base + offset : NULL;
+}
+
 uint64_t inject_elf_bias(const struct inject_elf *e)
 {
 	/* The loader maps each segment from its page: the offset-0 mapping

@@ -52,6 +52,10 @@ int inject_elf_symbol(const struct inject_elf *e, const char *name,
 size_t inject_elf_segments(const struct inject_elf *e,
 			   struct inject_elf_seg *out, size_t max);
 
+/* The file's bytes [offset, offset + len), or NULL when out of the file. */
+const uint8_t *inject_elf_bytes(const struct inject_elf *e, uint64_t offset,
+				size_t len);
+
 /* What to subtract from a link-time address before adding the load base:
  * the first PT_LOAD's p_vaddr, aligned down to the page size. */
 uint64_t inject_elf_bias(const struct inject_elf *e);

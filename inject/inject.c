@@ -215,14 +215,6 @@ static int stop_safely(struct run *r, char *err, size_t errlen)
 
 /* ---- caves ------------------------------------------------------------ */
 
-static int all_zero(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
-			return 0;
-	return 1;
-}
-
 static uint64_t get64(const uint8_t *p)
 {
 	uint64_t v = 0;
@@ -232,8 +224,25 @@ static uint64_t get64(const uint8_t *p)
 	return v;
 }
 
-/* A data cave that is free (zero) or holds a finished injection's result
- * area (then *reuse = the code cave it used). */
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> 8 * i);
+}
+
+/*
+ * A data cave to use: a pristine one, or one holding our result area from
+ * an injection that is over — done, or written by an injector that died
+ * before it sent a thread in (state still WRITTEN, injector gone).  Never
+ * one whose shellcode may be running (STARTED, or WRITTEN by a live
+ * injector).  *reuse = the code cave that area names (0 for none).
+ */
 static const struct inject_cave *pick_data(struct run *r, uint64_t *reuse)
 {
 	uint8_t area[INJECT_RESULT_SIZE];
@@ -242,15 +251,21 @@ static const struct inject_cave *pick_data(struct run *r, uint64_t *reuse)
 	*reuse = 0;
 	for (size_t i = 0; i < r->layout.ndata; i++) {
 		const struct inject_cave *c = &r->layout.data[i];
+		uint32_t state, injector;
 
-		if (c->len < INJECT_RESULT_SIZE ||
-		    inject_tracee_read(&r->t, c->addr, area, sizeof(area), err,
-				       sizeof(err)))
+		if (c->len < INJECT_RESULT_SIZE)
 			continue;
-		if (all_zero(area, sizeof(area)))
+		if (c->pristine)
 			return c;
-		if (get64(area + INJECT_RESULT_MAGIC) == INJECT_MAGIC &&
-		    area[INJECT_RESULT_DONE] == 1) {
+		if (inject_tracee_read(&r->t, c->addr, area, sizeof(area), err,
+				       sizeof(err)) ||
+		    get64(area + INJECT_RESULT_MAGIC) != INJECT_MAGIC)
+			continue;
+		state = get32(area + INJECT_RESULT_STATE);
+		injector = get32(area + INJECT_RESULT_INJECTOR);
+		if (state == INJECT_STATE_DONE ||
+		    (state == INJECT_STATE_WRITTEN && injector > 0 &&
+		     kill((pid_t)injector, 0) < 0 && errno == ESRCH)) {
 			*reuse = get64(area + INJECT_RESULT_CODE);
 			return c;
 		}
@@ -258,7 +273,8 @@ static const struct inject_cave *pick_data(struct run *r, uint64_t *reuse)
 	return NULL;
 }
 
-/* Builds the shellcode for the first code cave that can take it. */
+/* Builds the shellcode for the first code cave that can take it: a
+ * pristine one, or reuse (ours, from an injection that is over). */
 static const struct inject_cave *pick_code(struct run *r,
 					   struct inject_shell *s,
 					   uint8_t *buf, ssize_t *len,
@@ -266,30 +282,19 @@ static const struct inject_cave *pick_code(struct run *r,
 					   size_t errlen)
 {
 	size_t need = r->arch->shell_size(strlen(s->path));
-	uint8_t *cur = malloc(need);
 
-	if (!cur)
-		return NULL;
 	for (size_t i = 0; i < r->layout.ncode; i++) {
 		const struct inject_cave *c = &r->layout.code[i];
 		char e2[256];
 
-		if (c->len < need)
-			continue;
-		if (c->addr != reuse &&
-		    (inject_tracee_read(&r->t, c->addr, cur, need, e2,
-					sizeof(e2)) ||
-		     !all_zero(cur, need)))
+		if (c->len < need || (!c->pristine && c->addr != reuse))
 			continue;
 		s->code = c->addr;
 		*len = r->arch->shell_build(s, buf, SHELL_MAX, e2, sizeof(e2));
-		if (*len > 0) {
-			free(cur);
+		if (*len > 0)
 			return c;
-		}
 		snprintf(err, errlen, "%s", e2);
 	}
-	free(cur);
 	if (!err[0])
 		snprintf(err, errlen,
 			 "no free code cave of %zu bytes in process %d", need,
@@ -437,10 +442,9 @@ static int write_caves(struct run *r, char *err, size_t errlen)
 		rc = -ENOSPC;
 		goto out;
 	}
-	for (int i = 0; i < 8; i++) {
-		area[INJECT_RESULT_MAGIC + i] = (uint8_t)(INJECT_MAGIC >> 8 * i);
-		area[INJECT_RESULT_CODE + i] = (uint8_t)(code->addr >> 8 * i);
-	}
+	put_le(area + INJECT_RESULT_MAGIC, INJECT_MAGIC, 8);
+	put_le(area + INJECT_RESULT_CODE, code->addr, 8);
+	put_le(area + INJECT_RESULT_INJECTOR, (uint64_t)getpid(), 4);
 	if ((rc = inject_tracee_write(&r->t, data->addr, area, sizeof(area),
 				      err, errlen)) ||
 	    (rc = inject_tracee_write(&r->t, code->addr, buf, (size_t)len, err,
@@ -482,7 +486,7 @@ static int wait_done(struct run *r, char *err, size_t errlen)
 				 (int)r->pid);
 			return -ESRCH;
 		}
-		if (area[INJECT_RESULT_DONE] == 1)
+		if (get32(area + INJECT_RESULT_STATE) == INJECT_STATE_DONE)
 			break;
 		if (inject_now_ns() >= r->t.deadline) {
 			snprintf(err, errlen,

@@ -27,15 +27,15 @@
  * Shellcode (x19 = result area, x9 scratch; every register is restored):
  *
  *   stp q0,q1,[sp] .. stp q30,q31,[sp,#480]; fpsr, fpcr at [sp,#512]
- *   ldr x19,L_result
+ *   ldr x19,L_result; mov w9,#2; str w9,[x19]     (STARTED)
  *   ldr x9,L_errno; blr x9; str x0,[x19,#16]; ldr w9,[x0]; str w9,[x19,#4]
  *   adr x0,path; mov w1,mode; ldr x9,L_dlopen; blr x9; str x0,[x19,#8]
  *   cbnz x0,after; ldr x9,L_dlerror; cbz x9,after; blr x9; cbz x0,after
- *   add x1,x19,#32; mov x2,#255
+ *   add x1,x19,#48; mov x2,#255
  *   loop: ldrb w3,[x0],#1; strb w3,[x1],#1; cbz w3,after
  *         subs x2,x2,#1; b.ne loop; strb wzr,[x1]
  *   after: ldr x0,[x19,#16]; ldr w9,[x19,#4]; str w9,[x0]
- *   mov w9,#1; dmb ishst; str w9,[x19]
+ *   mov w9,#1; dmb ishst; str w9,[x19]            (DONE)
  *   ldp q0,q1,[sp] ..; msr fpsr; msr fpcr
  *   ldr x9,L_sp; mov sp,x9; ldr x9,L_nzcv; msr nzcv,x9
  *   ldr x0,L_x0 .. ldr x30,L_x30
@@ -218,6 +218,8 @@ static void emit(struct abuf *b, const struct inject_shell *s, size_t *label,
 	w32(b, 0xd5300000u | FPCR | X9); /* mrs x9, fpcr */
 	ldst_x(b, 0, X9, SP, 520);
 	ldr_lit(b, X19, L_RESULT);
+	w32(b, 0x52800000u | INJECT_STATE_STARTED << 5 | X9); /* mov w9,#2 */
+	ldst_w(b, 0, X9, X19, INJECT_RESULT_STATE);
 	ldr_lit(b, X9, L_ERRNO);
 	blr(b, X9);
 	ldst_x(b, 0, 0, X19, INJECT_RESULT_ERRNO_PTR);
@@ -247,9 +249,9 @@ static void emit(struct abuf *b, const struct inject_shell *s, size_t *label,
 	ldst_x(b, 1, 0, X19, INJECT_RESULT_ERRNO_PTR);
 	ldst_w(b, 1, X9, X19, INJECT_RESULT_ERRNO);
 	ldst_w(b, 0, X9, 0, 0);
-	w32(b, 0x52800000u | 1 << 5 | X9); /* mov w9, #1 */
-	w32(b, 0xd5033abfu);		   /* dmb ishst */
-	ldst_w(b, 0, X9, X19, INJECT_RESULT_DONE);
+	w32(b, 0x52800000u | INJECT_STATE_DONE << 5 | X9); /* mov w9, #1 */
+	w32(b, 0xd5033abfu);				   /* dmb ishst */
+	ldst_w(b, 0, X9, X19, INJECT_RESULT_STATE);
 	for (int q = 0; q < 32; q += 2)
 		ldp_q(b, q, q + 1, q * 16);
 	ldst_x(b, 1, X9, SP, 512);

@@ -17,18 +17,18 @@
  *   xor eax,eax; mov [rsp+512..575],rax   XSAVE header must be zero
  *   cld; mov eax,-1; mov edx,-1
  *   xsave64 [rsp]                         (fxsave64 without XSAVE)
- *   mov rbx,[rip+L_result]
+ *   mov rbx,[rip+L_result]; mov dword [rbx],2     (STARTED)
  *   call [rip+L_errno]; mov [rbx+16],rax; mov eax,[rax]; mov [rbx+4],eax
  *   lea rdi,[rip+path]; mov esi,mode; call [rip+L_dlopen]
  *   mov [rbx+8],rax; test rax,rax; jnz after
  *   mov rax,[rip+L_dlerror]; test rax,rax; jz after; call rax
  *   test rax,rax; jz after
- *   lea rdi,[rbx+32]; mov ecx,255
+ *   lea rdi,[rbx+48]; mov ecx,255
  *   loop: mov dl,[rax]; mov [rdi],dl; test dl,dl; jz after
  *         inc rax; inc rdi; dec ecx; jnz loop
  *   mov byte [rdi],0
  *   after: mov rax,[rbx+16]; mov ecx,[rbx+4]; mov [rax],ecx
- *   mov dword [rbx],1
+ *   mov dword [rbx],1                      (DONE)
  *   mov eax,-1; mov edx,-1; xrstor64 [rsp]
  *   push qword [rip+L_rflags]; popfq
  *   mov rsp,[rip+L_rsp]; mov r,[rip+L_r] for the 15 others
@@ -197,6 +197,7 @@ static void emit(struct xbuf *b, const struct inject_shell *s,
 	else
 		OP(b, 0x48, 0x0f, 0xae, 0x04, 0x24); /* fxsave64 [rsp] */
 	load_lit(b, 3, L_RESULT);		     /* mov rbx,[L_result] */
+	OP(b, 0xc7, 0x03, INJECT_STATE_STARTED, 0, 0, 0); /* mov dword [rbx],2 */
 	RIPREL(b, LIT_OFF + 8 * L_ERRNO, 0, 0xff, 0x15); /* call [L_errno] */
 	OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov [rbx+16],rax */
 	OP(b, 0x8b, 0x00);				  /* mov eax,[rax] */
@@ -231,7 +232,7 @@ static void emit(struct xbuf *b, const struct inject_shell *s,
 	OP(b, 0x48, 0x8b, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov rax,[rbx+16] */
 	OP(b, 0x8b, 0x4b, INJECT_RESULT_ERRNO);		  /* mov ecx,[rbx+4] */
 	OP(b, 0x89, 0x08);				  /* mov [rax],ecx */
-	OP(b, 0xc7, 0x03, 0x01, 0x00, 0x00, 0x00);	  /* mov dword [rbx],1 */
+	OP(b, 0xc7, 0x03, INJECT_STATE_DONE, 0, 0, 0);	  /* mov dword [rbx],1 */
 	OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff);
 	OP(b, 0xba, 0xff, 0xff, 0xff, 0xff);
 	if (s->xsave_size)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -203,25 +204,67 @@ static void add_range(struct inject_range *r, size_t *n, size_t max,
 	}
 }
 
-static void add_cave(struct inject_cave *c, size_t *n, uint64_t addr,
-		     uint64_t end, const char *path)
+/*
+ * Keeps [addr, end) as a cave when it is pristine: all zero, or equal to
+ * the file's bytes at file offset off (bytes past the file count as zero).
+ * A data cave holding our magic is kept too, not pristine (inject.c reads
+ * its state); so is a code cave that is not pristine (it may hold our
+ * earlier code, which inject.c knows from the result area).
+ */
+static void add_cave(int memfd, const struct inject_elf *e, int code,
+		     uint64_t addr, uint64_t end, uint64_t off, const char *path,
+		     struct inject_layout *l)
 {
+	struct inject_cave *c = code ? l->code : l->data;
+	size_t *n = code ? &l->ncode : &l->ndata;
+	uint8_t *mem;
+	size_t len;
+	int pristine = 1;
+
 	if (*n >= INJECT_CAVES_MAX || end <= addr ||
 	    end - addr < INJECT_CAVE_MIN)
 		return;
+	len = (size_t)(end - addr);
+	mem = malloc(len);
+	if (!mem || read_mem(memfd, addr, mem, len)) {
+		free(mem);
+		return;
+	}
+	for (size_t i = 0; i < len && pristine; i++)
+		pristine = mem[i] == 0;
+	if (!pristine) {
+		/* Not zero (not an anonymous page): the file's bytes? */
+		pristine = 1;
+		for (size_t i = 0; i < len && pristine; i++) {
+			const uint8_t *f = inject_elf_bytes(e, off + i, 1);
+			pristine = mem[i] == (f ? *f : 0);
+		}
+	}
+	if (!pristine && !code) {
+		uint64_t magic = 0;
+		for (int i = 7; i >= 0; i--)
+			magic = magic << 8 | mem[INJECT_RESULT_MAGIC + i];
+		if (magic != INJECT_MAGIC) {
+			free(mem);
+			return;
+		}
+	}
+	free(mem);
 	c[*n].addr = addr;
-	c[*n].len = (uint32_t)(end - addr);
+	c[*n].len = (uint32_t)len;
+	c[*n].pristine = pristine;
 	snprintf(c[*n].file, sizeof(c[*n].file), "%s", basename_of(path));
 	(*n)++;
 }
 
 /* The caves of one mapped file. */
-static void file_caves(pid_t pid, const struct inject_maps *m,
+static void file_caves(pid_t pid, int memfd, const struct inject_maps *m,
 		       const char *path, struct inject_layout *l)
 {
 	struct inject_elf_seg seg[INJECT_ELF_SEGS];
 	struct inject_elf *e = NULL;
 	uint64_t base = inject_maps_base(m, path), page, bias;
+	int loader = inject_maps_named(path, loader_names);
 	char err[256];
 	size_t n;
 
@@ -231,7 +274,8 @@ static void file_caves(pid_t pid, const struct inject_maps *m,
 	bias = inject_elf_bias(e);
 	n = inject_elf_segments(e, seg, INJECT_ELF_SEGS);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t end = base - bias + seg[i].vaddr + seg[i].memsz;
+		uint64_t start = base - bias + seg[i].vaddr;
+		uint64_t end = start + seg[i].memsz;
 		uint64_t page_end = (end + page - 1) & ~(page - 1);
 		uint64_t code = (end + 15) & ~(uint64_t)15;
 		uint64_t data = (end + 7) & ~(uint64_t)7;
@@ -239,10 +283,15 @@ static void file_caves(pid_t pid, const struct inject_maps *m,
 		if ((seg[i].flags & 1) && !(seg[i].flags & 2) &&
 		    seg[i].filesz == seg[i].memsz &&
 		    inject_maps_covers(m, code, page_end - code, "rx"))
-			add_cave(l->code, &l->ncode, code, page_end, path);
-		else if ((seg[i].flags & 2) && !(seg[i].flags & 1) &&
+			add_cave(memfd, e, 1, code, page_end,
+				 seg[i].offset + (code - start), path, l);
+		else if ((seg[i].flags & 2) && !(seg[i].flags & 1) && !loader &&
 			 inject_maps_covers(m, data, page_end - data, "rw"))
-			add_cave(l->data, &l->ndata, data, page_end, path);
+			/* Past .bss, a file-backed page shows the file's
+			 * bytes (the loader zeroes only up to the end of
+			 * .bss); an anonymous one shows zeros. */
+			add_cave(memfd, e, 0, data, page_end,
+				 seg[i].offset + (data - start), path, l);
 	}
 	inject_elf_free(e);
 }
@@ -256,7 +305,7 @@ static int seen_before(const char *const *seen, size_t n, const char *path)
 	return 0;
 }
 
-static void find_caves(pid_t pid, const struct inject_maps *m,
+static void find_caves(pid_t pid, int memfd, const struct inject_maps *m,
 		       struct inject_layout *l, const char *exe)
 {
 	const char *seen[INJECT_CAVE_FILES];
@@ -268,7 +317,7 @@ static void find_caves(pid_t pid, const struct inject_maps *m,
 	for (size_t i = 0; i < 3 && n < INJECT_CAVE_FILES; i++)
 		if (first[i][0] == '/' && !seen_before(seen, n, first[i])) {
 			seen[n++] = first[i];
-			file_caves(pid, m, first[i], l);
+			file_caves(pid, memfd, m, first[i], l);
 		}
 	for (size_t i = 0; i < m->n && n < INJECT_CAVE_FILES; i++) {
 		const struct inject_mapping *e = &m->v[i];
@@ -278,7 +327,7 @@ static void find_caves(pid_t pid, const struct inject_maps *m,
 		    seen_before(seen, n, e->path))
 			continue;
 		seen[n++] = e->path;
-		file_caves(pid, m, e->path, l);
+		file_caves(pid, memfd, m, e->path, l);
 	}
 }
 
@@ -337,7 +386,7 @@ int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
 		if (inject_maps_named(e->path, loader_names))
 			add_range(l->loader, &l->nloader, 4, e);
 	}
-	find_caves(pid, &m, l, exe);
+	find_caves(pid, memfd, &m, l, exe);
 	if (!l->ncode || !l->ndata) {
 		snprintf(err, errlen,
 			 "no room in process %d for the loader code: none of "

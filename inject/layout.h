@@ -11,6 +11,13 @@
  * /proc/PID/mem changes nothing the program can see; a code page becomes
  * a private copy (copy-on-write), a few KiB of memory.
  *
+ * A cave is used only while it is pristine: all zero, or byte for byte
+ * the file's own content at that place (what the loader mapped and nobody
+ * wrote) — or holding our own earlier result area.  Anything else means
+ * someone uses that memory after all: the dynamic loader, for one, puts
+ * its start-up allocations right after its .bss, so its data tail is
+ * never a cave.
+ *
  * Reads only: /proc/PID/maps, /proc/PID/mem, the ELF files through
  * /proc/PID/root.
  */
@@ -36,6 +43,7 @@ struct inject_range {
 struct inject_cave {
 	uint64_t addr;
 	uint32_t len;
+	int pristine;  /* zero or the file's bytes; else it holds ours */
 	char file[48]; /* its file's name, for messages */
 };
 
