@@ -19,6 +19,7 @@
 #include "debugger.h"
 #include "log.h"
 #include "pygil.h"
+#include "sampler.h"
 #include "server.h"
 #include "store.h"
 #include "tables.h"
@@ -76,6 +77,7 @@ static PyObject *at_interpreter_exit(PyObject *self, PyObject *unused)
 	dl.tv_sec += 2;
 	if (pthread_timedjoin_np(agent_thread, NULL, &dl) != 0)
 		log_warn("agent thread did not stop in time");
+	sampler_shutdown(); /* before pygil: its recorder may use it */
 	pygil_stop();
 	Py_END_ALLOW_THREADS
 	set_state(STOPPED, NULL);
@@ -150,6 +152,7 @@ static int bring_up(char *err, size_t errlen)
 	}
 	if ((rc = store_new(&store, err, errlen)) ||
 	    (rc = tables_register(store, err, errlen)) ||
+	    (rc = sampler_init(store, err, errlen)) ||
 	    (rc = pygil_start(err, errlen)))
 		return rc;
 	rc = worker_start(server_loop(srv), err, errlen);
@@ -213,6 +216,7 @@ static void atfork_child(void)
 	srv = NULL;
 	store = NULL;   /* the parent's; leaked in the child */
 	pygil_atfork_child();
+	sampler_atfork_child();
 	debugger_atfork_child();
 	worker_atfork_child();
 	config_atfork_child();

@@ -60,6 +60,9 @@ extern const struct handler handler_initialize, handler_disconnect,
 	handler_cancel, handler_threads, handler_stack_trace,
 	handler_evaluate, handler_backtrace, handler_query, handler_config;
 
+/* The profiler (req_profile.c). */
+extern const struct handler handler_profile, handler_flamegraph;
+
 /* The debugger (req_debug.c, req_variables.c). */
 extern const struct handler handler_attach, handler_configuration_done,
 	handler_set_breakpoints, handler_set_function_breakpoints,

@@ -119,6 +119,7 @@ struct func_ent {
 struct frame_ent {
 	uint32_t fn;
 	int line;
+	uint64_t addr;
 };
 
 struct stack_ent {
@@ -234,15 +235,14 @@ uint32_t sampler_intern_func(struct sampler_intern *in, enum sampler_kind kind,
 	return id;
 }
 
-uint32_t sampler_intern_frame(struct sampler_intern *in, uint32_t fn, int line)
+/* The frame of key (fn, line, addr); keys: Python (fn << 32 | line),
+ * native (1 << 63 | addr): user-space addresses are below 2^63. */
+static uint32_t frame_intern(struct sampler_intern *in, uint64_t key,
+			     uint32_t fn, int line, uint64_t addr)
 {
-	uint64_t key;
 	uint32_t id;
 	struct frame_ent *f;
 
-	if (!fn)
-		return 0;
-	key = (uint64_t)fn << 32 | (uint32_t)line;
 	if (sampler_map_get(&in->frame_map, key, &id) == 0)
 		return id;
 	id = atomic_load_explicit(&in->nframes, memory_order_relaxed) + 1;
@@ -255,8 +255,24 @@ uint32_t sampler_intern_frame(struct sampler_intern *in, uint32_t fn, int line)
 		return 0;
 	f->fn = fn;
 	f->line = line;
+	f->addr = addr;
 	atomic_store_explicit(&in->nframes, id, memory_order_release);
 	return id;
+}
+
+uint32_t sampler_intern_frame(struct sampler_intern *in, uint32_t fn, int line)
+{
+	if (!fn)
+		return 0;
+	return frame_intern(in, (uint64_t)fn << 32 | (uint32_t)line, fn, line,
+			    0);
+}
+
+uint32_t sampler_intern_native(struct sampler_intern *in, uint64_t addr)
+{
+	if (!addr || addr >> 63)
+		return 0;
+	return frame_intern(in, 1ULL << 63 | addr, 0, -1, addr);
 }
 
 uint32_t sampler_intern_stack(struct sampler_intern *in, uint32_t parent,
@@ -288,9 +304,12 @@ uint32_t sampler_intern_stack(struct sampler_intern *in, uint32_t parent,
 void sampler_intern_counts(const struct sampler_intern *in,
 			   struct sampler_intern_counts *c)
 {
-	c->funcs = atomic_load_explicit(&in->nfuncs, memory_order_acquire);
-	c->frames = atomic_load_explicit(&in->nframes, memory_order_acquire);
+	/* Stacks first: a stack is published after its frame and a frame
+	 * after its function, so everything a counted stack names is
+	 * counted too. */
 	c->stacks = atomic_load_explicit(&in->nstacks, memory_order_acquire);
+	c->frames = atomic_load_explicit(&in->nframes, memory_order_acquire);
+	c->funcs = atomic_load_explicit(&in->nfuncs, memory_order_acquire);
 	c->full = atomic_load_explicit(&in->full, memory_order_relaxed);
 }
 
@@ -310,7 +329,7 @@ int sampler_intern_func_get(const struct sampler_intern *in, uint32_t id,
 }
 
 int sampler_intern_frame_get(const struct sampler_intern *in, uint32_t id,
-			     uint32_t *fn, int *line)
+			     uint32_t *fn, int *line, uint64_t *addr)
 {
 	const struct frame_ent *f;
 
@@ -320,6 +339,7 @@ int sampler_intern_frame_get(const struct sampler_intern *in, uint32_t id,
 	f = &in->frames[id >> CHUNK_BITS][id & (CHUNK - 1)];
 	*fn = f->fn;
 	*line = f->line;
+	*addr = f->addr;
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /*
  * sampler_intern: the profiler's frames and stacks as small integers.
  *
- * A function is (kind, func, file); a frame is (function, line); a stack
+ * A function is (kind, func, file); a frame is (function, line), or for
+ * native code a return address (symbolized when written out); a stack
  * is a node (parent stack, frame) of a trie whose root, id 0, is the empty
  * stack, so a sample names its whole stack with one id and stacks that
  * share callers share nodes.  Ids are dense and start at 1; they never
@@ -64,6 +65,9 @@ uint32_t sampler_intern_func(struct sampler_intern *in, enum sampler_kind kind,
  * full or fn is 0. */
 uint32_t sampler_intern_frame(struct sampler_intern *in, uint32_t fn,
 			      int line);
+/* The id of a native frame: a return address (symbolized later, by
+ * whoever writes it out); 0 when full or addr is 0. */
+uint32_t sampler_intern_native(struct sampler_intern *in, uint64_t addr);
 /* The id of the stack made of parent plus the inner frame (> 0); parent
  * when full or frame is 0. */
 uint32_t sampler_intern_stack(struct sampler_intern *in, uint32_t parent,
@@ -81,8 +85,10 @@ void sampler_intern_counts(const struct sampler_intern *in,
 int sampler_intern_func_get(const struct sampler_intern *in, uint32_t id,
 			    enum sampler_kind *kind, const char **func,
 			    const char **file);
+/* A native frame has fn 0, line -1 and its address; a Python one addr
+ * 0. */
 int sampler_intern_frame_get(const struct sampler_intern *in, uint32_t id,
-			     uint32_t *fn, int *line);
+			     uint32_t *fn, int *line, uint64_t *addr);
 int sampler_intern_stack_get(const struct sampler_intern *in, uint32_t id,
 			     uint32_t *parent, uint32_t *frame);
 

@@ -799,3 +799,53 @@ void store_rollback(struct store *st)
 	store_exec(st, "ROLLBACK", NULL, 0);
 	sqlite3_mutex_leave(sqlite3_db_mutex(st->db));
 }
+
+int store_stmt_step(struct store_stmt *s, char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(s->st->db);
+	int saved, rc;
+
+	sqlite3_mutex_enter(mu);
+	saved = s->st->q.restricted;
+	s->st->q.restricted = 0;
+	rc = sqlite3_step(s->stmt);
+	if (rc != SQLITE_ROW) {
+		if (rc != SQLITE_DONE)
+			set_err(err, errlen, "%s", sqlite3_errmsg(s->st->db));
+		sqlite3_reset(s->stmt);
+		sqlite3_clear_bindings(s->stmt);
+	}
+	s->st->q.restricted = saved;
+	sqlite3_mutex_leave(mu);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+}
+
+void store_stmt_reset(struct store_stmt *s)
+{
+	sqlite3_reset(s->stmt);
+	sqlite3_clear_bindings(s->stmt);
+}
+
+int64_t store_stmt_col_int(struct store_stmt *s, int col)
+{
+	return sqlite3_column_int64(s->stmt, col);
+}
+
+double store_stmt_col_real(struct store_stmt *s, int col)
+{
+	return sqlite3_column_double(s->stmt, col);
+}
+
+const char *store_stmt_col_text(struct store_stmt *s, int col)
+{
+	return (const char *)sqlite3_column_text(s->stmt, col);
+}
+
+int store_stmt_col_null(struct store_stmt *s, int col)
+{
+	return sqlite3_column_type(s->stmt, col) == SQLITE_NULL;
+}

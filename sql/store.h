@@ -148,6 +148,22 @@ int store_stmt_run(struct store_stmt *s, char *err, size_t errlen);
 int store_stmt_int_result(struct store_stmt *s, int64_t *out, char *err,
 			  size_t errlen);
 
+/*
+ * Reading rows: steps s to its next row.  Returns 1 with a row (read its
+ * columns with store_stmt_col_*), 0 at the end, or STORE_ESQL / -ENOMEM
+ * with err; at the end or on error the statement is reset and its
+ * bindings cleared.  store_stmt_reset() ends a read early.  For a
+ * consistent read of several statements, run them between store_begin()
+ * and store_commit() (other threads then wait).  Columns are 0-based;
+ * text stays valid until the next step or reset (NULL for SQL NULL).
+ */
+int store_stmt_step(struct store_stmt *s, char *err, size_t errlen);
+void store_stmt_reset(struct store_stmt *s);
+int64_t store_stmt_col_int(struct store_stmt *s, int col);
+double store_stmt_col_real(struct store_stmt *s, int col);
+const char *store_stmt_col_text(struct store_stmt *s, int col);
+int store_stmt_col_null(struct store_stmt *s, int col);
+
 /* Takes the database mutex and begins a transaction.  0 or STORE_ESQL
  * (then the mutex is not held). */
 int store_begin(struct store *st, char *err, size_t errlen);

@@ -34,6 +34,7 @@ static void test_intern(void)
 	uint32_t f1, f2, f3, fr1, fr2, s1, s2, s3, p, fr;
 	enum sampler_kind k;
 	const char *func, *file;
+	uint64_t addr;
 	int line;
 
 	f1 = sampler_intern_func(in, SAMPLER_PY, "main", "a.py");
@@ -59,8 +60,15 @@ static void test_intern(void)
 	CHECK(k == SAMPLER_NATIVE);
 	CHECK_STR(func, "f");
 	CHECK_STR(file, "a.py");
-	CHECK(sampler_intern_frame_get(in, fr2, &p, &line) == 0 && p == f2 &&
-	      line == 3);
+	CHECK(sampler_intern_frame_get(in, fr2, &p, &line, &addr) == 0 &&
+	      p == f2 && line == 3 && addr == 0);
+	/* Native frames: by address. */
+	fr = sampler_intern_native(in, 0x7f0012345678ULL);
+	CHECK(fr == 4);
+	CHECK(sampler_intern_native(in, 0x7f0012345678ULL) == fr);
+	CHECK(sampler_intern_native(in, 0) == 0);
+	CHECK(sampler_intern_frame_get(in, fr, &p, &line, &addr) == 0 &&
+	      p == 0 && line == -1 && addr == 0x7f0012345678ULL);
 	CHECK(sampler_intern_stack_get(in, s2, &p, &fr) == 0 && p == s1 &&
 	      fr == fr2);
 	CHECK(sampler_intern_stack_get(in, 4, &p, &fr) == -ENOENT);

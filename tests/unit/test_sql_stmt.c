@@ -136,4 +136,53 @@ static void test_batch_is_atomic(void)
 	store_free(st);
 }
 
-TEST_MAIN(test_insert_batch, test_rollback_and_errors, test_batch_is_atomic)
+static void test_read_rows(void)
+{
+	struct store *st = open_store();
+	struct store_stmt *ins = NULL, *sel = NULL;
+	char err[256];
+	int rc, n = 0;
+	double sum = 0;
+
+	CHECK(store_stmt_new(st, "INSERT INTO profile.t VALUES (?1, ?2, ?3)",
+			     &ins, err, sizeof(err)) == 0);
+	for (int i = 1; i <= 5; i++) {
+		store_stmt_int(ins, 1, i);
+		store_stmt_real(ins, 2, i * 0.5);
+		store_stmt_text(ins, 3, i == 3 ? NULL : "x");
+		CHECK(store_stmt_run(ins, err, sizeof(err)) == 0);
+	}
+	CHECK(store_stmt_new(st, "SELECT a, b, c FROM profile.t WHERE a >= ?1 "
+				 "ORDER BY a",
+			     &sel, err, sizeof(err)) == 0);
+	CHECK(store_begin(st, err, sizeof(err)) == 0);
+	store_stmt_int(sel, 1, 2);
+	while ((rc = store_stmt_step(sel, err, sizeof(err))) == 1) {
+		n++;
+		CHECK(store_stmt_col_int(sel, 0) == n + 1);
+		sum += store_stmt_col_real(sel, 1);
+		if (store_stmt_col_int(sel, 0) == 3)
+			CHECK(store_stmt_col_null(sel, 2) &&
+			      store_stmt_col_text(sel, 2) == NULL);
+		else
+			CHECK_STR(store_stmt_col_text(sel, 2), "x");
+	}
+	CHECK(store_commit(st, err, sizeof(err)) == 0);
+	CHECK(rc == 0 && n == 4 && sum == 7.0);
+	/* After the end: reset, bindings cleared (a >= NULL: no rows). */
+	CHECK(store_stmt_step(sel, err, sizeof(err)) == 0);
+	/* Early end. */
+	store_stmt_int(sel, 1, 0);
+	CHECK(store_stmt_step(sel, err, sizeof(err)) == 1);
+	store_stmt_reset(sel);
+	store_stmt_int(sel, 1, 5);
+	CHECK(store_stmt_step(sel, err, sizeof(err)) == 1);
+	CHECK(store_stmt_col_int(sel, 0) == 5);
+	CHECK(store_stmt_step(sel, err, sizeof(err)) == 0);
+	store_stmt_free(sel);
+	store_stmt_free(ins);
+	store_free(st);
+}
+
+TEST_MAIN(test_insert_batch, test_rollback_and_errors, test_batch_is_atomic,
+	  test_read_rows)
