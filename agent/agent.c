@@ -18,11 +18,13 @@
 #include "config.h"
 #include "debugger.h"
 #include "log.h"
+#include "memory.h"
 #include "pygil.h"
 #include "sampler.h"
 #include "server.h"
 #include "store.h"
 #include "tables.h"
+#include "torch.h"
 #include "worker.h"
 
 enum state { NONE, STARTING, READY, FAILED, DUPLICATE, STOPPED };
@@ -152,10 +154,14 @@ static int bring_up(char *err, size_t errlen)
 	}
 	if ((rc = store_new(&store, err, errlen)) ||
 	    (rc = tables_register(store, err, errlen)) ||
+	    (rc = torch_init(store, err, errlen)) ||
 	    (rc = sampler_init(store, err, errlen)) ||
 	    (rc = pygil_start(err, errlen)))
 		return rc;
 	rc = worker_start(server_loop(srv), err, errlen);
+	if (rc)
+		return rc;
+	rc = memory_start(store, err, errlen);
 	if (rc)
 		return rc;
 	config_get("server.listen", listen, sizeof(listen));
@@ -198,6 +204,7 @@ static void *agent_main(void *arg)
 	if (!atexit_registered)
 		pygil_run(register_atexit_fn, NULL, &lim, NULL);
 	server_run(srv);
+	memory_stop();
 	worker_stop(1000);
 	server_free(srv);
 	srv = NULL;
@@ -219,6 +226,7 @@ static void atfork_child(void)
 	sampler_atfork_child();
 	debugger_atfork_child();
 	worker_atfork_child();
+	memory_atfork_child();
 	config_atfork_child();
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&cond, NULL);

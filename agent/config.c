@@ -11,8 +11,16 @@
 #include <string.h>
 
 #include "dap_addr.h"
+#include "watch.h"
 
-enum kind { K_INT, K_BOOL, K_ADDR, K_INFO };
+/* K_TEXT: checked by the setting's check function.  K_SWITCH: on/off with
+ * options, "on,key=value,...": each key names the setting <prefix>.<key>
+ * (prefix: the switch's name up to its last dot; see option_alias), set
+ * along with it. */
+enum kind { K_INT, K_BOOL, K_ADDR, K_INFO, K_TEXT, K_SWITCH };
+
+typedef int (*check_fn)(const char *text, char *canon, size_t canonlen,
+			char *err, size_t errlen);
 
 struct setting {
 	const char *name;
@@ -58,7 +66,64 @@ static struct setting settings[] = {
 	 17179869184LL,
 	 "bytes the profile tables may use (the oldest samples go first)",
 	 "", 0},
+	{"torch.profiling", K_SWITCH, "off", 0, 0,
+	 "trace torch modules into python.torch_trace: on, off, or "
+	 "on,exprs=VAR@FUNC;...,step_rate=N,module_rate=N", "", 0},
+	{"torch.watch", K_TEXT, "", 0, 0,
+	 "locals recorded into python.variables once per traced step: "
+	 "VAR@FUNC;VAR@FUNC", "", 0},
+	{"torch.step_rate", K_INT, "1", 1, 1000000,
+	 "trace one optimizer step in N (steps where step % N == 0: the same "
+	 "on every rank)", "", 0},
+	{"torch.module_rate", K_INT, "1", 1, 1000000,
+	 "in a traced step, trace one module in N (rotating from step to "
+	 "step)", "", 0},
+	{"torch.backward", K_BOOL, "on", 0, 0,
+	 "time the backward pass of traced modules too", "", 0},
+	{"torch.max_rows", K_INT, "500000", 100, 100000000,
+	 "rows kept in python.torch_trace and python.variables (oldest go "
+	 "first)", "", 0},
+	{"torch.max_mb", K_INT, "128", 1, 65536,
+	 "megabytes kept in python.torch_trace and python.variables", "", 0},
+	{"torch.status", K_INFO, "off", 0, 0, "what torch tracing does now",
+	 "", 0},
+	{"memory.interval_ms", K_INT, "1000", 0, 3600000,
+	 "record process.memory this often (0: never)", "", 0},
+	{"memory.max_rows", K_INT, "86400", 10, 10000000,
+	 "rows kept in process.memory (oldest go first)", "", 0},
+	{"memory.budget_ms", K_INT, "2000", 10, 60000,
+	 "time the memory request may hold the GIL to walk objects", "", 0},
 };
+
+/* The check functions of the K_TEXT settings. */
+static const struct {
+	const char *name;
+	check_fn check;
+} checks[] = {
+	{"torch.watch", watch_canon},
+};
+
+/* Option keys of a switch that name a setting other than <prefix>.<key>. */
+static const struct {
+	const char *name, *key, *setting;
+} option_alias[] = {
+	{"torch.profiling", "exprs", "torch.watch"},
+};
+
+#define SWITCH_OPTS_MAX 8
+
+struct option {
+	struct setting *s;
+	char value[CONFIG_VALUE_MAX]; /* canonical */
+};
+
+#define LISTENERS_MAX 8
+
+static struct {
+	char prefix[64];
+	config_change_fn fn;
+} listeners[LISTENERS_MAX];
+static size_t nlisteners;
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -70,6 +135,93 @@ static struct setting *find(const char *name)
 		if (strcmp(settings[i].name, name) == 0)
 			return &settings[i];
 	return NULL;
+}
+
+static int validate(const struct setting *s, const char *text, char *out,
+		    char *err, size_t errlen);
+
+/* The setting an option key of switch sw names. */
+static struct setting *option_setting(const struct setting *sw,
+				      const char *key)
+{
+	char name[CONFIG_VALUE_MAX + 64];
+	const char *dot = strrchr(sw->name, '.');
+	int n = dot ? (int)(dot - sw->name) : 0;
+
+	for (size_t i = 0; i < sizeof(option_alias) / sizeof(option_alias[0]);
+	     i++)
+		if (!strcmp(option_alias[i].name, sw->name) &&
+		    !strcmp(option_alias[i].key, key))
+			return find(option_alias[i].setting);
+	snprintf(name, sizeof(name), "%.*s.%s", n, sw->name, key);
+	if (!strcmp(name, sw->name))
+		return NULL;
+	return find(name);
+}
+
+static int parse_bool(const char *text, int *out);
+
+/*
+ * Splits "on,key=value,..." into *on and validated options.  An item
+ * without '=' continues the previous option's value, joined with ';' (so
+ * "on,exprs=a@f,b@f" keeps both variables).
+ */
+static int parse_switch(const struct setting *sw, const char *text, int *on,
+			struct option *opts, size_t *nopts, char *err,
+			size_t errlen)
+{
+	char raw[SWITCH_OPTS_MAX][CONFIG_VALUE_MAX], item[CONFIG_VALUE_MAX];
+	const char *p = text, *end;
+	size_t n = 0, len;
+
+	*nopts = 0;
+	len = strcspn(p, ",");
+	snprintf(item, sizeof(item), "%.*s", (int)len, p);
+	if (parse_bool(item, on)) {
+		snprintf(err, errlen, "%s: '%s' is not on/off", sw->name, item);
+		return -EINVAL;
+	}
+	p += len;
+	while (*p == ',') {
+		p++;
+		end = p + strcspn(p, ",");
+		snprintf(item, sizeof(item), "%.*s", (int)(end - p), p);
+		p = end;
+		char *eq = strchr(item, '=');
+		if (!item[0])
+			continue;
+		if (!eq) {
+			size_t k = n ? strlen(raw[n - 1]) : 0;
+			if (!n || k + strlen(item) + 2 > CONFIG_VALUE_MAX) {
+				snprintf(err, errlen, "%s: '%s' is not "
+					 "key=value", sw->name, item);
+				return -EINVAL;
+			}
+			snprintf(raw[n - 1] + k, CONFIG_VALUE_MAX - k, ";%s",
+				 item);
+			continue;
+		}
+		*eq = 0;
+		if (n == SWITCH_OPTS_MAX) {
+			snprintf(err, errlen, "%s: more than %d options",
+				 sw->name, SWITCH_OPTS_MAX);
+			return -EINVAL;
+		}
+		opts[n].s = option_setting(sw, item);
+		if (!opts[n].s || opts[n].s->kind == K_INFO ||
+		    opts[n].s->kind == K_SWITCH) {
+			snprintf(err, errlen, "%s: unknown option '%s'",
+				 sw->name, item);
+			return -EINVAL;
+		}
+		snprintf(raw[n], CONFIG_VALUE_MAX, "%s", eq + 1);
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (validate(opts[i].s, raw[i], opts[i].value, err, errlen))
+			return -EINVAL;
+	*nopts = n;
+	return 0;
 }
 
 static const char *current(const struct setting *s)
@@ -145,15 +297,51 @@ static int validate(const struct setting *s, const char *text, char *out,
 	case K_INFO:
 		snprintf(err, errlen, "%s is read-only", s->name);
 		return -EPERM;
+	case K_TEXT:
+		for (size_t k = 0; k < sizeof(checks) / sizeof(checks[0]); k++)
+			if (!strcmp(checks[k].name, s->name))
+				return checks[k].check(text, out,
+						       CONFIG_VALUE_MAX, err,
+						       errlen)
+					       ? -EINVAL
+					       : 0;
+		snprintf(out, CONFIG_VALUE_MAX, "%s", text);
+		return 0;
+	case K_SWITCH: {
+		struct option opts[SWITCH_OPTS_MAX];
+		size_t n;
+		if (parse_switch(s, text, &b, opts, &n, err, errlen))
+			return -EINVAL;
+		snprintf(out, CONFIG_VALUE_MAX, "%s", b ? "on" : "off");
+		return 0;
+	}
 	}
 	return -EINVAL;
+}
+
+/* Tells the listeners of name (after the lock is let go). */
+static void notify(const char *name)
+{
+	config_change_fn fns[LISTENERS_MAX];
+	size_t n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < nlisteners; i++)
+		if (!strncmp(name, listeners[i].prefix,
+			     strlen(listeners[i].prefix)))
+			fns[n++] = listeners[i].fn;
+	pthread_mutex_unlock(&lock);
+	for (size_t i = 0; i < n; i++)
+		fns[i](name);
 }
 
 int config_set(const char *name, const char *value, char *err, size_t errlen)
 {
 	char canon[CONFIG_VALUE_MAX];
+	struct option opts[SWITCH_OPTS_MAX];
 	struct setting *s = find(name);
-	int rc;
+	size_t nopts = 0;
+	int rc, on;
 
 	if (!s) {
 		snprintf(err, errlen, "unknown setting '%s'", name);
@@ -162,11 +350,37 @@ int config_set(const char *name, const char *value, char *err, size_t errlen)
 	rc = validate(s, value, canon, err, errlen);
 	if (rc)
 		return rc;
+	if (s->kind == K_SWITCH)
+		parse_switch(s, value, &on, opts, &nopts, err, errlen);
 	pthread_mutex_lock(&lock);
+	/* A switch's options first: its listeners then see them all. */
+	for (size_t i = 0; i < nopts; i++) {
+		memcpy(opts[i].s->value, opts[i].value, CONFIG_VALUE_MAX);
+		opts[i].s->set = 1;
+	}
 	memcpy(s->value, canon, sizeof(canon));
 	s->set = 1;
 	pthread_mutex_unlock(&lock);
+	for (size_t i = 0; i < nopts; i++)
+		notify(opts[i].s->name);
+	notify(s->name);
 	return 0;
+}
+
+int config_on_change(const char *prefix, config_change_fn fn)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (nlisteners == LISTENERS_MAX || strlen(prefix) >= 64) {
+		rc = -ENOSPC;
+	} else {
+		snprintf(listeners[nlisteners].prefix,
+			 sizeof(listeners[0].prefix), "%s", prefix);
+		listeners[nlisteners++].fn = fn;
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 int config_check(const char *name, const char *value, char *err,

@@ -24,7 +24,13 @@
 int config_load_env(char *err, size_t errlen);
 
 /* Sets name to value (text).  Returns 0, -ENOENT (unknown name), -EINVAL
- * (bad value, reason in err) or -EPERM (read-only). */
+ * (bad value, reason in err) or -EPERM (read-only).
+ *
+ * Switches (torch.profiling) take "on", "off" or "on,key=value,...": each
+ * option sets the setting it names as well (exprs=... sets torch.watch,
+ * step_rate=N torch.step_rate, ...), all or nothing; the switch itself
+ * reads "on" or "off" afterwards.  The environment form works the same:
+ * PROBING_TORCH_PROFILING="on,exprs=loss@train;acc1@train". */
 int config_set(const char *name, const char *value, char *err, size_t errlen);
 
 /* Validates without setting (for all-or-nothing updates). */
@@ -44,6 +50,16 @@ int config_entry(size_t i, const char **name, char *value, size_t valuelen,
 
 /* Sets a read-only informational value (e.g. "agent.address"). */
 void config_set_info(const char *name, const char *value);
+
+/*
+ * Calls fn(name) after any setting whose name starts with prefix was set
+ * (by config_set, the environment, probing.init or probing/config), on
+ * the thread that set it, with no lock held: fn must be quick and must
+ * not wait for the GIL (the setter may hold it, or be the server loop).
+ * At most 8 listeners.  Returns 0 or -ENOSPC.
+ */
+typedef void (*config_change_fn)(const char *name);
+int config_on_change(const char *prefix, config_change_fn fn);
 
 /* In a forked child: makes the lock usable again (it may have been held
  * by a thread that does not exist in the child). */

@@ -1,0 +1,107 @@
+/*
+ * torch_hooks: the part of torch tracing that runs inside the training
+ * process's calls — global module forward hooks, autograd hooks for the
+ * backward pass, the optimizer step hook — all C callables, and the
+ * records they hand to the recorder thread.
+ *
+ * What is hooked, and how it goes away again:
+ *  - torch.nn.modules.module.register_module_forward_pre_hook and
+ *    register_module_forward_hook, with C functions; registered only
+ *    while a traced step runs (an untraced step pays nothing per module),
+ *    removed through their handles.
+ *  - Step detection: torch.optim.optimizer.register_optimizer_step_pre/
+ *    post_hook where torch has them (2.x); on torch 1.x, whose optimizers
+ *    call self._optimizer_step_code() after every step (a hook point left
+ *    for the profiler), Optimizer._optimizer_step_code is replaced by ours
+ *    and put back on removal.
+ *  - Backward: on a traced module's forward, prehooks on the autograd
+ *    nodes of its output (the gradient reached the module: start) and of
+ *    its inputs (the gradient left it: end; for inputs needing no gradient,
+ *    the end of the backward pass, through the engine's queue_callback).
+ *    These live on that step's graph and do nothing once their step is
+ *    over or tracing is off; they go with the graph.
+ *
+ * A step is one optimizer step: rows of step s are what ran after the
+ * s-th optimizer step (counting from 0 when tracing is first turned on)
+ * up to and including the next one.  Step s is traced when
+ * s % step_rate == 0; in the k-th traced step (k = s / step_rate) a
+ * module of index i (torch_names.h) is traced when
+ * (i + k) % module_rate == 0.
+ *
+ * Threads: everything but torch_hooks_pop_* with the GIL held.  The pops
+ * run on the recorder thread, without it (torch_ring.h).
+ */
+#ifndef TORCH_HOOKS_H
+#define TORCH_HOOKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "watch.h"
+
+#define TORCH_DEPTH_MAX 256	 /* nested module calls tracked */
+#define TORCH_BWD_MAX 8192	 /* backward slots per step */
+#define TORCH_TRACE_RING (1u << 16) /* records waiting for the recorder */
+#define TORCH_VAR_RING 1024
+#define TORCH_VALUE_MAX 1024	 /* bytes of a watched value's text */
+
+enum torch_stage { TORCH_FORWARD = 0, TORCH_BACKWARD, TORCH_STEP };
+
+struct torch_trace_rec {
+	int64_t step, seq, rank;
+	int32_t module; /* torch_names id */
+	int32_t stage;	/* enum torch_stage */
+	double duration, offset; /* seconds */
+	double mem[4];	/* MB: allocated, max_allocated, cached, max_cached */
+};
+
+struct torch_var_rec {
+	int64_t step;
+	int is_num;
+	double num;
+	char func[WATCH_FUNC_MAX];
+	char name[WATCH_NAME_MAX];
+	char value[TORCH_VALUE_MAX];
+};
+
+struct torch_opts {
+	int64_t step_rate, module_rate;
+	int backward;
+	int repr_max;
+	struct watch_list watch;
+};
+
+struct torch_hooks_info {
+	int installed;
+	int64_t step;		/* the step running now */
+	int traced;		/* is it traced */
+	int modules;		/* modules named so far */
+	const char *step_hook;	/* how steps are detected */
+	uint64_t dropped;	/* records lost to a full ring */
+};
+
+/* Makes the rings.  On the agent thread, before any GIL thread or
+ * recorder runs; idempotent (a forked child's new agent keeps the rings
+ * the hooks it inherited write to).  0 or -ENOMEM. */
+int torch_hooks_init(void);
+
+/* Is torch imported far enough to hook (GIL)?  0 yes, -EAGAIN not yet
+ * (not imported, or being imported). */
+int torch_hooks_ready(void);
+
+/* Installs the hooks with o (or updates o when installed).  GIL.
+ * Returns 0, or a negative errno with err (nothing is left installed). */
+int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen);
+
+/* Removes every hook and drops the module cache.  GIL.  Idempotent. */
+void torch_hooks_remove(void);
+
+/* What the hooks do now, from values they publish as they go: any
+ * thread, no GIL (a snapshot that may be a step behind). */
+void torch_hooks_info(struct torch_hooks_info *out);
+
+/* Recorder thread: the next record, 0 or -EAGAIN. */
+int torch_hooks_pop_trace(struct torch_trace_rec *rec);
+int torch_hooks_pop_var(struct torch_var_rec *rec);
+
+#endif

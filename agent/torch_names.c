@@ -1,0 +1,268 @@
+/*
+ * torch_names: module names cached per module object.  See torch_names.h.
+ */
+#include "torch_names.h"
+
+#include <Python.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOTS (2 * TORCH_MODULES_MAX) /* open addressing, half full at most */
+#define NAME_SLOTS (2 * TORCH_NAMES_MAX)
+
+struct entry {
+	PyObject *key; /* the module's address (not a reference) */
+	PyObject *wr;  /* a weak reference to it, owned */
+	struct torch_module m;
+};
+
+static struct entry *table;
+static _Atomic int nentries; /* read by torch_names_modules anywhere */
+static int32_t next_index;
+
+/* Interned names: written under the GIL, read by any thread below the
+ * published count; a text never moves or goes. */
+static char *texts[TORCH_NAMES_MAX];
+static _Atomic int32_t ntexts;
+static int32_t *name_slots; /* id + 1, 0 = empty */
+
+static uint64_t hash_ptr(const void *p)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static int ensure_tables(void)
+{
+	if (!table)
+		table = calloc(SLOTS, sizeof(*table));
+	if (!name_slots)
+		name_slots = calloc(NAME_SLOTS, sizeof(*name_slots));
+	if (!table || !name_slots)
+		return -ENOMEM;
+	if (atomic_load(&ntexts) == 0) {
+		texts[0] = strdup("(other)");
+		if (!texts[0])
+			return -ENOMEM;
+		atomic_store_explicit(&ntexts, 1, memory_order_release);
+	}
+	return 0;
+}
+
+int32_t torch_names_intern(const char *name)
+{
+	char buf[TORCH_NAME_LEN];
+	int32_t n = atomic_load_explicit(&ntexts, memory_order_relaxed);
+	uint64_t h;
+
+	if (ensure_tables())
+		return TORCH_NAME_OTHER;
+	n = atomic_load_explicit(&ntexts, memory_order_relaxed);
+	snprintf(buf, sizeof(buf), "%s", name);
+	h = hash_str(buf);
+	for (uint64_t i = 0; i < NAME_SLOTS; i++) {
+		int32_t *slot = &name_slots[(h + i) & (NAME_SLOTS - 1)];
+		if (*slot == 0) {
+			if (n >= TORCH_NAMES_MAX)
+				return TORCH_NAME_OTHER;
+			texts[n] = strdup(buf);
+			if (!texts[n])
+				return TORCH_NAME_OTHER;
+			*slot = n + 1;
+			atomic_store_explicit(&ntexts, n + 1,
+					      memory_order_release);
+			return n;
+		}
+		if (strcmp(texts[*slot - 1], buf) == 0)
+			return *slot - 1;
+	}
+	return TORCH_NAME_OTHER;
+}
+
+const char *torch_names_text(int32_t id)
+{
+	int32_t n = atomic_load_explicit(&ntexts, memory_order_acquire);
+
+	if (id < 0 || id >= n)
+		return "(other)";
+	return texts[id];
+}
+
+static struct entry *find(PyObject *module)
+{
+	uint64_t h = hash_ptr(module);
+
+	for (uint64_t i = 0; i < SLOTS; i++) {
+		struct entry *e = &table[(h + i) & (SLOTS - 1)];
+		if (!e->key || e->key == module)
+			return e;
+	}
+	return NULL;
+}
+
+/* Is e a live entry for module? */
+static int valid(const struct entry *e, PyObject *module)
+{
+	return e && e->key == module && e->wr &&
+	       PyWeakref_GetObject(e->wr) == module;
+}
+
+/* Rebuilds the table without the entries of dead modules. */
+static void sweep(void)
+{
+	struct entry *old = table;
+
+	table = calloc(SLOTS, sizeof(*table));
+	if (!table) {
+		table = old;
+		return;
+	}
+	nentries = 0;
+	for (int i = 0; i < SLOTS; i++) {
+		struct entry *e = &old[i], *n;
+		if (!e->key)
+			continue;
+		if (!e->wr || PyWeakref_GetObject(e->wr) != e->key) {
+			Py_XDECREF(e->wr);
+			continue;
+		}
+		n = find(e->key);
+		*n = *e;
+		nentries++;
+	}
+	free(old);
+}
+
+/* Caches module as name; fills out whether cached or not. */
+static void add(PyObject *module, const char *name, struct torch_module *out)
+{
+	struct entry *e = find(module);
+	PyObject *wr;
+	int fresh = 0;
+
+	out->name = torch_names_intern(name);
+	out->index = next_index++;
+	if (e && e->key == module) { /* a dead module's entry: reuse it */
+		Py_CLEAR(e->wr);
+	} else {
+		if (nentries >= TORCH_MODULES_MAX) {
+			sweep();
+			e = find(module);
+		}
+		if (!e || nentries >= TORCH_MODULES_MAX)
+			return;
+		nentries++;
+		fresh = 1;
+	}
+	wr = PyWeakref_NewRef(module, NULL);
+	if (!wr) {
+		/* Not cached: without a weak reference a successor at the
+		 * same address could not be told from it.  A reused entry
+		 * keeps its key (probe chains pass through it). */
+		PyErr_Clear();
+		if (fresh) {
+			e->key = NULL;
+			nentries--;
+		}
+		return;
+	}
+	e->key = module;
+	e->wr = wr;
+	e->m = *out;
+}
+
+static const char *class_name(PyObject *o)
+{
+	const char *n = Py_TYPE(o)->tp_name, *dot = strrchr(n, '.');
+
+	return dot ? dot + 1 : n;
+}
+
+/* Names every module under root that has no name yet. */
+static void walk(PyObject *root)
+{
+	PyObject *gen, *item;
+	struct torch_module m;
+	int count = 0;
+
+	gen = PyObject_CallMethod(root, "named_modules", NULL);
+	PyObject *it = gen ? PyObject_GetIter(gen) : NULL;
+	Py_XDECREF(gen);
+	while (it && count++ < TORCH_MODULES_MAX && (item = PyIter_Next(it))) {
+		PyObject *name = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2
+					 ? PyTuple_GET_ITEM(item, 0) : NULL;
+		PyObject *mod = name ? PyTuple_GET_ITEM(item, 1) : NULL;
+		const char *text = name && PyUnicode_Check(name)
+					   ? PyUnicode_AsUTF8(name) : NULL;
+		if (text && mod && !valid(find(mod), mod))
+			add(mod, *text ? text : class_name(mod), &m);
+		Py_DECREF(item);
+	}
+	Py_XDECREF(it);
+	PyErr_Clear();
+}
+
+int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
+		       struct torch_module *out)
+{
+	char name[TORCH_NAME_LEN];
+	struct entry *e;
+
+	if (ensure_tables()) {
+		out->name = TORCH_NAME_OTHER;
+		out->index = 0;
+		return -ENOMEM;
+	}
+	e = find(module);
+	if (valid(e, module)) {
+		*out = e->m;
+		return 0;
+	}
+	if (!_Py_IsFinalizing()) {
+		walk(root ? root : module);
+		e = find(module);
+		if (valid(e, module)) {
+			*out = e->m;
+			return 0;
+		}
+	}
+	if (root)
+		snprintf(name, sizeof(name), "%s.%s", torch_names_text(parent),
+			 class_name(module));
+	else
+		snprintf(name, sizeof(name), "%s", class_name(module));
+	add(module, name, out);
+	return 0;
+}
+
+void torch_names_clear(void)
+{
+	if (!table)
+		return;
+	for (int i = 0; i < SLOTS; i++)
+		Py_CLEAR(table[i].wr);
+	memset(table, 0, SLOTS * sizeof(*table));
+	nentries = 0;
+	next_index = 0;
+}
+
+int torch_names_modules(void)
+{
+	return nentries;
+}
