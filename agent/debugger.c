@@ -273,8 +273,17 @@ static struct pframe *capture(PyFrameObject *f, PyObject *tb, size_t *n)
 		for (; t && k < DEBUGGER_FRAMES_MAX; t = t->tb_next, k++) {
 			PyCodeObject *co = PyFrame_GetCode(t->tb_frame);
 
+			/* tb_lineno is computed lazily by its getter in
+			 * later 3.11 releases (the field stays -1). */
+			PyObject *ln = PyObject_GetAttrString((PyObject *)t,
+							      "tb_lineno");
+
 			fr[k].obj = Py_NewRef((PyObject *)t->tb_frame);
-			fr[k].line = t->tb_lineno;
+			fr[k].line = ln && PyLong_Check(ln)
+					     ? (int)PyLong_AsLong(ln)
+					     : t->tb_lineno;
+			Py_XDECREF(ln);
+			PyErr_Clear();
 			fr[k].func = utf8_dup(co->co_qualname);
 			fr[k].file = utf8_dup(co->co_filename);
 			Py_DECREF(co);
@@ -568,7 +577,7 @@ static char *exc_text(PyObject *value)
 
 static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 {
-	PyObject *type, *value, *tb;
+	PyObject *type, *value, *tb, *cur;
 	char *text;
 	int cmd;
 
@@ -585,6 +594,13 @@ static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 	    PyErr_GivenExceptionMatches(type, PyExc_GeneratorExit) ||
 	    !PyExceptionInstance_Check(value))
 		return 0;
+	/* In 3.11 the traceback is attached to the value later, when it is
+	 * caught; exceptionInfo wants it now (the same object it will get). */
+	cur = PyException_GetTraceback(value);
+	if (!cur)
+		PyException_SetTraceback(value, tb);
+	Py_XDECREF(cur);
+	PyErr_Clear();
 	text = exc_text(value);
 	cmd = pause_here(ts, f, NULL, "exception", NULL, 0, text, value,
 			 "always");
@@ -804,6 +820,11 @@ int debugger_attach(uint64_t session, char *err, size_t errlen)
 			 "process (session %llu); only one at a time",
 			 (unsigned long long)owner);
 		rc = -EBUSY;
+	} else if (!owner && cleanup_pending) {
+		snprintf(err, errlen,
+			 "the previous debug session is still "
+			 "being cleaned up; try again");
+		rc = -EAGAIN;
 	} else if (!owner) {
 		owner = session;
 		atomic_store(&active, 1);
@@ -905,7 +926,8 @@ static void cleanup_with_gil(void)
 
 	pthread_mutex_lock(&lock);
 	todo = cleanup_pending && !atomic_load(&active);
-	cleanup_pending = 0;
+	if (todo)
+		cleanup_pending = 0;
 	pthread_mutex_unlock(&lock);
 	if (!todo)
 		return;

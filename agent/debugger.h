@@ -52,7 +52,9 @@ enum debugger_cmd {
 };
 
 /* Any thread.  Makes session the debugger.  Returns 0 (also when it is
- * already), or -EBUSY with err when another session is attached. */
+ * already), or with err -EBUSY when another session is attached, -EAGAIN
+ * while the previous session's cleanup is pending (debugger_cleanup()
+ * first). */
 int debugger_attach(uint64_t session, char *err, size_t errlen);
 
 /* Is session the attached debugger? */
@@ -74,8 +76,9 @@ void debugger_detach(uint64_t session);
 struct server;
 int debugger_register(struct server *srv);
 
-/* Worker thread: takes the GIL (bounded) to finish a detach now.  Used
- * by attach and by the cleanup job. */
+/* Worker thread: takes the GIL (bounded) to finish a detach now, if one
+ * is pending.  Used before attach and by the cleanup job.  Returns 0 or
+ * -ETIMEDOUT etc. with err. */
 int debugger_cleanup(char *err, size_t errlen);
 
 /*

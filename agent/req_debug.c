@@ -40,20 +40,17 @@ static void run_attach(struct request *req)
 	char err[256];
 	int rc;
 
+	/* Whatever a previous session left is removed before this one
+	 * sets anything. */
+	if (!debugger_is_attached(req->session) &&
+	    debugger_cleanup(err, sizeof(err))) {
+		request_fail(req, 1, "cannot attach yet: the previous debug "
+			     "session is still being cleaned up (%s)", err);
+		return;
+	}
 	rc = debugger_attach(req->session, err, sizeof(err));
 	if (rc) {
 		request_fail(req, 1, "%s", err);
-		return;
-	}
-	/* Whatever a previous session left is removed before this one
-	 * sets anything. */
-	rc = debugger_cleanup(err, sizeof(err));
-	if (rc) {
-		debugger_detach(req->session);
-		request_fail(req, 1,
-			     "cannot attach yet: the previous debug "
-			     "session is still being cleaned up (%s)",
-			     err);
 		return;
 	}
 	request_ok(req);

@@ -1,0 +1,264 @@
+"""The debugger's cost where breakpoints are not, side by side with debugpy.
+
+A CPU-bound pure-Python workload (recursive calls, loops, method calls,
+dict updates: tests/bench/debug_workload.py) is timed in rounds inside its
+process (CPU time of the main thread, median of the rounds) in these
+situations, each in a fresh process, repeated with the order rotating:
+
+  plain        python3 work.py, no agent, no debugger
+  probing      PROBING=1; a DAP client attaches and sets one breakpoint in
+               a file the script never runs (not even imports); then the
+               same with the breakpoint in a module the script imports but
+               whose function with the breakpoint it never calls; then the
+               client disconnects and the rounds after that show the idle
+               cost after disconnect
+  debugpy      python3 -m debugpy --listen; the same client, the same
+               breakpoint in the file never run
+
+Ratios are against plain.  The client is the same small DAP client for
+both debuggers (initialize, attach, setBreakpoints, configurationDone).
+
+Usage: PROBING_BUILD=build /usr/bin/python3 tests/bench/debug_overhead.py
+       [--repeats 3] [--rounds 7] [--python /usr/bin/python3]
+Prints a Markdown table (paste into docs/benchmarks.md).
+"""
+import argparse
+import itertools
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+HELPERS = '''
+def never_called(x):
+    y = x + 1
+    return y * 2   # the breakpoint
+'''
+
+OTHER = '''
+def elsewhere():
+    return 42   # the breakpoint in a file never run
+'''
+
+
+class Client:
+    """A minimal DAP client over TCP (the same for both debuggers)."""
+
+    def __init__(self, port, timeout=60):
+        deadline = time.time() + timeout
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.sock.settimeout(None)
+        self.seq = itertools.count(1)
+        self.buf = b""
+        self.cond = threading.Condition()
+        self.msgs = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        while True:
+            try:
+                d = self.sock.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            self.buf += d
+            while b"\r\n\r\n" in self.buf:
+                head, rest = self.buf.split(b"\r\n\r\n", 1)
+                n = int(head.split(b":")[1])
+                if len(rest) < n:
+                    break
+                with self.cond:
+                    self.msgs.append(json.loads(rest[:n]))
+                    self.cond.notify_all()
+                self.buf = rest[n:]
+
+    def send(self, command, args=None):
+        seq = next(self.seq)
+        body = json.dumps({"seq": seq, "type": "request", "command": command,
+                           "arguments": args or {}}).encode()
+        self.sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return seq
+
+    def wait(self, pred, timeout=60):
+        with self.cond:
+            ok = self.cond.wait_for(lambda: any(pred(m) for m in self.msgs), timeout)
+            if not ok:
+                raise RuntimeError("no answer: %r" % self.msgs[-5:])
+            m = next(m for m in self.msgs if pred(m))
+            self.msgs.remove(m)
+            return m
+
+    def request(self, command, args=None, timeout=60):
+        seq = self.send(command, args)
+        r = self.wait(lambda m: m.get("type") == "response" and m.get("request_seq") == seq, timeout)
+        if not r.get("success"):
+            raise RuntimeError("%s failed: %s" % (command, r.get("message")))
+        return r
+
+    def attach_with_breakpoint(self, path, line):
+        self.request("initialize", {"adapterID": "bench", "linesStartAt1": True,
+                                    "columnsStartAt1": True, "pathFormat": "path"})
+        aseq = self.send("attach", {"justMyCode": False})
+        self.wait(lambda m: m.get("type") == "event" and m.get("event") == "initialized")
+        self.set_breakpoint(path, line)
+        self.request("configurationDone")
+        self.wait(lambda m: m.get("type") == "response" and m.get("request_seq") == aseq)
+
+    def set_breakpoint(self, path, line):
+        r = self.request("setBreakpoints", {"source": {"path": path},
+                                            "breakpoints": [{"line": line}]})
+        return r["body"]["breakpoints"][0]
+
+    def close(self):
+        try:
+            self.request("disconnect", {}, timeout=10)
+        except Exception:
+            pass
+        self.sock.close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Target:
+    def __init__(self, argv, env, cwd):
+        self.p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.expect("ready")
+
+    def expect(self, word):
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("target ended before %r" % word)
+            if line.startswith(word):
+                return line
+
+    def rounds(self, n):
+        self.p.stdin.write("%d\n" % n)
+        self.p.stdin.flush()
+        line = self.expect("TIMES")
+        return [float(x) for x in line.split()[1:]]
+
+    def stop(self):
+        try:
+            self.p.stdin.close()
+            self.p.wait(timeout=30)
+        except Exception:
+            self.p.kill()
+            self.p.wait()
+
+
+def setup(dirname):
+    shutil.copy(os.path.join(HERE, "debug_workload.py"), os.path.join(dirname, "work.py"))
+    with open(os.path.join(dirname, "helpers.py"), "w") as f:
+        f.write(HELPERS)
+    with open(os.path.join(dirname, "other.py"), "w") as f:
+        f.write(OTHER)
+    return (os.path.join(dirname, "work.py"), os.path.join(dirname, "helpers.py"),
+            os.path.join(dirname, "other.py"))
+
+
+def env(extra):
+    e = dict(os.environ)
+    for k in ("PROBING", "PROBING_PORT", "PROBING_LISTEN"):
+        e.pop(k, None)
+    e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
+    e["PYTHONUNBUFFERED"] = "1"
+    e.update(extra)
+    return e
+
+
+def run_plain(py, d, rounds):
+    work, _, _ = setup(d)
+    t = Target([py, work], env({}), d)
+    r = {"plain": t.rounds(rounds)}
+    t.stop()
+    return r
+
+
+def run_probing(py, d, rounds):
+    work, helpers, other = setup(d)
+    port = free_port()
+    t = Target([py, work], env({"PROBING": "1", "PROBING_PORT": str(port)}), d)
+    r = {"probing idle (attached never)": t.rounds(rounds)}
+    c = Client(port)
+    c.attach_with_breakpoint(other, 3)
+    r["probing, breakpoint in a file never run"] = t.rounds(rounds)
+    c.request("setBreakpoints", {"source": {"path": other}, "breakpoints": []})
+    c.set_breakpoint(helpers, 4)
+    r["probing, breakpoint in an imported function never called"] = t.rounds(rounds)
+    c.close()
+    time.sleep(0.5)
+    r["probing, after disconnect"] = t.rounds(rounds)
+    t.stop()
+    return r
+
+
+def run_debugpy(py, d, rounds):
+    work, helpers, other = setup(d)
+    port = free_port()
+    t = Target([py, "-m", "debugpy", "--listen", "127.0.0.1:%d" % port, work], env({}), d)
+    c = Client(port)
+    c.attach_with_breakpoint(other, 3)
+    r = {"debugpy, breakpoint in a file never run": t.rounds(rounds)}
+    c.request("setBreakpoints", {"source": {"path": other}, "breakpoints": []})
+    c.set_breakpoint(helpers, 4)
+    r["debugpy, breakpoint in an imported function never called"] = t.rounds(rounds)
+    c.close()
+    t.stop()
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--no-debugpy", action="store_true")
+    a = ap.parse_args()
+    runs = [run_plain, run_probing] + ([] if a.no_debugpy else [run_debugpy])
+    samples = {}
+    for rep in range(a.repeats):
+        order = runs[rep % len(runs):] + runs[:rep % len(runs)]
+        for fn in order:
+            with tempfile.TemporaryDirectory() as d:
+                for k, v in fn(a.python, d, a.rounds).items():
+                    samples.setdefault(k, []).extend(v)
+    base = statistics.median(samples["plain"])
+    print("Result, %s, %s, %d cores, Python %s:\n" % (
+        time.strftime("%Y-%m-%d"), platform.machine(), os.cpu_count(),
+        platform.python_version()))
+    print("| situation | CPU s per round (median of %d) | vs plain |" % (a.repeats * a.rounds))
+    print("|---|---|---|")
+    for k, v in samples.items():
+        m = statistics.median(v)
+        print("| %s | %.4f | %.2fx |" % (k, m, m / base))
+
+
+if __name__ == "__main__":
+    main()

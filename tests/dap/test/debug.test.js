@@ -1,0 +1,487 @@
+'use strict';
+// The debugger over DAP, as VS Code drives it: attach, breakpoints (lines,
+// conditions, hit counts, logpoints, files not loaded yet, functions,
+// exceptions), pause/continue/step, scopes/variables/setVariable, evaluate
+// in frames, completions, exceptionInfo, and every way a session ends.
+// One target per Python; each test attaches, and detaches at its end, so
+// each also checks that the previous one left nothing behind.
+
+const { describe, it, before, after, afterEach } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('fs');
+const path = require('path');
+const { PYTHONS, spawnTarget, request, failed, succeeded, sleep } = require('../lib/target');
+const { attach, topFrame, vars, locals } = require('../lib/debug');
+
+const SCRIPT = `\
+import os, sys, threading, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+state = {"i": 0, "imported": False, "raise": False, "died": False}
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+        self.tag = "box"
+
+
+def compute(i):
+    total = i * 2  # @compute
+    items = list(range(i % 5 + 1))
+    box = Box(total)
+
+    return total + len(items)  # @return
+
+
+def maybe_raise(i):
+    if state["raise"]:
+        try:
+            raise ValueError("bad value %d" % i)  # @raise
+        except ValueError:
+            pass
+
+
+def spin(ev):
+    n = 0
+    while not ev.is_set():
+        n += 1  # @spin
+        time.sleep(0.005)
+
+
+def die():
+    secret = 41
+    return secret // 0  # @die
+
+
+ev = threading.Event()
+threading.Thread(target=spin, args=(ev,), name="spinner", daemon=True).start()
+big = list(range(100000))
+table = {"k%d" % i: i for i in range(300)}
+print("ready", flush=True)
+while True:
+    here = os.listdir(".")  # no exceptions raised here, unlike os.path.exists
+    state["i"] += 1
+    v = compute(state["i"])  # @call
+    maybe_raise(state["i"])
+    if "import_now" in here and not state["imported"]:
+        import lazymod
+        state["imported"] = True
+    if state["imported"]:
+        lazymod.f(state["i"])
+    if "die_now" in here and not state["died"]:
+        state["died"] = True
+        threading.Thread(target=die, name="dier").start()
+    if state["i"] % 100 == 0:
+        print("tick", state["i"], flush=True)
+    time.sleep(0.002)
+`;
+
+const LAZY = `\
+def f(i):
+    doubled = i * 2
+    return doubled  # @lazy
+`;
+
+// Counts main-loop iterations seen by the target, read through evaluate on
+// a fresh client (any session may evaluate).
+async function iterations(target) {
+	const dc = await target.client();
+	const r = await dc.evaluateRequest({ expression: 'state["i"]', context: 'repl' });
+	dc.stopAdapter();
+	return Number(r.body.result);
+}
+
+async function keepsRunning(target) {
+	const a = await iterations(target);
+	await sleep(300);
+	const b = await iterations(target);
+	assert.ok(b > a, `the target runs on (${a} -> ${b} iterations)`);
+}
+
+for (const py of PYTHONS) {
+	describe(`debugger (${py.label} Python)`, { skip: py.skip }, () => {
+		let target;
+		let lazyPath;
+		const clients = [];
+
+		async function client() {
+			const dc = await target.client();
+			clients.push(dc);
+			return dc;
+		}
+
+		before(async () => {
+			target = await spawnTarget(py.exe, SCRIPT, { ready: 'ready' });
+			lazyPath = path.join(target.dir, 'lazymod.py');
+			fs.writeFileSync(lazyPath, LAZY);
+		});
+
+		after(async () => {
+			if (target) await target.stop();
+		});
+
+		afterEach(async () => {
+			// However a test ended, its sessions end (a dropped
+			// connection resumes the target and removes everything).
+			for (const dc of clients.splice(0)) {
+				try { dc.stopAdapter(); } catch (e) { /* closed */ }
+			}
+			await sleep(50);
+		});
+
+		it('attach flow, capabilities, a breakpoint hit, threads and stack', async () => {
+			const dc = await client();
+			const line = target.line('# @compute');
+			const { log, caps, breakpoints } = await attach(dc, { bps: { [target.script]: [line] } });
+			for (const c of ['supportsConfigurationDoneRequest', 'supportsConditionalBreakpoints',
+				'supportsHitConditionalBreakpoints', 'supportsLogPoints', 'supportsFunctionBreakpoints',
+				'supportsSetVariable', 'supportsEvaluateForHovers', 'supportsCompletionsRequest',
+				'supportsExceptionInfoRequest']) {
+				assert.equal(caps[c], true, c);
+			}
+			assert.deepEqual(caps.exceptionBreakpointFilters.map((f) => f.filter), ['raised', 'uncaught']);
+			assert.equal(caps.supportsStepBack, false);
+			assert.equal(breakpoints[target.script][0].verified, true);
+			assert.equal(breakpoints[target.script][0].line, line);
+
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'breakpoint');
+			assert.equal(stop.body.threadId, target.pid);
+			assert.equal(stop.body.allThreadsStopped, true);
+			assert.deepEqual(stop.body.hitBreakpointIds, [breakpoints[target.script][0].id]);
+
+			const st = await dc.stackTraceRequest({ threadId: target.pid });
+			assert.deepEqual(st.body.stackFrames.map((f) => [f.name, f.line]),
+				[['compute', line], ['<module>', target.line('# @call')]]);
+			assert.equal(st.body.stackFrames[0].source.path, target.script);
+			assert.equal(st.body.totalFrames, 2);
+			const page = await dc.stackTraceRequest({ threadId: target.pid, startFrame: 1, levels: 1 });
+			assert.equal(page.body.stackFrames[0].id, st.body.stackFrames[1].id, 'frame ids are stable while paused');
+
+			// The other thread stops at its next line (all-stop).
+			let threads;
+			for (let k = 0; k < 100; k++) {
+				threads = (await dc.threadsRequest()).body.threads;
+				if (!threads.some((t) => t.name.endsWith('(running)'))) break;
+				await sleep(20);
+			}
+			const names = threads.map((t) => t.name).sort();
+			assert.deepEqual(names, ['MainThread', 'spinner']);
+			const spinner = threads.find((t) => t.name === 'spinner');
+			const sf = await topFrame(dc, spinner.id);
+			assert.equal(sf.name, 'spin');
+
+			// Continue: the same breakpoint again, one iteration later.
+			const i1 = Number((await locals(dc, target.pid)).get('i').value);
+			const again = log.next('stopped');
+			const c = await dc.continueRequest({ threadId: target.pid });
+			assert.equal(c.body.allThreadsContinued, true);
+			await again;
+			const i2 = Number((await locals(dc, target.pid)).get('i').value);
+			assert.equal(i2, i1 + 1);
+			await dc.disconnectRequest({});
+			await keepsRunning(target);
+		});
+
+		it('breakpoint lines: moved to code, unverified with reasons', async () => {
+			const dc = await client();
+			const blank = target.line('# @return') - 1;
+			const { breakpoints } = await attach(dc, {
+				bps: {
+					[target.script]: [blank, 100000, { line: target.line('# @compute'), condition: 'i ==' }],
+					[path.join(target.dir, 'missing.py')]: [3],
+				},
+			});
+			const [moved, past, bad] = breakpoints[target.script];
+			assert.equal(moved.verified, true);
+			assert.equal(moved.line, target.line('# @return'), 'a blank line moves to the next line with code');
+			assert.equal(past.verified, false);
+			assert.match(past.message, /no code at or after line 100000/);
+			assert.equal(bad.verified, false);
+			assert.match(bad.message, /condition/);
+			const missing = breakpoints[path.join(target.dir, 'missing.py')][0];
+			assert.equal(missing.verified, false);
+			assert.match(missing.message, /cannot read .*missing\.py/);
+			failed(assert, await request(dc, 'setBreakpoints', { source: { path: 'relative.py' }, breakpoints: [] }),
+				'a relative path');
+			failed(assert, await request(dc, 'setBreakpoints', { source: {}, breakpoints: [] }), 'no path');
+			failed(assert, await request(dc, 'setBreakpoints', { source: { path: target.script }, breakpoints: [{}] }),
+				'a breakpoint without a line');
+			await dc.disconnectRequest({});
+		});
+
+		it('conditions, hit counts and logpoints', async () => {
+			const dc = await client();
+			const line = target.line('# @compute');
+			const ret = target.line('# @return');
+			const { log } = await attach(dc, {
+				bps: { [target.script]: [{ line, condition: 'i % 7 == 3' }, { line: ret, logMessage: 'total={total} items={len(items)} {{literal}}' }] },
+			});
+			const out = await log.next('output', (e) => e.body.category === 'console');
+			assert.match(out.body.output, /^total=\d+ items=\d \{literal\}\n$/);
+			assert.equal(out.body.source.path, target.script);
+			assert.equal(out.body.line, ret);
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'breakpoint');
+			const i = Number((await locals(dc, target.pid)).get('i').value);
+			assert.equal(i % 7, 3, 'stopped where the condition holds');
+
+			// A hit count: the third hit from now (plain N means ==N).
+			log.clear('stopped');
+			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, hitCondition: '3' }] });
+			const next = log.next('stopped');
+			await dc.continueRequest({ threadId: target.pid });
+			await next;
+			const j = Number((await locals(dc, target.pid)).get('i').value);
+			assert.equal(j, i + 3, 'stopped on the third hit');
+			const bad = await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, hitCondition: 'often' }] });
+			assert.equal(bad.body.breakpoints[0].verified, false);
+			assert.match(bad.body.breakpoints[0].message, /hit condition/);
+			// A condition that raises stops, and says why.
+			log.clear();
+			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, condition: 'undefined_xyz > 1' }] });
+			const raised = log.next('stopped');
+			await dc.continueRequest({ threadId: target.pid });
+			await raised;
+			const why = await log.next('output', (e) => e.body.category === 'stderr');
+			assert.match(why.body.output, /NameError/);
+			await dc.disconnectRequest({});
+		});
+
+		it('a breakpoint in a module not imported yet takes effect when it runs', async () => {
+			const dc = await client();
+			const line = LAZY.split('\n').findIndex((l) => l.includes('# @lazy')) + 1;
+			const { log, breakpoints } = await attach(dc, { bps: { [lazyPath]: [line] } });
+			const bp = breakpoints[lazyPath][0];
+			assert.equal(bp.verified, false);
+			assert.match(bp.message, /not loaded yet/);
+			fs.writeFileSync(path.join(target.dir, 'import_now'), '');
+			const changed = await log.next('breakpoint');
+			assert.equal(changed.body.reason, 'changed');
+			assert.equal(changed.body.breakpoint.id, bp.id);
+			assert.equal(changed.body.breakpoint.verified, true);
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'breakpoint');
+			const f = await topFrame(dc, target.pid);
+			assert.deepEqual([f.name, f.source.path, f.line], ['f', lazyPath, line]);
+			// Now loaded: a new session sees it verified at once.
+			await dc.disconnectRequest({});
+			const dc2 = await client();
+			const again = await attach(dc2, { bps: { [lazyPath]: [line] } });
+			assert.equal(again.breakpoints[lazyPath][0].verified, true);
+			await again.log.next('stopped');
+			await dc2.disconnectRequest({});
+		});
+
+		it('function breakpoints', async () => {
+			const dc = await client();
+			const { log } = await attach(dc, { functions: ['compute'] });
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'function breakpoint');
+			const f = await topFrame(dc, target.pid);
+			assert.equal(f.name, 'compute');
+			const r = await dc.setFunctionBreakpointsRequest({ breakpoints: [{ name: 'not a name()' }] });
+			assert.equal(r.body.breakpoints[0].verified, false);
+			await dc.disconnectRequest({});
+		});
+
+		it('stepping: next, stepIn, stepOut', async () => {
+			const dc = await client();
+			const call = target.line('# @call');
+			const { log } = await attach(dc, { bps: { [target.script]: [call] } });
+			await log.next('stopped');
+			const step = async (req, want) => {
+				const s = log.next('stopped');
+				await dc[req]({ threadId: target.pid });
+				const ev = await s;
+				assert.equal(ev.body.reason, 'step');
+				const f = await topFrame(dc, target.pid);
+				assert.deepEqual([f.name, f.line], want, req);
+			};
+			// Breakpoints out of the way: only the steps stop.
+			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [] });
+			await step('stepInRequest', ['compute', target.line('# @compute')]);
+			await step('nextRequest', ['compute', target.line('# @compute') + 1]);
+			await step('stepOutRequest', ['<module>', call + 1]);
+			await step('nextRequest', ['<module>', call + 2]);
+			failed(assert, await request(dc, 'next', { threadId: 999999999 }), 'next on a thread that is not paused');
+			await dc.disconnectRequest({});
+			await keepsRunning(target);
+		});
+
+		it('pause stops every thread; continue resumes them', async () => {
+			const dc = await client();
+			const { log } = await attach(dc);
+			await sleep(100);
+			assert.equal(log.seen('stopped').length, 0, 'nothing stops without a reason');
+			await dc.pauseRequest({ threadId: target.pid });
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'pause');
+			assert.equal(stop.body.allThreadsStopped, true);
+			const a = Number((await dc.evaluateRequest({ expression: 'state["i"]', context: 'repl' })).body.result);
+			await sleep(200);
+			const b = Number((await dc.evaluateRequest({ expression: 'state["i"]', context: 'repl' })).body.result);
+			assert.equal(a, b, 'paused: the loop does not advance');
+			await dc.continueRequest({ threadId: target.pid });
+			await sleep(200);
+			const c = Number((await dc.evaluateRequest({ expression: 'state["i"]', context: 'repl' })).body.result);
+			assert.ok(c > b, 'continued');
+			await dc.disconnectRequest({});
+		});
+
+		it('scopes, variables with paging, setVariable, evaluate in a frame, completions', async () => {
+			const dc = await client();
+			const { log } = await attach(dc, { bps: { [target.script]: [target.line('# @return')] } });
+			await log.next('stopped');
+			const f = await topFrame(dc, target.pid);
+			const sc = (await dc.scopesRequest({ frameId: f.id })).body.scopes;
+			assert.deepEqual(sc.map((s) => s.name), ['Locals', 'Globals']);
+			const loc = await vars(dc, sc[0].variablesReference);
+			assert.deepEqual([...loc.keys()], ['i', 'total', 'items', 'box']);
+			assert.equal(loc.get('total').type, 'int');
+			assert.equal(loc.get('total').evaluateName, 'total');
+			const items = loc.get('items');
+			assert.ok(items.variablesReference > 0 && items.indexedVariables >= 1, JSON.stringify(items));
+			const box = await vars(dc, loc.get('box').variablesReference);
+			assert.equal(box.get('tag').value, "'box'");
+			assert.equal(box.get('tag').evaluateName, 'box.tag');
+
+			const glob = await vars(dc, sc[1].variablesReference);
+			const big = glob.get('big');
+			assert.equal(big.indexedVariables, 100000);
+			const pageOf = await vars(dc, big.variablesReference, { filter: 'indexed', start: 50000, count: 3 });
+			assert.deepEqual([...pageOf.entries()].map(([k, v]) => [k, v.value, v.evaluateName]),
+				[['50000', '50000', 'big[50000]'], ['50001', '50001', 'big[50001]'], ['50002', '50002', 'big[50002]']]);
+			const table = await vars(dc, glob.get('table').variablesReference, { filter: 'indexed', start: 10, count: 2 });
+			assert.deepEqual([...table.keys()], ["'k10'", "'k11'"]);
+			assert.equal(table.get("'k10'").evaluateName, "table['k10']");
+			assert.equal(glob.has('__builtins__'), false, 'dunder names hidden in globals');
+
+			// setVariable writes into the frame.
+			const set = await dc.setVariableRequest({ variablesReference: sc[0].variablesReference, name: 'total', value: '1000 + 1' });
+			assert.equal(set.body.value, '1001');
+			let r = await dc.evaluateRequest({ expression: 'total', frameId: f.id, context: 'watch' });
+			assert.equal(r.body.result, '1001');
+			await dc.setVariableRequest({ variablesReference: loc.get('box').variablesReference, name: 'tag', value: '"changed"' });
+			r = await dc.evaluateRequest({ expression: 'box.tag', frameId: f.id, context: 'hover' });
+			assert.equal(r.body.result, "'changed'");
+			failed(assert, await request(dc, 'setVariable', { variablesReference: sc[0].variablesReference, name: 'total', value: '1/0' }),
+				'a value that raises');
+
+			// evaluate: statements in the console change the frame.
+			r = await dc.evaluateRequest({ expression: 'total = 7\ntotal * 2', frameId: f.id, context: 'repl' });
+			assert.equal(r.body.result, '14');
+			assert.equal((await locals(dc, target.pid)).get('total').value, '7');
+			failed(assert, await request(dc, 'evaluate', { expression: 'x = 1', frameId: f.id, context: 'watch' }),
+				'a statement as a watch');
+			r = await dc.evaluateRequest({ expression: 'items', frameId: f.id, context: 'watch' });
+			assert.ok(r.body.variablesReference > 0, 'a container result can be expanded');
+			const stale = await request(dc, 'evaluate', { expression: '1', frameId: 12345 });
+			failed(assert, stale, 'a frame id that is not a paused frame');
+
+			// Completions in the frame's namespace.
+			const comp = await dc.completionsRequest({ text: 'ite', column: 4, frameId: f.id });
+			assert.ok(comp.body.targets.some((t) => t.label === 'items'), JSON.stringify(comp.body.targets));
+			const dot = await dc.completionsRequest({ text: 'x = items.app', column: 14, frameId: f.id });
+			assert.deepEqual(dot.body.targets.map((t) => [t.label, t.text, t.start, t.length]),
+				[['append', 'items.append', 4, 9]]);
+
+			// After a resume, old references are refused.
+			const s2 = log.next('stopped');
+			await dc.continueRequest({ threadId: target.pid });
+			await s2;
+			failed(assert, await request(dc, 'variables', { variablesReference: sc[0].variablesReference }), 'a stale reference');
+			await dc.disconnectRequest({});
+		});
+
+		it('exception breakpoints: raised, uncaught, exceptionInfo', async () => {
+			const dc = await client();
+			const { log } = await attach(dc, { exceptions: ['raised'] });
+			const ev = await dc.evaluateRequest({ expression: 'state.update({"raise": True})', context: 'repl' });
+			succeeded(assert, ev, 'turn raising on');
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'exception');
+			assert.match(stop.body.text, /ValueError: bad value/);
+			const f = await topFrame(dc, target.pid);
+			assert.deepEqual([f.name, f.line], ['maybe_raise', target.line('# @raise')]);
+			const info = await dc.exceptionInfoRequest({ threadId: target.pid });
+			assert.equal(info.body.exceptionId, 'ValueError');
+			assert.equal(info.body.breakMode, 'always');
+			assert.match(info.body.details.stackTrace, /raise ValueError/);
+			await dc.evaluateRequest({ expression: 'state.update({"raise": False})', context: 'repl' });
+
+			// Uncaught: a thread that dies stops in its frames.
+			await dc.setExceptionBreakpointsRequest({ filters: ['uncaught'] });
+			log.clear();
+			await dc.continueRequest({ threadId: target.pid });
+			fs.writeFileSync(path.join(target.dir, 'die_now'), '');
+			const died = await log.next('stopped', (e) => e.body.reason === 'exception');
+			assert.notEqual(died.body.threadId, target.pid);
+			const df = await topFrame(dc, died.body.threadId);
+			assert.deepEqual([df.name, df.line], ['die', target.line('# @die')]);
+			const dl = await locals(dc, died.body.threadId);
+			assert.equal(dl.get('secret').value, '41');
+			const di = await dc.exceptionInfoRequest({ threadId: died.body.threadId });
+			assert.equal(di.body.exceptionId, 'ZeroDivisionError');
+			assert.equal(di.body.breakMode, 'unhandled');
+			failed(assert, await request(dc, 'setExceptionBreakpoints', { filters: ['sometimes'] }), 'an unknown filter');
+			await dc.disconnectRequest({});
+			await target.waitLine('ZeroDivisionError', 10000);
+		});
+
+		it('one debugger at a time; other sessions keep working', async () => {
+			const dc = await client();
+			const { log } = await attach(dc, { bps: { [target.script]: [target.line('# @compute')] } });
+			await log.next('stopped');
+			const other = await client();
+			await other.initializeRequest({ adapterID: 'probing' });
+			const r = await request(other, 'attach', {});
+			failed(assert, r, 'a second attach');
+			assert.match(r.message, /another debugger is attached/);
+			failed(assert, await request(other, 'continue', { threadId: target.pid }), 'continue from a non-debugger');
+			failed(assert, await request(other, 'setBreakpoints', { source: { path: target.script }, breakpoints: [] }),
+				'setBreakpoints from a non-debugger');
+			// Looking is allowed.
+			const bt = await other.customRequest('probing/backtrace', {});
+			assert.ok(bt.body.threads.length >= 2);
+			const ev = await other.evaluateRequest({ expression: 'state["i"] > 0', context: 'repl' });
+			assert.equal(ev.body.result, 'True');
+			const st = await other.stackTraceRequest({ threadId: target.pid });
+			assert.equal(st.body.stackFrames[0].name, 'compute');
+			other.stopAdapter();
+			await dc.disconnectRequest({});
+		});
+
+		it('a dropped connection while paused resumes the target and removes everything', async () => {
+			const dc = await client();
+			const { log } = await attach(dc, { bps: { [target.script]: [target.line('# @compute')] }, exceptions: ['raised'] });
+			await log.next('stopped');
+			dc._socket.destroy();
+			await sleep(200);
+			await keepsRunning(target);
+			// Nothing left: a new session without breakpoints sees no stop.
+			const dc2 = await client();
+			const s2 = await attach(dc2);
+			await sleep(300);
+			assert.equal(s2.log.seen('stopped').length, 0, JSON.stringify(s2.log.seen('stopped')));
+			const tr = await dc2.evaluateRequest({ expression: '[sys.gettrace(), threading.current_thread().name]', context: 'repl' });
+			assert.match(tr.body.result, /^\[None, /);
+			await dc2.disconnectRequest({});
+		});
+
+		it('bad requests get error replies', async () => {
+			const dc = await client();
+			await attach(dc);
+			failed(assert, await request(dc, 'scopes', {}), 'scopes without frameId');
+			failed(assert, await request(dc, 'scopes', { frameId: 5 }), 'scopes of a running frame');
+			failed(assert, await request(dc, 'variables', { variablesReference: 0 }), 'variables of 0');
+			failed(assert, await request(dc, 'variables', { variablesReference: 'x' }), 'variables of a string');
+			failed(assert, await request(dc, 'setFunctionBreakpoints', {}), 'no breakpoints');
+			failed(assert, await request(dc, 'exceptionInfo', { threadId: target.pid }), 'exceptionInfo while running');
+			failed(assert, await request(dc, 'stepIn', {}), 'stepIn without a thread');
+			succeeded(assert, await request(dc, 'continue', {}), 'continue while running');
+			await dc.disconnectRequest({});
+			await keepsRunning(target);
+		});
+	});
+}
