@@ -76,6 +76,8 @@ extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_query_entry;
 extern const struct cmd_entry cmd_repl_entry;
 extern const struct cmd_entry cmd_config_entry;
+extern const struct cmd_entry cmd_flamegraph_entry;
+extern const struct cmd_entry cmd_perf_entry;
 extern const struct cmd_entry cmd_dap_entry;
 extern const struct cmd_entry cmd_inject_entry;
 extern const struct cmd_entry cmd_launch_entry;

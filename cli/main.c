@@ -16,6 +16,7 @@
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_list_entry, &cmd_backtrace_entry,
 	&cmd_eval_entry, &cmd_query_entry,
+	&cmd_flamegraph_entry, &cmd_perf_entry,
 	&cmd_repl_entry, &cmd_config_entry,
 	&cmd_dap_entry,	 &cmd_inject_entry,
 	&cmd_launch_entry, NULL,
