@@ -485,3 +485,113 @@ for (const py of PYTHONS) {
 		});
 	});
 }
+
+// Tensors, modules and arrays in the variables view (torch is on the
+// system Python only).
+const TORCH_SCRIPT = `\
+import time
+import numpy as np
+import torch
+
+torch.manual_seed(0)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 32)
+        self.fc2 = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).relu())
+
+
+def step(model, x):
+    y = model(x)  # @step
+    return y
+
+
+model = Net()
+x = torch.randn(8, 64)
+x[0, 0] = float("nan")
+x[1, 1] = float("inf")
+arr = np.arange(1000, dtype=np.float32).reshape(100, 10)
+print("ready", flush=True)
+while True:
+    step(model, x)
+    time.sleep(0.01)
+`;
+
+describe('debugger: tensors, modules, arrays (system Python, torch)', () => {
+	let target;
+
+	before(async () => {
+		target = await spawnTarget(PYTHONS[0].exe, TORCH_SCRIPT, { ready: 'ready' });
+	});
+
+	after(async () => {
+		if (target) await target.stop();
+	});
+
+	it('a tensor, its statistics and values; a module; an array', async () => {
+		const dc = await target.client();
+		const { log } = await attach(dc, { bps: { [target.script]: [target.line('# @step')] } });
+		await log.next('stopped');
+		const loc = await locals(dc, target.pid);
+		const x = loc.get('x');
+		assert.equal(x.value, 'Tensor(shape=[8, 64], dtype=float32, device=cpu)');
+		assert.equal(x.type, 'Tensor');
+		const xs = await vars(dc, x.variablesReference);
+		assert.deepEqual([...xs.keys()], ['shape', 'dtype', 'device', 'requires_grad', 'grad', 'is_leaf',
+			'numel', '[statistics]', '[values]']);
+		assert.equal(xs.get('shape').value, '[8, 64]');
+		assert.equal(xs.get('dtype').value, 'float32');
+		assert.equal(xs.get('device').value, 'cpu');
+		assert.equal(xs.get('requires_grad').value, 'False');
+		assert.equal(xs.get('grad').value, 'None');
+		assert.equal(xs.get('numel').value, '512');
+		assert.equal(xs.get('shape').evaluateName, 'x.shape');
+		const stats = await vars(dc, xs.get('[statistics]').variablesReference);
+		assert.equal(stats.get('count').value, "'512'");
+		assert.equal(stats.get('nan').value, '1');
+		assert.equal(stats.get('inf').value, '1');
+		for (const k of ['min', 'max', 'mean', 'std']) assert.ok(stats.has(k), k);
+		const values = xs.get('[values]');
+		assert.equal(values.indexedVariables, 8);
+		const rows = await vars(dc, values.variablesReference, { filter: 'indexed', start: 2, count: 2 });
+		assert.deepEqual([...rows.keys()], ['2', '3']);
+		assert.equal(rows.get('2').value, 'Tensor(shape=[64], dtype=float32, device=cpu)');
+		assert.equal(rows.get('2').evaluateName, 'x[2]');
+		const row = await vars(dc, rows.get('2').variablesReference);
+		const cells = await vars(dc, row.get('[values]').variablesReference, { filter: 'indexed', start: 0, count: 3 });
+		assert.equal(cells.size, 3);
+		assert.match(cells.get('0').value, /^-?\d+\.\d+/);
+
+		const model = loc.get('model');
+		assert.equal(model.value, 'Net(parameters=2,344, size=9.2 KiB)');
+		const ms = await vars(dc, model.variablesReference);
+		assert.deepEqual([...ms.keys()], ['[parameters]', 'training', 'fc1', 'fc2']);
+		assert.equal(ms.get('[parameters]').value, '2,344 (9.2 KiB)');
+		const fc1 = await vars(dc, ms.get('fc1').variablesReference);
+		assert.equal(fc1.get('weight').value, 'Parameter(shape=[32, 64], dtype=float32, device=cpu)');
+		assert.equal(fc1.get('weight').evaluateName, 'model.fc1.weight');
+
+		const f = await topFrame(dc, target.pid);
+		const sc = (await dc.scopesRequest({ frameId: f.id })).body.scopes;
+		const glob = await vars(dc, sc[1].variablesReference);
+		const arr = glob.get('arr');
+		assert.equal(arr.value, 'ndarray(shape=[100, 10], dtype=float32)');
+		const as = await vars(dc, arr.variablesReference);
+		const ast = await vars(dc, as.get('[statistics]').variablesReference);
+		assert.equal(ast.get('min').value, '0.0');
+		assert.equal(ast.get('max').value, '999.0');
+		assert.equal(as.get('[values]').indexedVariables, 100);
+
+		// A watch on a tensor can be expanded the same way.
+		const w = await dc.evaluateRequest({ expression: 'x * 2', frameId: f.id, context: 'watch' });
+		assert.equal(w.body.result, 'Tensor(shape=[8, 64], dtype=float32, device=cpu)');
+		assert.ok(w.body.variablesReference > 0);
+		await dc.disconnectRequest({});
+		dc.stopAdapter();
+	});
+});
