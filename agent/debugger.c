@@ -25,6 +25,7 @@
 #include <frameobject.h>
 
 #include <errno.h>
+#include <ev.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@
 #include "dap_msg.h"
 #include "debugger.h"
 #include "log.h"
+#include "pyframes.h"
 #include "pygil.h"
 #include "pyhook.h"
 #include "pystack.h"
@@ -83,6 +85,20 @@ static unsigned round_no;
 static int cleanup_pending;
 static int64_t next_frame_id = DEBUGGER_FRAME_BASE;
 static struct paused paused[DEBUGGER_PAUSED_MAX];
+static int hold_asked; /* the owner asked for debugger_hold() */
+static int hold_ms;
+static int held; /* paused, no owner, waiting for one */
+static unsigned hold_gen;
+static atomic_int hook_on;	  /* for status: pyhook_enabled(), mirrored */
+static atomic_int filters_mirror; /* for status: 1 raised | 2 uncaught */
+
+/* Loop thread only. */
+static ev_timer hold_timer, threads_timer;
+static struct ev_loop *dbg_loop;
+#define KNOWN_THREADS_MAX 4096
+static long known[KNOWN_THREADS_MAX];
+static size_t nknown;
+static uint64_t known_session;
 
 /* GIL */
 static struct step steps[STEPS_MAX];
@@ -223,6 +239,8 @@ static void update_hooks(void)
 	} else if (pyhook_enabled()) {
 		pyhook_disable();
 	}
+	atomic_store(&hook_on, pyhook_enabled());
+	atomic_store(&filters_mirror, exc_raised | exc_uncaught << 1);
 }
 
 static struct step *step_of(PyThreadState *ts)
@@ -379,6 +397,7 @@ static int pause_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 		/* All-stop: every other thread stops at its next line. */
 		pyhook_set_mode(NULL, PYHOOK_NEW | PYHOOK_CALLERS);
 		pyhook_enable();
+		atomic_store(&hook_on, 1);
 		pyhook_retrace_all(skip_own);
 	}
 	if (first || strcmp(reason, "pause"))
@@ -825,6 +844,11 @@ int debugger_attach(uint64_t session, char *err, size_t errlen)
 			 "the previous debug session is still "
 			 "being cleaned up; try again");
 		rc = -EAGAIN;
+	} else if (!owner && held) {
+		/* Takes over a stop held for it (debugger_hold). */
+		owner = session;
+		held = 0;
+		hold_gen++;
 	} else if (!owner) {
 		owner = session;
 		atomic_store(&active, 1);
@@ -892,18 +916,10 @@ static void detach_locked(void)
 	pthread_cond_broadcast(&wake);
 }
 
-void debugger_detach(uint64_t session)
+static void submit_cleanup(void)
 {
-	struct cleanup_job *j;
+	struct cleanup_job *j = calloc(1, sizeof(*j));
 
-	pthread_mutex_lock(&lock);
-	if (!session || owner != session) {
-		pthread_mutex_unlock(&lock);
-		return;
-	}
-	detach_locked();
-	pthread_mutex_unlock(&lock);
-	j = calloc(1, sizeof(*j));
 	if (!j)
 		return;
 	j->job.run = cleanup_run;
@@ -912,10 +928,207 @@ void debugger_detach(uint64_t session)
 		free(j);
 }
 
+/* Loop thread: a held stop that nobody came for ends. */
+static void on_hold_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	int expired;
+
+	(void)loop, (void)revents;
+	pthread_mutex_lock(&lock);
+	expired = held && hold_gen == (unsigned)(uintptr_t)w->data;
+	if (expired) {
+		held = 0;
+		detach_locked();
+	}
+	pthread_mutex_unlock(&lock);
+	if (expired) {
+		log_info("debugger: nobody attached to the held stop; resumed");
+		submit_cleanup();
+	}
+}
+
+void debugger_detach(uint64_t session)
+{
+	int hold = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!session || owner != session) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	if (hold_asked) {
+		/* Keep everything as it is for the next debugger. */
+		hold = hold_ms;
+		hold_asked = 0;
+		owner = 0;
+		held = 1;
+		hold_gen++;
+	} else {
+		detach_locked();
+	}
+	pthread_mutex_unlock(&lock);
+	if (hold) {
+		/* The close hook runs on the loop thread: the timer is ours. */
+		if (dbg_loop) {
+			ev_timer_stop(dbg_loop, &hold_timer);
+			ev_timer_set(&hold_timer, hold / 1000.0, 0.);
+			hold_timer.data = (void *)(uintptr_t)hold_gen;
+			ev_timer_start(dbg_loop, &hold_timer);
+		}
+		return;
+	}
+	submit_cleanup();
+}
+
+int debugger_hold(uint64_t session, int wait_ms, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!session || owner != session) {
+		snprintf(err, errlen, "not the attached debugger");
+		rc = -ENOTCONN;
+	} else {
+		hold_asked = 1;
+		hold_ms = wait_ms > 0 ? wait_ms : 1;
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+void debugger_release(uint64_t session)
+{
+	struct dap_message *ev = NULL;
+	uint64_t to = 0;
+	int was_held;
+
+	pthread_mutex_lock(&lock);
+	was_held = held;
+	if (held) {
+		held = 0;
+		detach_locked();
+	} else if (owner) {
+		pause_pending = 0;
+		stopped = 0;
+		atomic_fetch_add(&epoch, 1);
+		for (int i = 0; i < DEBUGGER_PAUSED_MAX; i++)
+			if (paused[i].used && !paused[i].cmd)
+				paused[i].cmd = DEBUGGER_CONTINUE;
+		pthread_cond_broadcast(&wake);
+		if (owner != session)
+			to = owner;
+	}
+	pthread_mutex_unlock(&lock);
+	if (was_held)
+		submit_cleanup();
+	if (to && dbg_server && (ev = dap_event_new("continued"))) {
+		cJSON_AddNumberToObject(ev->body, "threadId", 0);
+		cJSON_AddBoolToObject(ev->body, "allThreadsContinued", 1);
+		server_post_event(dbg_server, to, ev);
+	}
+}
+
+void debugger_announce(uint64_t session)
+{
+	long tid = 0;
+
+	pthread_mutex_lock(&lock);
+	if (owner == session && stopped)
+		for (int i = 0; i < DEBUGGER_PAUSED_MAX && !tid; i++)
+			if (paused[i].used && !paused[i].cmd)
+				tid = paused[i].native_id;
+	pthread_mutex_unlock(&lock);
+	if (tid)
+		post_stopped("pause", tid, 1, NULL, 0, NULL);
+}
+
+void debugger_get_status(struct debugger_status *st)
+{
+	int f = atomic_load(&filters_mirror);
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&lock);
+	st->session = owner;
+	st->held = held;
+	st->stopped = stopped;
+	for (int i = 0; i < DEBUGGER_PAUSED_MAX; i++)
+		if (paused[i].used && !paused[i].cmd)
+			st->paused[st->npaused++] = paused[i].native_id;
+	pthread_mutex_unlock(&lock);
+	st->hook = atomic_load(&hook_on);
+	st->exc_raised = f & 1;
+	st->exc_uncaught = (f >> 1) & 1;
+}
+
+/* Loop thread, twice a second: `thread` events for the attached session
+ * (thread states read without the GIL). */
+static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct pyframes_thread th[256];
+	long now[256];
+	size_t n = 0, k = 0;
+	uint64_t s;
+	char err[64];
+
+	(void)loop, (void)w, (void)revents;
+	pthread_mutex_lock(&lock);
+	s = owner;
+	pthread_mutex_unlock(&lock);
+	if (!s || pyframes_ready() ||
+	    pyframes_threads(th, 256, &n, err, sizeof(err)))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (th[i].native_id && !pygil_is_own_thread(th[i].native_id))
+			now[k++] = th[i].native_id;
+	if (s != known_session) {
+		/* A new session learns the threads from `threads`. */
+		memcpy(known, now, k * sizeof(long));
+		nknown = k;
+		known_session = s;
+		return;
+	}
+	for (size_t i = 0; i < k; i++) {
+		size_t j;
+		for (j = 0; j < nknown && known[j] != now[i]; j++)
+			;
+		if (j == nknown) {
+			struct dap_message *ev = dap_event_new("thread");
+			if (ev) {
+				cJSON_AddStringToObject(ev->body, "reason",
+							"started");
+				cJSON_AddNumberToObject(ev->body, "threadId",
+							(double)now[i]);
+				server_post_event(dbg_server, s, ev);
+			}
+		}
+	}
+	for (size_t j = 0; j < nknown; j++) {
+		size_t i;
+		for (i = 0; i < k && now[i] != known[j]; i++)
+			;
+		if (i == k) {
+			struct dap_message *ev = dap_event_new("thread");
+			if (ev) {
+				cJSON_AddStringToObject(ev->body, "reason",
+							"exited");
+				cJSON_AddNumberToObject(ev->body, "threadId",
+							(double)known[j]);
+				server_post_event(dbg_server, s, ev);
+			}
+		}
+	}
+	memcpy(known, now, k * sizeof(long));
+	nknown = k;
+}
+
 int debugger_register(struct server *srv)
 {
 	dbg_server = srv;
+	dbg_loop = server_loop(srv);
 	pyhook_init(breakpoints_code_wanted, dbg_trace);
+	ev_timer_init(&hold_timer, on_hold_timeout, 1., 0.);
+	ev_timer_init(&threads_timer, on_threads_timer, 0.5, 0.5);
+	ev_timer_start(dbg_loop, &threads_timer);
 	return server_on_close(srv, debugger_detach);
 }
 
@@ -937,6 +1150,8 @@ static void cleanup_with_gil(void)
 	exc_raised = exc_uncaught = 0;
 	set_uncaught_hooks(0);
 	pyhook_disable();
+	atomic_store(&hook_on, 0);
+	atomic_store(&filters_mirror, 0);
 	variables_reset();
 }
 
@@ -1093,6 +1308,7 @@ static void pause_gil_fn(void *arg)
 	}
 	pyhook_set_mode(NULL, PYHOOK_NEW | PYHOOK_CALLERS);
 	pyhook_enable();
+	atomic_store(&hook_on, 1);
 	pyhook_retrace_all(skip_own);
 }
 
@@ -1276,8 +1492,10 @@ PyObject *debugger_exception(long native_id, const char **mode, char *err,
 void debugger_stop(void)
 {
 	pthread_mutex_lock(&lock);
-	if (owner)
+	if (owner || held) {
+		held = 0;
 		detach_locked();
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -1294,5 +1512,9 @@ void debugger_atfork_child(void)
 	nsteps = 0;
 	atomic_store(&audit_on, 0);
 	dbg_server = NULL;
+	dbg_loop = NULL; /* the parent's loop; its timers are not ours */
+	held = hold_asked = 0;
+	nknown = 0;
+	known_session = 0;
 	pyhook_atfork_child();
 }

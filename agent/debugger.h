@@ -156,6 +156,36 @@ struct _frame *debugger_frame_object(int64_t id, char *err, size_t errlen);
 struct _object *debugger_exception(long native_id, const char **mode, char *err,
 				   size_t errlen);
 
+/*
+ * Hands the stop over to the next debugger: when session (attached) ends,
+ * the target stays paused — no resume, breakpoints kept — until another
+ * session attaches (it takes the stop over) or wait_ms pass (then the
+ * detach happens).  For `probing debug --pause`.  Any thread.  Returns 0
+ * or -ENOTCONN when session is not the attached one.
+ */
+int debugger_hold(uint64_t session, int wait_ms, char *err, size_t errlen);
+
+/* Resumes every paused thread for any session (`probing debug --resume`);
+ * the attached debugger, if another session, gets a `continued` event.  A
+ * held stop with no debugger is detached.  Never blocks. */
+void debugger_release(uint64_t session);
+
+/* For configurationDone: tells session (now attached) about a stop that
+ * was in progress before it came (a held one), with a `stopped` event. */
+void debugger_announce(uint64_t session);
+
+/* The debugger's state, for probing/debug status.  Any thread, no GIL. */
+struct debugger_status {
+	uint64_t session; /* attached session, 0 when none */
+	int held;	  /* paused, waiting for a debugger to attach */
+	int stopped;
+	long paused[DEBUGGER_PAUSED_MAX]; /* native ids of paused threads */
+	size_t npaused;
+	int hook; /* the frame-evaluation hook is installed */
+	int exc_raised, exc_uncaught;
+};
+void debugger_get_status(struct debugger_status *st);
+
 /* Agent stop (interpreter exit): detaches whatever session is attached
  * and wakes every paused thread.  Any thread. */
 void debugger_stop(void);

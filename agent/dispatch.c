@@ -19,6 +19,7 @@ static const struct handler *const handlers[] = {
 	&handler_pause, &handler_continue, &handler_next, &handler_step_in,
 	&handler_step_out, &handler_exception_info, &handler_scopes,
 	&handler_variables, &handler_set_variable, &handler_completions,
+	&handler_probing_debug,
 };
 
 const struct handler *handler_find(const char *command)

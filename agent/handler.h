@@ -69,6 +69,6 @@ extern const struct handler handler_attach, handler_configuration_done,
 	handler_set_exception_breakpoints, handler_pause, handler_continue,
 	handler_next, handler_step_in, handler_step_out,
 	handler_exception_info, handler_scopes, handler_variables,
-	handler_set_variable, handler_completions;
+	handler_set_variable, handler_completions, handler_probing_debug;
 
 #endif

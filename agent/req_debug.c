@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "agent.h"
 #include "debugger.h"
 #include "gilcall.h"
 #include "handler.h"
@@ -44,8 +46,10 @@ static void run_attach(struct request *req)
 	 * sets anything. */
 	if (!debugger_is_attached(req->session) &&
 	    debugger_cleanup(err, sizeof(err))) {
-		request_fail(req, 1, "cannot attach yet: the previous debug "
-			     "session is still being cleaned up (%s)", err);
+		request_fail(req, 1,
+			     "cannot attach yet: the previous debug "
+			     "session is still being cleaned up (%s)",
+			     err);
 		return;
 	}
 	rc = debugger_attach(req->session, err, sizeof(err));
@@ -70,6 +74,8 @@ static void run_configuration_done(struct request *req)
 	if (require_attached(req))
 		return;
 	request_ok(req);
+	/* A stop held for this debugger (probing debug --pause). */
+	debugger_announce(req->session);
 }
 
 const struct handler handler_configuration_done = {
@@ -561,4 +567,115 @@ const struct handler handler_exception_info = {
 	.command = "exceptionInfo",
 	.where = HANDLER_WORKER,
 	.run = run_exception_info,
+};
+
+/* ---- probing/debug: the CLI's view of the debugger ----------------------- */
+
+#define HOLD_DEFAULT_MS 300000
+#define HOLD_MAX_MS (24 * 3600 * 1000)
+
+static void debug_status(struct request *req)
+{
+	struct debugger_status st;
+	cJSON *body, *arr;
+
+	debugger_get_status(&st);
+	body = request_ok(req);
+	if (!body)
+		return;
+	cJSON_AddBoolToObject(body, "attached", st.session != 0);
+	cJSON_AddBoolToObject(body, "held", st.held);
+	cJSON_AddBoolToObject(body, "stopped", st.stopped);
+	cJSON_AddBoolToObject(body, "hook", st.hook);
+	arr = cJSON_AddArrayToObject(body, "pausedThreads");
+	for (size_t i = 0; arr && i < st.npaused; i++)
+		cJSON_AddItemToArray(arr,
+				     cJSON_CreateNumber((double)st.paused[i]));
+	arr = cJSON_AddArrayToObject(body, "exceptionFilters");
+	if (arr && st.exc_raised)
+		cJSON_AddItemToArray(arr, cJSON_CreateString("raised"));
+	if (arr && st.exc_uncaught)
+		cJSON_AddItemToArray(arr, cJSON_CreateString("uncaught"));
+}
+
+/* Pause now and keep the stop for the next debugger (debug --pause). */
+static void debug_pause(struct request *req)
+{
+	const char *address = NULL;
+	int64_t wait = HOLD_DEFAULT_MS;
+	char err[256], canon[256] = "";
+	cJSON *body;
+	int rc;
+
+	if (dap_arg_string(req->args, "address", &address, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_int(req->args, "waitMs", &wait, err, sizeof(err)) < 0) {
+		request_fail(req, 1, "%s", err);
+		return;
+	}
+	if (wait <= 0 || wait > HOLD_MAX_MS) {
+		request_fail(req, 1, "waitMs must be between 1 and %d",
+			     HOLD_MAX_MS);
+		return;
+	}
+	if (address &&
+	    agent_listen(address, canon, sizeof(canon), err, sizeof(err))) {
+		request_fail(req, 1, "cannot listen on %s: %s", address, err);
+		return;
+	}
+	if (!debugger_is_attached(req->session) &&
+	    debugger_cleanup(err, sizeof(err))) {
+		request_fail(req, 1,
+			     "the previous debug session is still "
+			     "being cleaned up (%s)",
+			     err);
+		return;
+	}
+	rc = debugger_attach(req->session, err, sizeof(err));
+	if (!rc)
+		rc = debugger_pause(err, sizeof(err));
+	if (!rc)
+		rc = debugger_hold(req->session, (int)wait, err, sizeof(err));
+	if (rc) {
+		request_fail(req, 1, "cannot pause: %s", err);
+		return;
+	}
+	body = request_ok(req);
+	if (!body)
+		return;
+	cJSON_AddNumberToObject(body, "pid", getpid());
+	cJSON_AddNumberToObject(body, "waitMs", (double)wait);
+	if (canon[0])
+		cJSON_AddStringToObject(body, "address", canon);
+}
+
+static void run_probing_debug(struct request *req)
+{
+	const char *action = "status";
+	char err[128];
+
+	if (dap_arg_string(req->args, "action", &action, err, sizeof(err)) <
+	    0) {
+		request_fail(req, 1, "%s", err);
+		return;
+	}
+	if (!strcmp(action, "status")) {
+		debug_status(req);
+	} else if (!strcmp(action, "pause")) {
+		debug_pause(req);
+	} else if (!strcmp(action, "resume")) {
+		debugger_release(req->session);
+		request_ok(req);
+	} else {
+		request_fail(req, 1,
+			     "unknown action '%.32s' (status, pause, "
+			     "resume)",
+			     action);
+	}
+}
+
+const struct handler handler_probing_debug = {
+	.command = "probing/debug",
+	.where = HANDLER_WORKER,
+	.run = run_probing_debug,
 };

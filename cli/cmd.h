@@ -81,6 +81,7 @@ extern const struct cmd_entry cmd_perf_entry;
 extern const struct cmd_entry cmd_dap_entry;
 extern const struct cmd_entry cmd_inject_entry;
 extern const struct cmd_entry cmd_launch_entry;
+extern const struct cmd_entry cmd_debug_entry;
 
 /* Prints "probing: <fmt>\n" to stderr.  Returns code, for `return`. */
 int cli_error(int code, const char *fmt, ...)

@@ -1,0 +1,225 @@
+"""The debugger through the real CLI: `probing debug` (state, --dump,
+--pause for an editor, --resume) and the `probing dap` bridge an editor
+launches, including the bridge killed while the target is paused."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from conftest import CLI, wait_for
+
+LOOP = """
+import threading, time
+i = 0
+
+def tick():
+    global i
+    i += 1  # @tick
+
+def side():
+    while True:
+        time.sleep(0.01)
+
+threading.Thread(target=side, name="side", daemon=True).start()
+print("ready", flush=True)
+while True:
+    tick()
+    time.sleep(0.005)
+"""
+
+
+def line_of(t, marker):
+    with open(t.script) as f:
+        for n, text in enumerate(f, 1):
+            if marker in text:
+                return n
+    raise AssertionError(marker)
+
+
+def counter(cli, t):
+    r = cli("eval", "i", target=t.pid)
+    assert r.rc == 0, r
+    return int(r.out.strip())
+
+
+def runs(cli, t):
+    a = counter(cli, t)
+    time.sleep(0.3)
+    return counter(cli, t) > a
+
+
+def status(cli, t):
+    r = cli("debug", "-f", "json", target=t.pid)
+    assert r.rc == 0, r
+    return r.json()
+
+
+def start(spawn, python):
+    t = spawn(python, LOOP)
+    t.wait_agent()
+    t.wait_line("ready")
+    return t
+
+
+def test_pause_for_an_editor_then_resume(python, spawn, cli):
+    t = start(spawn, python)
+    r = cli("debug", "--pause", "--wait", "60", target=t.pid)
+    assert r.rc == 0, r
+    assert "Paused: thread" in r.out and t.script in r.out, r.out
+    config = json.loads(r.out[r.out.index("{"):r.out.index("}") + 1])
+    assert config == {"type": "probing", "request": "attach",
+                      "name": "Attach to process %d" % t.pid, "processId": t.pid}
+    st = status(cli, t)
+    assert st["held"] is True and st["attached"] is False
+    assert t.pid in st["pausedThreads"]
+    assert not runs(cli, t), "held paused after the CLI left"
+    r = cli("debug", "--resume", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "resumed", r
+    wait_for(lambda: runs(cli, t), 10, "the loop to run again")
+    st = status(cli, t)
+    assert st["held"] is False and st["pausedThreads"] == [] and st["hook"] is False
+
+
+def test_held_stop_resumes_by_itself(python, spawn, cli):
+    t = start(spawn, python)
+    r = cli("debug", "--pause", "--wait", "1", target=t.pid)
+    assert r.rc == 0, r
+    assert not runs(cli, t)
+    wait_for(lambda: runs(cli, t), 10, "the held stop to time out")
+    assert status(cli, t)["attached"] is False
+
+
+def test_pause_with_address_prints_host_and_port(python, spawn, cli):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    t = start(spawn, python)
+    r = cli("debug", "--pause", "--address", "127.0.0.1:%d" % port, "--wait", "60", target=t.pid)
+    assert r.rc == 0, r
+    config = json.loads(r.out[r.out.index("{"):r.out.index("}") + 1])
+    assert config["host"] == "127.0.0.1" and config["port"] == port, r.out
+    # An editor attaching by host/port takes the stop over.
+    d = Bridge(["127.0.0.1:%d" % port])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    d.request("configurationDone")
+    ev = d.event("stopped")
+    assert ev["body"]["reason"] == "pause", ev
+    d.request("continue", {})
+    wait_for(lambda: runs(cli, t), 10, "the loop to run again")
+    d.close()
+
+
+def test_dump_shows_locals(python, spawn, cli):
+    t = start(spawn, python)
+    r = cli("debug", "--dump", target=t.pid)
+    assert r.rc == 0, r
+    assert "MainThread" in r.out and "i = " in r.out, r.out
+
+
+def test_usage_errors(python, spawn, cli):
+    t = start(spawn, python)
+    assert cli("debug", "--pause", "--resume", target=t.pid).rc == 2
+    assert cli("debug", "--wait", "5", target=t.pid).rc == 2
+    assert cli("debug", "--pause", "--wait", "0", target=t.pid).rc == 2
+
+
+class Bridge:
+    """An editor's view: `probing -t TARGET dap` on pipes."""
+
+    def __init__(self, target_args):
+        self.p = subprocess.Popen([CLI, "-t"] + target_args + ["dap"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.seq = 0
+        self.pending = []
+
+    def send(self, command, args=None):
+        self.seq += 1
+        body = json.dumps({"seq": self.seq, "type": "request", "command": command,
+                           "arguments": args or {}}).encode()
+        self.p.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.p.stdin.flush()
+        return self.seq
+
+    def read(self):
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            c = self.p.stdout.read(1)
+            if not c:
+                raise AssertionError("bridge closed: " + self.p.stderr.read().decode())
+            head += c
+        n = int(head.split(b":")[1])
+        return json.loads(self.p.stdout.read(n))
+
+    def wait(self, pred):
+        for i, m in enumerate(self.pending):
+            if pred(m):
+                return self.pending.pop(i)
+        while True:
+            m = self.read()
+            if pred(m):
+                return m
+            self.pending.append(m)
+
+    def request(self, command, args=None):
+        seq = self.send(command, args)
+        r = self.wait(lambda m: m["type"] == "response" and m["request_seq"] == seq)
+        assert r["success"], r
+        return r
+
+    def event(self, name):
+        return self.wait(lambda m: m["type"] == "event" and m["event"] == name)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            self.p.wait(timeout=10)
+
+
+def test_bridge_killed_while_paused_resumes_the_target(python, spawn, cli):
+    t = start(spawn, python)
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    d.event("initialized")
+    r = d.request("setBreakpoints", {"source": {"path": t.script},
+                                     "breakpoints": [{"line": line_of(t, "# @tick")}]})
+    assert r["body"]["breakpoints"][0]["verified"] is True
+    d.request("setExceptionBreakpoints", {"filters": ["raised", "uncaught"]})
+    d.request("configurationDone")
+    ev = d.event("stopped")
+    assert ev["body"]["reason"] == "breakpoint"
+    st = status(cli, t)
+    assert st["attached"] and st["hook"] and t.pid in st["pausedThreads"]
+    assert sorted(st["exceptionFilters"]) == ["raised", "uncaught"]
+    # The editor dies without a word.
+    d.p.send_signal(signal.SIGKILL)
+    d.p.wait(timeout=10)
+    wait_for(lambda: runs(cli, t), 10, "the target to run again")
+    st = status(cli, t)
+    assert st == {"attached": False, "held": False, "stopped": False, "hook": False,
+                  "pausedThreads": [], "exceptionFilters": []}, st
+    r = cli("eval", "import sys, threading; [sys.gettrace(), sys.excepthook is sys.__excepthook__,"
+            " threading.excepthook is threading.__excepthook__]", target=t.pid)
+    assert r.out.strip() == "[None, True, True]", r
+    assert t.alive()
+
+
+def test_clean_disconnect_and_second_debugger(python, spawn, cli):
+    t = start(spawn, python)
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    d.request("pause", {"threadId": t.pid})
+    d.event("stopped")
+    # A second debugger is refused; the CLI still answers.
+    r = cli("debug", "--pause", target=t.pid)
+    assert r.rc == 1 and "another debugger is attached" in r.err, r
+    assert cli("backtrace", target=t.pid).rc == 0
+    d.request("disconnect", {})
+    d.close()
+    wait_for(lambda: runs(cli, t), 10, "the target to run again")
+    assert status(cli, t)["attached"] is False
