@@ -28,9 +28,9 @@
  *
  *   stp q0,q1,[sp] .. stp q30,q31,[sp,#480]; fpsr, fpcr at [sp,#512]
  *   ldr x19,L_result; mov w9,#2; str w9,[x19]     (STARTED)
- *   ldr x9,L_errno; blr x9; str x0,[x19,#16]; ldr w9,[x0]; str w9,[x19,#4]
- *   adr x0,path; mov w1,mode; ldr x9,L_dlopen; blr x9; str x0,[x19,#8]
- *   cbnz x0,after; ldr x9,L_dlerror; cbz x9,after; blr x9; cbz x0,after
+ *   ldr x9,L_errno; a64_blr x9; str x0,[x19,#16]; ldr w9,[x0]; str w9,[x19,#4]
+ *   a64_adr x0,path; mov w1,mode; ldr x9,L_dlopen; a64_blr x9; str x0,[x19,#8]
+ *   cbnz x0,after; ldr x9,L_dlerror; cbz x9,after; a64_blr x9; cbz x0,after
  *   add x1,x19,#48; mov x2,#255
  *   loop: ldrb w3,[x0],#1; strb w3,[x1],#1; cbz w3,after
  *         subs x2,x2,#1; b.ne loop; strb wzr,[x1]
@@ -56,25 +56,25 @@
 
 #include "tracee.h"
 
-#define CODE_MAX 512
+#define A64_CODE_MAX 512
 enum {
-	L_X0 = 0, /* .. L_X0 + 30 */
-	L_SP = 31,
-	L_NZCV,
-	L_DLOPEN,
-	L_DLERROR,
-	L_ERRNO,
-	L_RESULT,
-	NLIT
+	AL_X0 = 0, /* .. AL_X0 + 30 */
+	AL_SP = 31,
+	AL_NZCV,
+	AL_DLOPEN,
+	AL_DLERROR,
+	AL_ERRNO,
+	AL_RESULT,
+	A64_NLIT
 };
-#define LIT_OFF CODE_MAX
-#define PATH_OFF (LIT_OFF + 8 * NLIT)
-#define RED_ZONE_SKIP 256 /* arm64 has no red zone; stay clear anyway */
-#define FP_AREA 528	  /* q0-q31, fpsr, fpcr */
-#define SVC0 0xd4000001u
-#define PSTATE_BTYPE (3ull << 10)
-#define PSTATE_NZCV 0xf0000000ull
-#define B_RANGE (128ll << 20)
+#define A64_LIT_OFF A64_CODE_MAX
+#define A64_PATH_OFF (A64_LIT_OFF + 8 * A64_NLIT)
+#define A64_RED_ZONE 256 /* arm64 has no red zone; stay clear anyway */
+#define A64_FP_AREA 528	  /* q0-q31, fpsr, fpcr */
+#define A64_SVC0 0xd4000001u
+#define A64_BTYPE (3ull << 10)
+#define A64_NZCV_MASK 0xf0000000ull
+#define A64_B_RANGE (128ll << 20)
 
 /* ---- resume and entry state (pure) ------------------------------------ */
 
@@ -92,9 +92,9 @@ void inject_aarch64_resume(const struct inject_regs *ev,
 	out->sysno = -1;
 }
 
-static uint64_t entry_sp(const struct inject_shell *s)
+static uint64_t a64_entry_sp(const struct inject_shell *s)
 {
-	return (s->resume->w[A64_SP] - RED_ZONE_SKIP - FP_AREA) &
+	return (s->resume->w[A64_SP] - A64_RED_ZONE - A64_FP_AREA) &
 	       ~(uint64_t)15;
 }
 
@@ -102,9 +102,9 @@ void inject_aarch64_entry(const struct inject_shell *s, int at_syscall,
 			  struct inject_regs *out)
 {
 	*out = *s->resume;
-	out->w[A64_SP] = entry_sp(s);
+	out->w[A64_SP] = a64_entry_sp(s);
 	out->w[A64_PC] = s->code;
-	out->w[A64_PSTATE] &= ~PSTATE_BTYPE;
+	out->w[A64_PSTATE] &= ~A64_BTYPE;
 	if (at_syscall)
 		for (int i = 0; i < 6; i++)
 			out->w[i] = (uint64_t)-1;
@@ -114,7 +114,7 @@ void inject_aarch64_entry(const struct inject_shell *s, int at_syscall,
 static size_t a64_stack_need(const struct inject_shell *s)
 {
 	(void)s;
-	return RED_ZONE_SKIP + FP_AREA + 16;
+	return A64_RED_ZONE + A64_FP_AREA + 16;
 }
 
 /* ---- the shellcode builder (pure) ------------------------------------- */
@@ -125,7 +125,7 @@ struct abuf {
 	int range; /* a branch or literal out of reach */
 };
 
-static void w32(struct abuf *b, uint32_t v)
+static void a64_w32(struct abuf *b, uint32_t v)
 {
 	for (int i = 0; i < 4; i++) {
 		if (b->len < b->cap)
@@ -135,7 +135,7 @@ static void w32(struct abuf *b, uint32_t v)
 }
 
 /* imm19 word offset from here to target (a byte offset in the code). */
-static uint32_t rel19(struct abuf *b, size_t target)
+static uint32_t a64_rel19(struct abuf *b, size_t target)
 {
 	int64_t d = ((int64_t)target - (int64_t)b->len) / 4;
 
@@ -144,138 +144,138 @@ static uint32_t rel19(struct abuf *b, size_t target)
 	return (uint32_t)(d & 0x7ffff) << 5;
 }
 
-#define SYSREG(o0, op1, crn, crm, op2)                                     \
+#define A64_SYSREG(o0, op1, crn, crm, op2)                                     \
 	((uint32_t)((o0) << 14 | (op1) << 11 | (crn) << 7 | (crm) << 3 |    \
 		    (op2))                                                 \
 	 << 5)
-#define FPSR SYSREG(1, 3, 4, 4, 1)
-#define FPCR SYSREG(1, 3, 4, 4, 0)
-#define NZCV SYSREG(1, 3, 4, 2, 0)
-#define X9 9
-#define X19 19
-#define SP 31
+#define A64_FPSR A64_SYSREG(1, 3, 4, 4, 1)
+#define A64_FPCR A64_SYSREG(1, 3, 4, 4, 0)
+#define A64_NZCV A64_SYSREG(1, 3, 4, 2, 0)
+#define A64_X9 9
+#define A64_X19 19
+#define A64_SPR 31
 
-static void stp_q(struct abuf *b, int t1, int t2, int off)
+static void a64_stp_q(struct abuf *b, int t1, int t2, int off)
 {
-	w32(b, 0xad000000u | (uint32_t)((off / 16) & 0x7f) << 15 |
-		       (uint32_t)t2 << 10 | SP << 5 | (uint32_t)t1);
+	a64_w32(b, 0xad000000u | (uint32_t)((off / 16) & 0x7f) << 15 |
+		       (uint32_t)t2 << 10 | A64_SPR << 5 | (uint32_t)t1);
 }
 
-static void ldp_q(struct abuf *b, int t1, int t2, int off)
+static void a64_ldp_q(struct abuf *b, int t1, int t2, int off)
 {
-	w32(b, 0xad400000u | (uint32_t)((off / 16) & 0x7f) << 15 |
-		       (uint32_t)t2 << 10 | SP << 5 | (uint32_t)t1);
+	a64_w32(b, 0xad400000u | (uint32_t)((off / 16) & 0x7f) << 15 |
+		       (uint32_t)t2 << 10 | A64_SPR << 5 | (uint32_t)t1);
 }
 
-static void ldst_x(struct abuf *b, int load, int t, int n, int off)
+static void a64_ldst_x(struct abuf *b, int load, int t, int n, int off)
 {
-	w32(b, (load ? 0xf9400000u : 0xf9000000u) | (uint32_t)(off / 8) << 10 |
+	a64_w32(b, (load ? 0xf9400000u : 0xf9000000u) | (uint32_t)(off / 8) << 10 |
 		       (uint32_t)n << 5 | (uint32_t)t);
 }
 
-static void ldst_w(struct abuf *b, int load, int t, int n, int off)
+static void a64_ldst_w(struct abuf *b, int load, int t, int n, int off)
 {
-	w32(b, (load ? 0xb9400000u : 0xb9000000u) | (uint32_t)(off / 4) << 10 |
+	a64_w32(b, (load ? 0xb9400000u : 0xb9000000u) | (uint32_t)(off / 4) << 10 |
 		       (uint32_t)n << 5 | (uint32_t)t);
 }
 
-static void ldr_lit(struct abuf *b, int t, int lit)
+static void a64_ldr_lit(struct abuf *b, int t, int lit)
 {
-	w32(b, 0x58000000u | rel19(b, LIT_OFF + 8 * (size_t)lit) |
+	a64_w32(b, 0x58000000u | a64_rel19(b, A64_LIT_OFF + 8 * (size_t)lit) |
 		       (uint32_t)t);
 }
 
-static void adr(struct abuf *b, int d, size_t target)
+static void a64_adr(struct abuf *b, int d, size_t target)
 {
 	int64_t imm = (int64_t)target - (int64_t)b->len;
 
-	w32(b, 0x10000000u | (uint32_t)(imm & 3) << 29 |
+	a64_w32(b, 0x10000000u | (uint32_t)(imm & 3) << 29 |
 		       (uint32_t)((imm >> 2) & 0x7ffff) << 5 | (uint32_t)d);
 }
 
-static void blr(struct abuf *b, int n)
+static void a64_blr(struct abuf *b, int n)
 {
-	w32(b, 0xd63f0000u | (uint32_t)n << 5);
+	a64_w32(b, 0xd63f0000u | (uint32_t)n << 5);
 }
 
 /* cbz/cbnz: op 0xb4000000 cbz x, 0xb5000000 cbnz x, 0x34000000 cbz w. */
-static void cb(struct abuf *b, uint32_t op, int t, size_t target)
+static void a64_cb(struct abuf *b, uint32_t op, int t, size_t target)
 {
-	w32(b, op | rel19(b, target) | (uint32_t)t);
+	a64_w32(b, op | a64_rel19(b, target) | (uint32_t)t);
 }
 
-enum { LB_AFTER, LB_LOOP, NLABELS };
+enum { ALB_AFTER, ALB_LOOP, A64_NLABELS };
 
-static void emit(struct abuf *b, const struct inject_shell *s, size_t *label,
+static void a64_emit(struct abuf *b, const struct inject_shell *s, size_t *label,
 		 uint64_t resume_pc)
 {
 	int64_t d;
 
 	for (int q = 0; q < 32; q += 2)
-		stp_q(b, q, q + 1, q * 16);
-	w32(b, 0xd5300000u | FPSR | X9); /* mrs x9, fpsr */
-	ldst_x(b, 0, X9, SP, 512);
-	w32(b, 0xd5300000u | FPCR | X9); /* mrs x9, fpcr */
-	ldst_x(b, 0, X9, SP, 520);
-	ldr_lit(b, X19, L_RESULT);
-	w32(b, 0x52800000u | INJECT_STATE_STARTED << 5 | X9); /* mov w9,#2 */
-	ldst_w(b, 0, X9, X19, INJECT_RESULT_STATE);
-	ldr_lit(b, X9, L_ERRNO);
-	blr(b, X9);
-	ldst_x(b, 0, 0, X19, INJECT_RESULT_ERRNO_PTR);
-	ldst_w(b, 1, X9, 0, 0);
-	ldst_w(b, 0, X9, X19, INJECT_RESULT_ERRNO);
-	adr(b, 0, PATH_OFF);
-	w32(b, 0x52800000u | (s->mode & 0xffff) << 5 | 1); /* movz w1 */
-	w32(b, 0x72a00000u | (s->mode >> 16) << 5 | 1);	   /* movk w1,lsl16 */
-	ldr_lit(b, X9, L_DLOPEN);
-	blr(b, X9);
-	ldst_x(b, 0, 0, X19, INJECT_RESULT_HANDLE);
-	cb(b, 0xb5000000u, 0, label[LB_AFTER]); /* cbnz x0, after */
-	ldr_lit(b, X9, L_DLERROR);
-	cb(b, 0xb4000000u, X9, label[LB_AFTER]);
-	blr(b, X9);
-	cb(b, 0xb4000000u, 0, label[LB_AFTER]);
-	w32(b, 0x91000000u | INJECT_RESULT_ERROR << 10 | X19 << 5 | 1);
-	w32(b, 0xd2800000u | (INJECT_ERROR_MAX - 1) << 5 | 2); /* movz x2 */
-	label[LB_LOOP] = b->len;
-	w32(b, 0x38401400u | 0 << 5 | 3); /* ldrb w3, [x0], #1 */
-	w32(b, 0x38001400u | 1 << 5 | 3); /* strb w3, [x1], #1 */
-	cb(b, 0x34000000u, 3, label[LB_AFTER]);
-	w32(b, 0xf1000442u); /* subs x2, x2, #1 */
-	w32(b, 0x54000001u | rel19(b, label[LB_LOOP])); /* b.ne loop */
-	w32(b, 0x3900003fu);			       /* strb wzr, [x1] */
-	label[LB_AFTER] = b->len;
-	ldst_x(b, 1, 0, X19, INJECT_RESULT_ERRNO_PTR);
-	ldst_w(b, 1, X9, X19, INJECT_RESULT_ERRNO);
-	ldst_w(b, 0, X9, 0, 0);
-	w32(b, 0x52800000u | INJECT_STATE_DONE << 5 | X9); /* mov w9, #1 */
-	w32(b, 0xd5033abfu);				   /* dmb ishst */
-	ldst_w(b, 0, X9, X19, INJECT_RESULT_STATE);
+		a64_stp_q(b, q, q + 1, q * 16);
+	a64_w32(b, 0xd5300000u | A64_FPSR | A64_X9); /* mrs x9, fpsr */
+	a64_ldst_x(b, 0, A64_X9, A64_SPR, 512);
+	a64_w32(b, 0xd5300000u | A64_FPCR | A64_X9); /* mrs x9, fpcr */
+	a64_ldst_x(b, 0, A64_X9, A64_SPR, 520);
+	a64_ldr_lit(b, A64_X19, AL_RESULT);
+	a64_w32(b, 0x52800000u | INJECT_STATE_STARTED << 5 | A64_X9); /* mov w9,#2 */
+	a64_ldst_w(b, 0, A64_X9, A64_X19, INJECT_RESULT_STATE);
+	a64_ldr_lit(b, A64_X9, AL_ERRNO);
+	a64_blr(b, A64_X9);
+	a64_ldst_x(b, 0, 0, A64_X19, INJECT_RESULT_ERRNO_PTR);
+	a64_ldst_w(b, 1, A64_X9, 0, 0);
+	a64_ldst_w(b, 0, A64_X9, A64_X19, INJECT_RESULT_ERRNO);
+	a64_adr(b, 0, A64_PATH_OFF);
+	a64_w32(b, 0x52800000u | (s->mode & 0xffff) << 5 | 1); /* movz w1 */
+	a64_w32(b, 0x72a00000u | (s->mode >> 16) << 5 | 1);	   /* movk w1,lsl16 */
+	a64_ldr_lit(b, A64_X9, AL_DLOPEN);
+	a64_blr(b, A64_X9);
+	a64_ldst_x(b, 0, 0, A64_X19, INJECT_RESULT_HANDLE);
+	a64_cb(b, 0xb5000000u, 0, label[ALB_AFTER]); /* cbnz x0, after */
+	a64_ldr_lit(b, A64_X9, AL_DLERROR);
+	a64_cb(b, 0xb4000000u, A64_X9, label[ALB_AFTER]);
+	a64_blr(b, A64_X9);
+	a64_cb(b, 0xb4000000u, 0, label[ALB_AFTER]);
+	a64_w32(b, 0x91000000u | INJECT_RESULT_ERROR << 10 | A64_X19 << 5 | 1);
+	a64_w32(b, 0xd2800000u | (INJECT_ERROR_MAX - 1) << 5 | 2); /* movz x2 */
+	label[ALB_LOOP] = b->len;
+	a64_w32(b, 0x38401400u | 0 << 5 | 3); /* ldrb w3, [x0], #1 */
+	a64_w32(b, 0x38001400u | 1 << 5 | 3); /* strb w3, [x1], #1 */
+	a64_cb(b, 0x34000000u, 3, label[ALB_AFTER]);
+	a64_w32(b, 0xf1000442u); /* subs x2, x2, #1 */
+	a64_w32(b, 0x54000001u | a64_rel19(b, label[ALB_LOOP])); /* b.ne loop */
+	a64_w32(b, 0x3900003fu);			       /* strb wzr, [x1] */
+	label[ALB_AFTER] = b->len;
+	a64_ldst_x(b, 1, 0, A64_X19, INJECT_RESULT_ERRNO_PTR);
+	a64_ldst_w(b, 1, A64_X9, A64_X19, INJECT_RESULT_ERRNO);
+	a64_ldst_w(b, 0, A64_X9, 0, 0);
+	a64_w32(b, 0x52800000u | INJECT_STATE_DONE << 5 | A64_X9); /* mov w9, #1 */
+	a64_w32(b, 0xd5033abfu);				   /* dmb ishst */
+	a64_ldst_w(b, 0, A64_X9, A64_X19, INJECT_RESULT_STATE);
 	for (int q = 0; q < 32; q += 2)
-		ldp_q(b, q, q + 1, q * 16);
-	ldst_x(b, 1, X9, SP, 512);
-	w32(b, 0xd5100000u | FPSR | X9); /* msr fpsr, x9 */
-	ldst_x(b, 1, X9, SP, 520);
-	w32(b, 0xd5100000u | FPCR | X9); /* msr fpcr, x9 */
-	ldr_lit(b, X9, L_SP);
-	w32(b, 0x91000000u | X9 << 5 | SP); /* mov sp, x9 */
-	ldr_lit(b, X9, L_NZCV);
-	w32(b, 0xd5100000u | NZCV | X9); /* msr nzcv, x9 */
+		a64_ldp_q(b, q, q + 1, q * 16);
+	a64_ldst_x(b, 1, A64_X9, A64_SPR, 512);
+	a64_w32(b, 0xd5100000u | A64_FPSR | A64_X9); /* msr fpsr, x9 */
+	a64_ldst_x(b, 1, A64_X9, A64_SPR, 520);
+	a64_w32(b, 0xd5100000u | A64_FPCR | A64_X9); /* msr fpcr, x9 */
+	a64_ldr_lit(b, A64_X9, AL_SP);
+	a64_w32(b, 0x91000000u | A64_X9 << 5 | A64_SPR); /* mov sp, x9 */
+	a64_ldr_lit(b, A64_X9, AL_NZCV);
+	a64_w32(b, 0xd5100000u | A64_NZCV | A64_X9); /* msr nzcv, x9 */
 	for (int r = 0; r <= 30; r++)
-		ldr_lit(b, r, L_X0 + r);
+		a64_ldr_lit(b, r, AL_X0 + r);
 	d = (int64_t)resume_pc - (int64_t)(s->code + b->len);
-	if (d < -B_RANGE || d >= B_RANGE)
+	if (d < -A64_B_RANGE || d >= A64_B_RANGE)
 		b->range = 1;
-	w32(b, 0x14000000u | (uint32_t)((d / 4) & 0x3ffffff)); /* b pc */
+	a64_w32(b, 0x14000000u | (uint32_t)((d / 4) & 0x3ffffff)); /* b pc */
 }
 
 static size_t a64_shell_size(size_t pathlen)
 {
-	return PATH_OFF + pathlen + 1;
+	return A64_PATH_OFF + pathlen + 1;
 }
 
-static void put64(uint8_t *p, uint64_t v)
+static void a64_put64(uint8_t *p, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
@@ -285,9 +285,9 @@ static ssize_t a64_shell_build(const struct inject_shell *s, uint8_t *buf,
 			       size_t cap, char *err, size_t errlen)
 {
 	const struct inject_regs *r = s->resume;
-	size_t label[NLABELS] = {0}, pathlen = strlen(s->path);
-	struct abuf b = {buf, CODE_MAX, 0, 0};
-	uint64_t lit[NLIT];
+	size_t label[A64_NLABELS] = {0}, pathlen = strlen(s->path);
+	struct abuf b = {buf, A64_CODE_MAX, 0, 0};
+	uint64_t lit[A64_NLIT];
 
 	if (cap < a64_shell_size(pathlen)) {
 		snprintf(err, errlen, "shellcode needs %zu bytes, %zu given",
@@ -295,13 +295,13 @@ static ssize_t a64_shell_build(const struct inject_shell *s, uint8_t *buf,
 		return -ENOSPC;
 	}
 	memset(buf, 0, a64_shell_size(pathlen));
-	emit(&b, s, label, r->w[A64_PC]);
+	a64_emit(&b, s, label, r->w[A64_PC]);
 	b.len = 0;
 	b.range = 0;
-	emit(&b, s, label, r->w[A64_PC]);
-	if (b.len > CODE_MAX) {
+	a64_emit(&b, s, label, r->w[A64_PC]);
+	if (b.len > A64_CODE_MAX) {
 		snprintf(err, errlen, "shellcode is %zu bytes, over %d", b.len,
-			 CODE_MAX);
+			 A64_CODE_MAX);
 		return -ENOSPC;
 	}
 	if (b.range) {
@@ -313,16 +313,16 @@ static ssize_t a64_shell_build(const struct inject_shell *s, uint8_t *buf,
 		return -ERANGE;
 	}
 	for (int i = 0; i <= 30; i++)
-		lit[L_X0 + i] = r->w[i];
-	lit[L_SP] = r->w[A64_SP];
-	lit[L_NZCV] = r->w[A64_PSTATE] & PSTATE_NZCV;
-	lit[L_DLOPEN] = s->dlopen;
-	lit[L_DLERROR] = s->dlerror;
-	lit[L_ERRNO] = s->errno_fn;
-	lit[L_RESULT] = s->result;
-	for (int i = 0; i < NLIT; i++)
-		put64(buf + LIT_OFF + 8 * i, lit[i]);
-	memcpy(buf + PATH_OFF, s->path, pathlen + 1);
+		lit[AL_X0 + i] = r->w[i];
+	lit[AL_SP] = r->w[A64_SP];
+	lit[AL_NZCV] = r->w[A64_PSTATE] & A64_NZCV_MASK;
+	lit[AL_DLOPEN] = s->dlopen;
+	lit[AL_DLERROR] = s->dlerror;
+	lit[AL_ERRNO] = s->errno_fn;
+	lit[AL_RESULT] = s->result;
+	for (int i = 0; i < A64_NLIT; i++)
+		a64_put64(buf + A64_LIT_OFF + 8 * i, lit[i]);
+	memcpy(buf + A64_PATH_OFF, s->path, pathlen + 1);
 	return (ssize_t)a64_shell_size(pathlen);
 }
 
@@ -401,7 +401,7 @@ static int a64_regs_set(struct inject_tracee *t, const struct inject_regs *r,
 				       errlen);
 }
 
-static int insn_at(struct inject_tracee *t, uint64_t pc, uint32_t *insn)
+static int a64_insn_at(struct inject_tracee *t, uint64_t pc, uint32_t *insn)
 {
 	char err[128];
 
@@ -418,10 +418,10 @@ static int a64_where(struct inject_tracee *t, const struct inject_regs *r,
 	w->pc = r->w[A64_PC];
 	w->nr = -1;
 	w->restart = INJECT_RESUME;
-	if (insn_at(t, w->pc, &insn) == 0 && insn == SVC0) {
+	if (a64_insn_at(t, w->pc, &insn) == 0 && insn == A64_SVC0) {
 		w->nr = (int64_t)r->w[8]; /* about to be (re)made */
 		w->restart = INJECT_RESTART;
-	} else if (insn_at(t, w->pc - 4, &insn) == 0 && insn == SVC0) {
+	} else if (a64_insn_at(t, w->pc - 4, &insn) == 0 && insn == A64_SVC0) {
 		w->nr = (int64_t)r->w[8]; /* just returned */
 	}
 	return 0;
@@ -434,7 +434,7 @@ static int a64_resume(struct inject_tracee *t, const struct inject_regs *r,
 	uint32_t insn = 0;
 	int rc;
 
-	if (insn_at(t, r->w[A64_PC], &insn) || insn != SVC0) {
+	if (a64_insn_at(t, r->w[A64_PC], &insn) || insn != A64_SVC0) {
 		inject_aarch64_resume(r, NULL, out);
 		return 0;
 	}

@@ -46,17 +46,17 @@
 
 #include "tracee.h"
 
-#define CODE_MAX 384
+#define X86_CODE_MAX 384
 enum {
-	L_RAX, L_RBX, L_RCX, L_RDX, L_RSI, L_RDI, L_RBP, L_RSP,
-	L_R8, L_R9, L_R10, L_R11, L_R12, L_R13, L_R14, L_R15,
-	L_RIP, L_RFLAGS, L_DLOPEN, L_DLERROR, L_ERRNO, L_RESULT, NLIT
+	XL_RAX, XL_RBX, XL_RCX, XL_RDX, XL_RSI, XL_RDI, XL_RBP, XL_RSP,
+	XL_R8, XL_R9, XL_R10, XL_R11, XL_R12, XL_R13, XL_R14, XL_R15,
+	XL_RIP, XL_RFLAGS, XL_DLOPEN, XL_DLERROR, XL_ERRNO, XL_RESULT, X86_NLIT
 };
-#define LIT_OFF CODE_MAX
-#define PATH_OFF (LIT_OFF + 8 * NLIT)
-#define RED_ZONE_SKIP 256
-#define FXSAVE_SIZE 512
-#define NR_RESTART_SYSCALL 219
+#define X86_LIT_OFF X86_CODE_MAX
+#define X86_PATH_OFF (X86_LIT_OFF + 8 * X86_NLIT)
+#define X86_RED_ZONE 256
+#define X86_FXSAVE_SIZE 512
+#define X86_NR_RESTART 219
 
 /* ---- resume and entry state (pure) ------------------------------------ */
 
@@ -72,7 +72,7 @@ void inject_x86_64_resume(const struct inject_regs *r, struct inject_regs *out)
 		break;
 	case INJECT_RESTART_BLOCK:
 		out->w[X86_RIP] -= 2;
-		out->w[X86_RAX] = NR_RESTART_SYSCALL;
+		out->w[X86_RAX] = X86_NR_RESTART;
 		break;
 	case INJECT_RESUME:
 		break;
@@ -81,21 +81,21 @@ void inject_x86_64_resume(const struct inject_regs *r, struct inject_regs *out)
 	out->sysno = -1;
 }
 
-static size_t save_area(const struct inject_shell *s)
+static size_t x86_save_area(const struct inject_shell *s)
 {
-	size_t n = s->xsave_size ? s->xsave_size : FXSAVE_SIZE;
+	size_t n = s->xsave_size ? s->xsave_size : X86_FXSAVE_SIZE;
 
 	return (n + 63) & ~(size_t)63;
 }
 
 static size_t x86_stack_need(const struct inject_shell *s)
 {
-	return RED_ZONE_SKIP + save_area(s) + 64;
+	return X86_RED_ZONE + x86_save_area(s) + 64;
 }
 
 void inject_x86_64_entry(const struct inject_shell *s, struct inject_regs *out)
 {
-	uint64_t sp = s->resume->w[X86_RSP] - RED_ZONE_SKIP - save_area(s);
+	uint64_t sp = s->resume->w[X86_RSP] - X86_RED_ZONE - x86_save_area(s);
 
 	*out = *s->resume;
 	out->w[X86_RSP] = sp & ~(uint64_t)63;
@@ -111,148 +111,148 @@ struct xbuf {
 	size_t cap, len;
 };
 
-static void b1(struct xbuf *b, uint8_t v)
+static void x86_b1(struct xbuf *b, uint8_t v)
 {
 	if (b->len < b->cap)
 		b->p[b->len] = v;
 	b->len++;
 }
 
-static void bn(struct xbuf *b, const uint8_t *v, size_t n)
+static void x86_bn(struct xbuf *b, const uint8_t *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		b1(b, v[i]);
+		x86_b1(b, v[i]);
 }
 
-static void b32(struct xbuf *b, uint32_t v)
+static void x86_b32(struct xbuf *b, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
-		b1(b, (uint8_t)(v >> (8 * i)));
+		x86_b1(b, (uint8_t)(v >> (8 * i)));
 }
 
-#define OP(b, ...)                                                         \
+#define X86_OP(b, ...)                                                         \
 	do {                                                               \
 		static const uint8_t op_[] = {__VA_ARGS__};                \
-		bn(b, op_, sizeof(op_));                                   \
+		x86_bn(b, op_, sizeof(op_));                                   \
 	} while (0)
 
 /* Opcode bytes, then a disp32 to target (an offset in the shellcode)
  * relative to the end of the instruction, which has trail more bytes. */
-static void riprel(struct xbuf *b, const uint8_t *op, size_t n, size_t target,
+static void x86_riprel(struct xbuf *b, const uint8_t *op, size_t n, size_t target,
 		   size_t trail)
 {
-	bn(b, op, n);
-	b32(b, (uint32_t)(int32_t)((int64_t)target -
+	x86_bn(b, op, n);
+	x86_b32(b, (uint32_t)(int32_t)((int64_t)target -
 				   (int64_t)(b->len + 4 + trail)));
 }
 
-#define RIPREL(b, target, trail, ...)                                      \
+#define X86_RIPREL(b, target, trail, ...)                                      \
 	do {                                                               \
 		static const uint8_t op_[] = {__VA_ARGS__};                \
-		riprel(b, op_, sizeof(op_), target, trail);                \
+		x86_riprel(b, op_, sizeof(op_), target, trail);                \
 	} while (0)
 
-/* jcc rel32: cc 0x84 (jz) or 0x85 (jnz). */
-static void jcc(struct xbuf *b, uint8_t cc, size_t target)
+/* x86_jcc rel32: cc 0x84 (jz) or 0x85 (jnz). */
+static void x86_jcc(struct xbuf *b, uint8_t cc, size_t target)
 {
-	b1(b, 0x0f);
-	b1(b, cc);
-	b32(b, (uint32_t)(int32_t)((int64_t)target - (int64_t)(b->len + 4)));
+	x86_b1(b, 0x0f);
+	x86_b1(b, cc);
+	x86_b32(b, (uint32_t)(int32_t)((int64_t)target - (int64_t)(b->len + 4)));
 }
 
 /* mov r64, [rip + literal]; reg is the hardware number (rax 0 .. r15 15). */
-static void load_lit(struct xbuf *b, int reg, int lit)
+static void x86_load_lit(struct xbuf *b, int reg, int lit)
 {
 	uint8_t op[3] = {(uint8_t)(0x48 | (reg >= 8 ? 0x04 : 0)), 0x8b,
 			 (uint8_t)(0x05 | ((reg & 7) << 3))};
 
-	riprel(b, op, 3, LIT_OFF + 8 * (size_t)lit, 0);
+	x86_riprel(b, op, 3, X86_LIT_OFF + 8 * (size_t)lit, 0);
 }
 
-enum { LB_AFTER, LB_LOOP, NLABELS };
+enum { XLB_AFTER, XLB_LOOP, X86_NLABELS };
 
-static void emit(struct xbuf *b, const struct inject_shell *s,
+static void x86_emit(struct xbuf *b, const struct inject_shell *s,
 		 size_t *label)
 {
 	/* Hardware register number -> literal slot, for the final loads. */
 	static const int restore[][2] = {
-		{0, L_RAX},   {1, L_RCX},   {2, L_RDX},	  {3, L_RBX},
-		{5, L_RBP},   {6, L_RSI},   {7, L_RDI},	  {8, L_R8},
-		{9, L_R9},    {10, L_R10},  {11, L_R11},  {12, L_R12},
-		{13, L_R13},  {14, L_R14},  {15, L_R15},
+		{0, XL_RAX},   {1, XL_RCX},   {2, XL_RDX},	  {3, XL_RBX},
+		{5, XL_RBP},   {6, XL_RSI},   {7, XL_RDI},	  {8, XL_R8},
+		{9, XL_R9},    {10, XL_R10},  {11, XL_R11},  {12, XL_R12},
+		{13, XL_R13},  {14, XL_R14},  {15, XL_R15},
 	};
 
 	if (s->xsave_size) {
-		OP(b, 0x31, 0xc0); /* xor eax,eax */
+		X86_OP(b, 0x31, 0xc0); /* xor eax,eax */
 		for (uint32_t off = 512; off < 576; off += 8) {
-			OP(b, 0x48, 0x89, 0x84, 0x24); /* mov [rsp+off],rax */
-			b32(b, off);
+			X86_OP(b, 0x48, 0x89, 0x84, 0x24); /* mov [rsp+off],rax */
+			x86_b32(b, off);
 		}
 	}
-	OP(b, 0xfc);			     /* cld */
-	OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff); /* mov eax,-1 */
-	OP(b, 0xba, 0xff, 0xff, 0xff, 0xff); /* mov edx,-1 */
+	X86_OP(b, 0xfc);			     /* cld */
+	X86_OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff); /* mov eax,-1 */
+	X86_OP(b, 0xba, 0xff, 0xff, 0xff, 0xff); /* mov edx,-1 */
 	if (s->xsave_size)
-		OP(b, 0x48, 0x0f, 0xae, 0x24, 0x24); /* xsave64 [rsp] */
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x24, 0x24); /* xsave64 [rsp] */
 	else
-		OP(b, 0x48, 0x0f, 0xae, 0x04, 0x24); /* fxsave64 [rsp] */
-	load_lit(b, 3, L_RESULT);		     /* mov rbx,[L_result] */
-	OP(b, 0xc7, 0x03, INJECT_STATE_STARTED, 0, 0, 0); /* mov dword [rbx],2 */
-	RIPREL(b, LIT_OFF + 8 * L_ERRNO, 0, 0xff, 0x15); /* call [L_errno] */
-	OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov [rbx+16],rax */
-	OP(b, 0x8b, 0x00);				  /* mov eax,[rax] */
-	OP(b, 0x89, 0x43, INJECT_RESULT_ERRNO);		  /* mov [rbx+4],eax */
-	RIPREL(b, PATH_OFF, 0, 0x48, 0x8d, 0x3d);	  /* lea rdi,[path] */
-	b1(b, 0xbe);					  /* mov esi,mode */
-	b32(b, s->mode);
-	RIPREL(b, LIT_OFF + 8 * L_DLOPEN, 0, 0xff, 0x15); /* call [L_dlopen] */
-	OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_HANDLE);	  /* mov [rbx+8],rax */
-	OP(b, 0x48, 0x85, 0xc0);			  /* test rax,rax */
-	jcc(b, 0x85, label[LB_AFTER]);			  /* jnz after */
-	load_lit(b, 0, L_DLERROR);			  /* mov rax,[L_dlerror] */
-	OP(b, 0x48, 0x85, 0xc0);
-	jcc(b, 0x84, label[LB_AFTER]);
-	OP(b, 0xff, 0xd0); /* call rax */
-	OP(b, 0x48, 0x85, 0xc0);
-	jcc(b, 0x84, label[LB_AFTER]);
-	OP(b, 0x48, 0x8d, 0x7b, INJECT_RESULT_ERROR); /* lea rdi,[rbx+32] */
-	b1(b, 0xb9);				      /* mov ecx,max */
-	b32(b, INJECT_ERROR_MAX - 1);
-	label[LB_LOOP] = b->len;
-	OP(b, 0x8a, 0x10); /* mov dl,[rax] */
-	OP(b, 0x88, 0x17); /* mov [rdi],dl */
-	OP(b, 0x84, 0xd2); /* test dl,dl */
-	jcc(b, 0x84, label[LB_AFTER]);
-	OP(b, 0x48, 0xff, 0xc0); /* inc rax */
-	OP(b, 0x48, 0xff, 0xc7); /* inc rdi */
-	OP(b, 0xff, 0xc9);	 /* dec ecx */
-	jcc(b, 0x85, label[LB_LOOP]);
-	OP(b, 0xc6, 0x07, 0x00); /* mov byte [rdi],0 */
-	label[LB_AFTER] = b->len;
-	OP(b, 0x48, 0x8b, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov rax,[rbx+16] */
-	OP(b, 0x8b, 0x4b, INJECT_RESULT_ERRNO);		  /* mov ecx,[rbx+4] */
-	OP(b, 0x89, 0x08);				  /* mov [rax],ecx */
-	OP(b, 0xc7, 0x03, INJECT_STATE_DONE, 0, 0, 0);	  /* mov dword [rbx],1 */
-	OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff);
-	OP(b, 0xba, 0xff, 0xff, 0xff, 0xff);
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x04, 0x24); /* fxsave64 [rsp] */
+	x86_load_lit(b, 3, XL_RESULT);		     /* mov rbx,[L_result] */
+	X86_OP(b, 0xc7, 0x03, INJECT_STATE_STARTED, 0, 0, 0); /* mov dword [rbx],2 */
+	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_ERRNO, 0, 0xff, 0x15); /* call [L_errno] */
+	X86_OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov [rbx+16],rax */
+	X86_OP(b, 0x8b, 0x00);				  /* mov eax,[rax] */
+	X86_OP(b, 0x89, 0x43, INJECT_RESULT_ERRNO);		  /* mov [rbx+4],eax */
+	X86_RIPREL(b, X86_PATH_OFF, 0, 0x48, 0x8d, 0x3d);	  /* lea rdi,[path] */
+	x86_b1(b, 0xbe);					  /* mov esi,mode */
+	x86_b32(b, s->mode);
+	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_DLOPEN, 0, 0xff, 0x15); /* call [L_dlopen] */
+	X86_OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_HANDLE);	  /* mov [rbx+8],rax */
+	X86_OP(b, 0x48, 0x85, 0xc0);			  /* test rax,rax */
+	x86_jcc(b, 0x85, label[XLB_AFTER]);			  /* jnz after */
+	x86_load_lit(b, 0, XL_DLERROR);			  /* mov rax,[L_dlerror] */
+	X86_OP(b, 0x48, 0x85, 0xc0);
+	x86_jcc(b, 0x84, label[XLB_AFTER]);
+	X86_OP(b, 0xff, 0xd0); /* call rax */
+	X86_OP(b, 0x48, 0x85, 0xc0);
+	x86_jcc(b, 0x84, label[XLB_AFTER]);
+	X86_OP(b, 0x48, 0x8d, 0x7b, INJECT_RESULT_ERROR); /* lea rdi,[rbx+32] */
+	x86_b1(b, 0xb9);				      /* mov ecx,max */
+	x86_b32(b, INJECT_ERROR_MAX - 1);
+	label[XLB_LOOP] = b->len;
+	X86_OP(b, 0x8a, 0x10); /* mov dl,[rax] */
+	X86_OP(b, 0x88, 0x17); /* mov [rdi],dl */
+	X86_OP(b, 0x84, 0xd2); /* test dl,dl */
+	x86_jcc(b, 0x84, label[XLB_AFTER]);
+	X86_OP(b, 0x48, 0xff, 0xc0); /* inc rax */
+	X86_OP(b, 0x48, 0xff, 0xc7); /* inc rdi */
+	X86_OP(b, 0xff, 0xc9);	 /* dec ecx */
+	x86_jcc(b, 0x85, label[XLB_LOOP]);
+	X86_OP(b, 0xc6, 0x07, 0x00); /* mov byte [rdi],0 */
+	label[XLB_AFTER] = b->len;
+	X86_OP(b, 0x48, 0x8b, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov rax,[rbx+16] */
+	X86_OP(b, 0x8b, 0x4b, INJECT_RESULT_ERRNO);		  /* mov ecx,[rbx+4] */
+	X86_OP(b, 0x89, 0x08);				  /* mov [rax],ecx */
+	X86_OP(b, 0xc7, 0x03, INJECT_STATE_DONE, 0, 0, 0);	  /* mov dword [rbx],1 */
+	X86_OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff);
+	X86_OP(b, 0xba, 0xff, 0xff, 0xff, 0xff);
 	if (s->xsave_size)
-		OP(b, 0x48, 0x0f, 0xae, 0x2c, 0x24); /* xrstor64 [rsp] */
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x2c, 0x24); /* xrstor64 [rsp] */
 	else
-		OP(b, 0x48, 0x0f, 0xae, 0x0c, 0x24); /* fxrstor64 [rsp] */
-	RIPREL(b, LIT_OFF + 8 * L_RFLAGS, 0, 0xff, 0x35); /* push [L_rflags] */
-	OP(b, 0x9d);					  /* popfq */
-	load_lit(b, 4, L_RSP);				  /* mov rsp,[L_rsp] */
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x0c, 0x24); /* fxrstor64 [rsp] */
+	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_RFLAGS, 0, 0xff, 0x35); /* push [L_rflags] */
+	X86_OP(b, 0x9d);					  /* popfq */
+	x86_load_lit(b, 4, XL_RSP);				  /* mov rsp,[L_rsp] */
 	for (size_t i = 0; i < sizeof(restore) / sizeof(restore[0]); i++)
-		load_lit(b, restore[i][0], restore[i][1]);
-	RIPREL(b, LIT_OFF + 8 * L_RIP, 0, 0xff, 0x25); /* jmp [L_rip] */
+		x86_load_lit(b, restore[i][0], restore[i][1]);
+	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_RIP, 0, 0xff, 0x25); /* jmp [L_rip] */
 }
 
 static size_t x86_shell_size(size_t pathlen)
 {
-	return PATH_OFF + pathlen + 1;
+	return X86_PATH_OFF + pathlen + 1;
 }
 
-static void put64(uint8_t *p, uint64_t v)
+static void x86_put64(uint8_t *p, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
@@ -262,20 +262,20 @@ static ssize_t x86_shell_build(const struct inject_shell *s, uint8_t *buf,
 			       size_t cap, char *err, size_t errlen)
 {
 	const struct inject_regs *r = s->resume;
-	size_t label[NLABELS] = {0}, pathlen = strlen(s->path);
-	struct xbuf b = {buf, CODE_MAX, 0};
-	const uint64_t lit[NLIT] = {
-		[L_RAX] = r->w[X86_RAX],     [L_RBX] = r->w[X86_RBX],
-		[L_RCX] = r->w[X86_RCX],     [L_RDX] = r->w[X86_RDX],
-		[L_RSI] = r->w[X86_RSI],     [L_RDI] = r->w[X86_RDI],
-		[L_RBP] = r->w[X86_RBP],     [L_RSP] = r->w[X86_RSP],
-		[L_R8] = r->w[X86_R8],	     [L_R9] = r->w[X86_R9],
-		[L_R10] = r->w[X86_R10],     [L_R11] = r->w[X86_R11],
-		[L_R12] = r->w[X86_R12],     [L_R13] = r->w[X86_R13],
-		[L_R14] = r->w[X86_R14],     [L_R15] = r->w[X86_R15],
-		[L_RIP] = r->w[X86_RIP],     [L_RFLAGS] = r->w[X86_EFLAGS],
-		[L_DLOPEN] = s->dlopen,	     [L_DLERROR] = s->dlerror,
-		[L_ERRNO] = s->errno_fn,     [L_RESULT] = s->result,
+	size_t label[X86_NLABELS] = {0}, pathlen = strlen(s->path);
+	struct xbuf b = {buf, X86_CODE_MAX, 0};
+	const uint64_t lit[X86_NLIT] = {
+		[XL_RAX] = r->w[X86_RAX],     [XL_RBX] = r->w[X86_RBX],
+		[XL_RCX] = r->w[X86_RCX],     [XL_RDX] = r->w[X86_RDX],
+		[XL_RSI] = r->w[X86_RSI],     [XL_RDI] = r->w[X86_RDI],
+		[XL_RBP] = r->w[X86_RBP],     [XL_RSP] = r->w[X86_RSP],
+		[XL_R8] = r->w[X86_R8],	     [XL_R9] = r->w[X86_R9],
+		[XL_R10] = r->w[X86_R10],     [XL_R11] = r->w[X86_R11],
+		[XL_R12] = r->w[X86_R12],     [XL_R13] = r->w[X86_R13],
+		[XL_R14] = r->w[X86_R14],     [XL_R15] = r->w[X86_R15],
+		[XL_RIP] = r->w[X86_RIP],     [XL_RFLAGS] = r->w[X86_EFLAGS],
+		[XL_DLOPEN] = s->dlopen,	     [XL_DLERROR] = s->dlerror,
+		[XL_ERRNO] = s->errno_fn,     [XL_RESULT] = s->result,
 	};
 
 	if (cap < x86_shell_size(pathlen)) {
@@ -284,17 +284,17 @@ static ssize_t x86_shell_build(const struct inject_shell *s, uint8_t *buf,
 		return -ENOSPC;
 	}
 	memset(buf, 0, x86_shell_size(pathlen));
-	emit(&b, s, label); /* pass 1: the labels */
+	x86_emit(&b, s, label); /* pass 1: the labels */
 	b.len = 0;
-	emit(&b, s, label); /* pass 2: the same bytes, with the jumps */
-	if (b.len > CODE_MAX) {
+	x86_emit(&b, s, label); /* pass 2: the same bytes, with the jumps */
+	if (b.len > X86_CODE_MAX) {
 		snprintf(err, errlen, "shellcode is %zu bytes, over %d", b.len,
-			 CODE_MAX);
+			 X86_CODE_MAX);
 		return -ENOSPC;
 	}
-	for (int i = 0; i < NLIT; i++)
-		put64(buf + LIT_OFF + 8 * i, lit[i]);
-	memcpy(buf + PATH_OFF, s->path, pathlen + 1);
+	for (int i = 0; i < X86_NLIT; i++)
+		x86_put64(buf + X86_LIT_OFF + 8 * i, lit[i]);
+	memcpy(buf + X86_PATH_OFF, s->path, pathlen + 1);
 	return (ssize_t)x86_shell_size(pathlen);
 }
 

@@ -185,8 +185,8 @@ def test_busy_python_loop(spawn, python):
 
 NUMPY = """\
 import numpy as np
-a = np.arange(400 * 400, dtype=np.float64).reshape(400, 400) / 1e5
-b = np.eye(400) * 0.5 + 0.25
+a = np.arange(160 * 160, dtype=np.float64).reshape(160, 160) / 1e5
+b = np.eye(160) * 0.5 + 0.25
 ref = float((a @ b).sum())
 print("READY %r" % ref, flush=True)
 n = 0
@@ -195,7 +195,7 @@ while True:
     if s != ref:
         print("WRONG", s, ref, flush=True)
     n += 1
-    if n % 200 == 0:
+    if n % 50 == 0:
         print("ITER", n, flush=True)
 """
 
@@ -217,7 +217,7 @@ def test_busy_in_numpy_without_gil(spawn, python):
 TORCH = """\
 import torch
 torch.manual_seed(0)
-a = torch.randn(300, 300, dtype=torch.float64)
+a = torch.randn(200, 200, dtype=torch.float64)
 ref = float((a @ a).sum())
 print("READY", flush=True)
 n = 0
