@@ -1,0 +1,146 @@
+// The "probing" debug type and the Probing commands.
+import * as cp from 'child_process';
+import * as fs from 'fs';
+import * as vscode from 'vscode';
+import { adapterArgs, exitMeaning, initialConfiguration, injectArgs, Resolved, resolveAttach, targetArg } from './config';
+import { StdioDap } from './dap';
+import { agentPids, label, listPythonProcesses } from './procs';
+import { renderTable } from './table';
+
+function cliSetting(): string {
+	return vscode.workspace.getConfiguration('probing').get<string>('cliPath') || 'probing';
+}
+
+function hasAgent(pid: number): boolean {
+	try {
+		return agentPids(fs.readFileSync('/proc/net/unix', 'utf8')).has(pid);
+	} catch (e) {
+		return false;
+	}
+}
+
+function run(cli: string, args: string[], timeoutMs: number): Promise<{ code: number | null; out: string; err: string }> {
+	return new Promise((resolve) => {
+		cp.execFile(cli, args, { timeout: timeoutMs, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+			const code = error ? (typeof (error as any).code === 'number' ? (error as any).code : null) : 0;
+			resolve({ code, out: stdout.toString(), err: stderr.toString() || (error && code === null ? error.message : '') });
+		});
+	});
+}
+
+async function pickProcess(onlyAgents = false): Promise<string | undefined> {
+	const procs = listPythonProcesses().filter((p) => !onlyAgents || p.agent);
+	if (!procs.length) {
+		vscode.window.showErrorMessage(onlyAgents ? 'Probing: no Python process with the agent is running.'
+			: 'Probing: no Python process is running.');
+		return undefined;
+	}
+	const pick = await vscode.window.showQuickPick(procs.map((p) => ({
+		label: label(p.argv),
+		description: `pid ${p.pid}`,
+		detail: p.agent ? 'agent running' : 'no agent yet: it will be injected',
+		pid: p.pid,
+	})), { placeHolder: 'The Python process to attach to', matchOnDescription: true, matchOnDetail: true });
+	return pick ? String(pick.pid) : undefined;
+}
+
+class ConfigurationProvider implements vscode.DebugConfigurationProvider {
+	resolveDebugConfiguration(_folder: vscode.WorkspaceFolder | undefined, cfg: vscode.DebugConfiguration) {
+		// F5 without a launch.json: attach to a picked process.
+		if (!cfg.type && !cfg.request && !cfg.name) return initialConfiguration() as vscode.DebugConfiguration;
+		return cfg;
+	}
+
+	resolveDebugConfigurationWithSubstitutedVariables(_folder: vscode.WorkspaceFolder | undefined,
+		cfg: vscode.DebugConfiguration) {
+		const r = resolveAttach(cfg, cliSetting());
+		if ('error' in r) {
+			vscode.window.showErrorMessage(`Probing: ${r.error}`);
+			return undefined; // abort the launch
+		}
+		cfg.__probing = r.resolved;
+		return cfg;
+	}
+}
+
+class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
+	async createDebugAdapterDescriptor(session: vscode.DebugSession): Promise<vscode.DebugAdapterDescriptor> {
+		let r: Resolved | undefined = session.configuration.__probing;
+		if (!r) {
+			const again = resolveAttach(session.configuration, cliSetting());
+			if ('error' in again) throw new Error(`Probing: ${again.error}`);
+			r = again.resolved;
+		}
+		if (r.target.kind === 'tcp') return new vscode.DebugAdapterServer(r.target.port, r.target.host);
+		const pid = r.target.pid;
+		if (!hasAgent(pid)) {
+			if (!fs.existsSync(`/proc/${pid}`)) throw new Error(`Probing: there is no process ${pid}.`);
+			if (!r.inject) {
+				throw new Error(`Probing: process ${pid} has no agent. Start it with PROBING=1, or set "inject": true.`);
+			}
+			const res = await vscode.window.withProgress(
+				{ location: vscode.ProgressLocation.Notification, title: `Probing: injecting the agent into ${pid}` },
+				() => run(r!.cli, injectArgs(pid, r!.timeout), r!.timeout + 30000));
+			if (res.code !== 0) {
+				throw new Error(`Probing: cannot inject the agent into ${pid} (${exitMeaning(res.code)}): ${res.err.trim()}`);
+			}
+		}
+		return new vscode.DebugAdapterExecutable(r.cli, adapterArgs(r));
+	}
+}
+
+// The target of the commands: the probing session being debugged, else a
+// picked process with an agent.
+async function commandTarget(): Promise<string | undefined> {
+	const s = vscode.debug.activeDebugSession;
+	const r: Resolved | undefined = s && s.type === 'probing' ? s.configuration.__probing : undefined;
+	if (r) return targetArg(r.target);
+	return pickProcess(true);
+}
+
+async function runQuery(context: vscode.ExtensionContext) {
+	const target = await commandTarget();
+	if (!target) return;
+	const last = context.globalState.get<string>('probing.lastQuery') || 'SELECT * FROM python.backtrace';
+	const sql = await vscode.window.showInputBox({ prompt: `SQL to run in ${target}`, value: last });
+	if (!sql) return;
+	await context.globalState.update('probing.lastQuery', sql);
+	const dap = new StdioDap(cliSetting(), target, 10000);
+	try {
+		const init = await dap.request('initialize', { adapterID: 'probing-vscode' });
+		if (!init.success) throw new Error(init.message);
+		const r = await dap.request('probing/query', { sql, maxRows: 10000 }, 60000);
+		if (!r.success) throw new Error(r.message);
+		const panel = vscode.window.createWebviewPanel('probingQuery', `Probing: ${sql.slice(0, 40)}`,
+			vscode.ViewColumn.Active, { enableScripts: false });
+		panel.webview.html = renderTable(sql, r.body);
+	} catch (e) {
+		vscode.window.showErrorMessage(`Probing: the query failed: ${(e as Error).message}`);
+	} finally {
+		dap.close();
+	}
+}
+
+async function backtrace() {
+	const target = await commandTarget();
+	if (!target) return;
+	const res = await run(cliSetting(), ['-t', target, 'backtrace', '--locals'], 30000);
+	if (res.code !== 0) {
+		vscode.window.showErrorMessage(`Probing: backtrace failed (${exitMeaning(res.code)}): ${res.err.trim()}`);
+		return;
+	}
+	const doc = await vscode.workspace.openTextDocument({ content: res.out, language: 'plaintext' });
+	await vscode.window.showTextDocument(doc, { preview: true });
+}
+
+export function activate(context: vscode.ExtensionContext) {
+	context.subscriptions.push(
+		vscode.debug.registerDebugConfigurationProvider('probing', new ConfigurationProvider()),
+		vscode.debug.registerDebugAdapterDescriptorFactory('probing', new AdapterFactory()),
+		vscode.commands.registerCommand('probing.pickProcess', () => pickProcess(false)),
+		vscode.commands.registerCommand('probing.runQuery', () => runQuery(context)),
+		vscode.commands.registerCommand('probing.backtrace', backtrace),
+	);
+}
+
+export function deactivate() { /* nothing held */ }
