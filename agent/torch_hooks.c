@@ -60,6 +60,8 @@ static struct {
 	PyObject *cuda_is_init, *cuda_stats, *cuda_device;
 	PyObject *step_handle, *step_pre_handle; /* torch 2.x */
 	PyObject *optimizer_cls, *orig_step_code; /* torch 1.x */
+	PyObject *function_cls, *orig_register, *odict_type;
+	int register_own; /* _register_hook was Function's own attribute */
 	const char *step_hook;
 
 	int64_t rank;
@@ -79,9 +81,10 @@ static struct {
 
 /* Our callables: made once, never freed (a hook tuple captured by a call
  * in flight may still call one after removal; they then do nothing). */
-static PyObject *pre_fn, *post_fn, *step_fn, *step_method, *step_pre_fn;
+static PyObject *pre_fn, *post_fn, *step_fn, *step_method, *step_pre_fn,
+	*register_fn;
 static PyObject *s_grad_fn, *s_register_prehook, *s_queue_callback,
-	*s_remove, *s_step_code;
+	*s_remove, *s_step_code, *s_register_hook;
 
 static double now(void)
 {
@@ -241,25 +244,123 @@ static PyObject *first_grad_fn(PyObject *o)
 	return grad_fn_of(o);
 }
 
-static PyObject *bwd_hook(PyObject *self, PyObject *arg);
-static PyMethodDef bwd_def = {"probing_backward_hook", bwd_hook, METH_O,
-			      NULL};
+/*
+ * A backward hook: what to do when the gradient reaches an autograd node
+ * (start or end the backward of some modules), for the step of gen.  With
+ * the fast registration below, hooks on one node merge into one, so the
+ * engine calls us once per node however many modules meet there.
+ */
+#define HOOK_ACTIONS 8
+
+struct bwd_hook {
+	PyObject_HEAD
+	uint32_t gen;
+	int n;
+	struct {
+		int16_t slot;
+		int8_t kind;
+	} act[HOOK_ACTIONS];
+};
+
+static PyObject *bwd_hook_call(PyObject *self, PyObject *args,
+			       PyObject *kwargs);
+
+static void bwd_hook_dealloc(PyObject *self)
+{
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject bwd_hook_type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "probing.BackwardHook",
+	.tp_basicsize = sizeof(struct bwd_hook),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "Probing's backward timing hook (does nothing once its "
+		  "step is over)",
+	.tp_call = bwd_hook_call,
+	.tp_dealloc = bwd_hook_dealloc,
+};
 
 static void attach(PyObject *node, int slot, int kind)
 {
-	int64_t tok = ((((int64_t)T.gen << 16) | slot) << 1) | kind;
-	PyObject *t = PyLong_FromLongLong(tok);
-	PyObject *fn = t ? PyCFunction_New(&bwd_def, t) : NULL;
-	PyObject *r = fn ? PyObject_CallMethodOneArg(node, s_register_prehook,
-						     fn)
-			 : NULL;
+	struct bwd_hook *h = PyObject_New(struct bwd_hook, &bwd_hook_type);
+	PyObject *r;
 
+	if (!h) {
+		PyErr_Clear();
+		return;
+	}
+	h->gen = T.gen;
+	h->n = 1;
+	h->act[0].slot = (int16_t)slot;
+	h->act[0].kind = (int8_t)kind;
+	r = PyObject_CallMethodOneArg(node, s_register_prehook, (PyObject *)h);
 	if (!r)
 		PyErr_Clear();
 	Py_XDECREF(r);
-	Py_XDECREF(fn);
-	Py_XDECREF(t);
+	Py_DECREF(h);
 }
+
+/*
+ * Registering a hook on an autograd node makes torch call
+ * torch.autograd.Function._register_hook(hooks, hook), a Python function
+ * that builds a RemovableHandle each time: most of the cost of timing the
+ * backward pass.  While tracing, Function._register_hook is this C
+ * function: for our hooks it adds them to the node's hook dict directly
+ * (merging with our hook already there), for any other hook it calls the
+ * original.  Put back on removal.
+ */
+static PyObject *fast_register(PyObject *self, PyObject *const *args,
+			       Py_ssize_t nargs)
+{
+	static long long next_key;
+	struct bwd_hook *h, *o;
+	PyObject *hooks, *key, *v, *res;
+	Py_ssize_t pos = 0;
+
+	(void)self;
+	if (nargs != 2 || Py_TYPE(args[1]) != &bwd_hook_type ||
+	    !T.odict_type || !T.orig_register ||
+	    (args[0] != Py_None && !PyDict_Check(args[0])))
+		return T.orig_register
+			       ? PyObject_Vectorcall(T.orig_register, args,
+						     (size_t)nargs, NULL)
+			       : PyErr_Format(PyExc_RuntimeError,
+					      "torch hook registration "
+					      "unavailable");
+	h = (struct bwd_hook *)args[1];
+	if (args[0] == Py_None) {
+		hooks = PyObject_CallNoArgs(T.odict_type);
+		if (!hooks)
+			return NULL;
+	} else {
+		hooks = args[0];
+		Py_INCREF(hooks);
+		while (PyDict_Next(hooks, &pos, &key, &v)) {
+			if (Py_TYPE(v) != &bwd_hook_type)
+				continue;
+			o = (struct bwd_hook *)v;
+			if (o->gen != h->gen || o->n + h->n > HOOK_ACTIONS)
+				continue;
+			for (int i = 0; i < h->n; i++)
+				o->act[o->n++] = h->act[i];
+			return Py_BuildValue("(NO)", hooks, Py_None);
+		}
+	}
+	/* Negative keys: torch's handles count up from 0. */
+	key = PyLong_FromLongLong(--next_key);
+	if (!key || PyObject_SetItem(hooks, key, args[1])) {
+		Py_XDECREF(key);
+		Py_DECREF(hooks);
+		return NULL;
+	}
+	Py_DECREF(key);
+	res = Py_BuildValue("(NO)", hooks, Py_None);
+	return res;
+}
+
+static PyMethodDef fast_register_def = {
+	"probing_register_hook", (PyCFunction)(void (*)(void))fast_register,
+	METH_FASTCALL, NULL};
 
 static void attach_backward(int32_t name, PyObject *input, PyObject *output)
 {
@@ -368,28 +469,34 @@ static void queue_end(void)
 	Py_XDECREF(t);
 }
 
-static PyObject *bwd_hook(PyObject *self, PyObject *arg)
+static PyObject *bwd_hook_call(PyObject *self, PyObject *args,
+			       PyObject *kwargs)
 {
-	long long tok = PyLong_AsLongLong(self);
-	int kind = (int)(tok & 1), slot = (int)((tok >> 1) & 0xffff);
-	uint32_t gen = (uint32_t)(tok >> 17);
-	struct bwd *b;
+	struct bwd_hook *h = (struct bwd_hook *)self;
+	double t = 0;
 
-	(void)arg;
-	PyErr_Clear();
-	if (!T.installed || gen != T.gen || slot >= T.nbwd)
+	(void)args, (void)kwargs;
+	if (!T.installed || h->gen != T.gen)
 		Py_RETURN_NONE;
-	b = &T.bwd[slot];
-	if (kind == HOOK_START && b->state == BWD_ARMED) {
-		b->state = BWD_STARTED;
-		b->t0 = now();
-		b->seq = T.seq++;
-		queue_end();
-	} else if (kind == HOOK_END && b->state == BWD_STARTED) {
-		double t = now();
-		emit(TORCH_BACKWARD, b->seq, b->name, b->t0, t);
-		b->state = BWD_DONE;
-		T.last_end = t;
+	for (int i = 0; i < h->n; i++) {
+		int slot = h->act[i].slot;
+		struct bwd *b = slot < T.nbwd ? &T.bwd[slot] : NULL;
+
+		if (!b)
+			continue;
+		if (!t)
+			t = now();
+		if (h->act[i].kind == HOOK_START && b->state == BWD_ARMED) {
+			b->state = BWD_STARTED;
+			b->t0 = t;
+			b->seq = T.seq++;
+			queue_end();
+		} else if (h->act[i].kind == HOOK_END &&
+			   b->state == BWD_STARTED) {
+			emit(TORCH_BACKWARD, b->seq, b->name, b->t0, t);
+			b->state = BWD_DONE;
+			T.last_end = t;
+		}
 	}
 	Py_RETURN_NONE;
 }
@@ -607,6 +714,10 @@ static int make_statics(void)
 	post_fn = PyCFunction_New(&post_def, NULL);
 	step_fn = PyCFunction_New(&step_def, NULL);
 	step_pre_fn = PyCFunction_New(&step_pre_def, NULL);
+	register_fn = PyCFunction_New(&fast_register_def, NULL);
+	s_register_hook = PyUnicode_InternFromString("_register_hook");
+	if (!register_fn || !s_register_hook || PyType_Ready(&bwd_hook_type))
+		return -ENOMEM;
 	/* Set on a class, an instancemethod binds like a function does:
 	 * optimizer._optimizer_step_code() calls step_fn(optimizer). */
 	step_method = step_fn ? PyInstanceMethod_New(step_fn) : NULL;
@@ -738,6 +849,46 @@ static void remove_step_hook(void)
 	Py_CLEAR(T.orig_step_code);
 }
 
+/* The fast registration (see fast_register); without it, hooks are
+ * registered the slow way. */
+static void install_register(void)
+{
+	PyObject *dict;
+
+	T.function_cls = attr_path("torch.autograd.function", "Function");
+	T.odict_type = attr_path("collections", "OrderedDict");
+	if (!T.function_cls || !T.odict_type || !PyType_Check(T.function_cls))
+		goto fail;
+	T.orig_register = PyObject_GetAttr(T.function_cls, s_register_hook);
+	dict = ((PyTypeObject *)T.function_cls)->tp_dict;
+	if (!T.orig_register || !PyFunction_Check(T.orig_register) || !dict)
+		goto fail;
+	T.register_own = PyDict_Contains(dict, s_register_hook) == 1;
+	if (PyObject_SetAttr(T.function_cls, s_register_hook, register_fn))
+		goto fail;
+	return;
+fail:
+	PyErr_Clear();
+	Py_CLEAR(T.function_cls);
+	Py_CLEAR(T.orig_register);
+	Py_CLEAR(T.odict_type);
+}
+
+static void remove_register(void)
+{
+	if (T.function_cls && T.orig_register) {
+		if (T.register_own)
+			PyObject_SetAttr(T.function_cls, s_register_hook,
+					 T.orig_register);
+		else
+			PyObject_DelAttr(T.function_cls, s_register_hook);
+		PyErr_Clear();
+	}
+	Py_CLEAR(T.function_cls);
+	Py_CLEAR(T.orig_register);
+	Py_CLEAR(T.odict_type);
+}
+
 static void drop_refs(void)
 {
 	Py_CLEAR(T.reg_pre);
@@ -797,6 +948,7 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 		drop_refs();
 		return rc;
 	}
+	install_register();
 	rank = getenv("RANK");
 	T.rank = rank ? strtoll(rank, NULL, 10) : 0;
 	T.cuda = 0;
@@ -806,6 +958,7 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 	atomic_store(&pub_installed, 1);
 	begin_step(now());
 	if (T.traced && !T.fwd_on) {
+		remove_register();
 		remove_step_hook();
 		drop_refs();
 		T.installed = 0;
@@ -822,6 +975,7 @@ void torch_hooks_remove(void)
 		return;
 	forward_hooks(0);
 	remove_step_hook();
+	remove_register();
 	drop_refs();
 	torch_names_clear();
 	T.installed = 0;

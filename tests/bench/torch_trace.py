@@ -1,0 +1,130 @@
+"""Overhead of torch module tracing, side by side with torch.profiler.
+
+The loop is examples/train.py's train() (a two-layer MLP, batch 64, SGD),
+timed inside the process over --steps steps after a warm-up, in these
+variants, run alternating (the order rotates every round, so drift on a
+shared machine does not favour one) --runs times each:
+
+  baseline    no agent
+  agent       the agent loaded, tracing off
+  full        PROBING_TORCH_PROFILING=on: every module, every step,
+              forward and backward, plus the optimizer step
+  sampled     PROBING_TORCH_PROFILING=on,step_rate=10: one step in ten
+  profiler    no agent; the loop inside torch.profiler.profile(
+              activities=[ProfilerActivity.CPU], with_modules=True)
+              (its post-processing at exit is not timed)
+
+The figure is the training thread's CPU time (time.thread_time): on a
+shared machine wall time swings between identical runs, the CPU time of
+the thread much less, and a tracer that costs the training thread shows
+there.  Wall time is printed too.  The agent's own threads (the recorder
+that writes the rows into SQLite) run beside it; their CPU time is the
+"agent CPU" column (process CPU minus the training thread's).  Ratios are
+medians over baseline's median.
+
+Usage: PROBING_BUILD=build python3 tests/bench/torch_trace.py [--runs 7]
+       [--steps 4000]
+Prints a Markdown table (docs/benchmarks.md has the last one).
+"""
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
+PY = "/usr/bin/python3"
+
+DRIVER = r"""
+import inspect, sys, time
+sys.path.insert(0, %(examples)r)
+import torch
+torch.set_num_threads(1)
+import train
+variant, steps = sys.argv[1], int(sys.argv[2])
+if variant in ("full", "sampled"):
+    # The agent installs its hooks shortly after torch is imported.
+    deadline = time.time() + 10
+    while inspect.isfunction(torch.optim.Optimizer._optimizer_step_code) \
+            and not getattr(torch.optim.optimizer,
+                            "_global_optimizer_post_hooks", None):
+        if time.time() > deadline:
+            sys.exit("tracing did not start")
+        time.sleep(0.01)
+train.train(50, 64, 0)                    # warm-up
+ctx = None
+if variant == "profiler":
+    from torch.profiler import profile, ProfilerActivity
+    ctx = profile(activities=[ProfilerActivity.CPU], with_modules=True)
+    ctx.__enter__()
+w0, t0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
+train.train(steps, 64, 0)
+w1, t1, p1 = time.perf_counter(), time.thread_time(), time.process_time()
+if ctx is not None:
+    ctx.__exit__(None, None, None)
+print("ELAPSED", t1 - t0, w1 - w0, (p1 - p0) - (t1 - t0), flush=True)
+"""
+
+VARIANTS = {
+    "baseline": {},
+    "agent": {"PROBING": "1"},
+    "full": {"PROBING": "1", "PROBING_TORCH_PROFILING": "on"},
+    "sampled": {"PROBING": "1", "PROBING_TORCH_PROFILING": "on,step_rate=10"},
+    "profiler": {},
+}
+
+
+def run(variant, steps):
+    e = dict(os.environ)
+    for k in ("PROBING", "PROBING_TORCH_PROFILING"):
+        e.pop(k, None)
+    e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
+    e.update(VARIANTS[variant])
+    code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
+    cp = subprocess.run([PY, "-c", code, variant, str(steps)], env=e,
+                        capture_output=True, text=True)
+    if cp.returncode != 0:
+        sys.exit("%s run failed:\n%s" % (variant, cp.stderr[-3000:]))
+    out = cp.stdout
+    line = [l for l in out.splitlines() if l.startswith("ELAPSED")][0]
+    cpu, wall, other = (float(x) for x in line.split()[1:])
+    return cpu, wall, other
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    args = ap.parse_args()
+    names = args.variants.split(",")
+    res = {n: [] for n in names}
+    for i in range(args.runs):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for n in order:
+            res[n].append(run(n, args.steps))
+        print("round %d/%d done" % (i + 1, args.runs), file=sys.stderr)
+    base = statistics.median(r[0] for r in res[names[0]])
+    base_wall = statistics.median(r[1] for r in res[names[0]])
+    print("Host: %s, %d CPUs, Python %s, torch (system) on /usr/bin/python3"
+          % (platform.machine(), os.cpu_count(), platform.python_version()))
+    print("Loop: examples/train.py train(), %d steps, %d runs each, "
+          "alternating\n" % (args.steps, args.runs))
+    print("| variant | thread CPU median (s) | ratio | min..max ratio | "
+          "wall median (s) | wall ratio | agent CPU (s) | us/step added |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in names:
+        cpu = [r[0] for r in res[n]]
+        wall = [r[1] for r in res[n]]
+        other = [r[2] for r in res[n]]
+        m = statistics.median(cpu)
+        print("| %s | %.3f | %.3fx | %.3f..%.3f | %.3f | %.3fx | %.3f | %.1f |"
+              % (n, m, m / base, min(cpu) / base, max(cpu) / base,
+                 statistics.median(wall), statistics.median(wall) / base_wall,
+                 statistics.median(other), (m - base) / args.steps * 1e6))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Torch module tracing: python.torch_trace, watched variables, sampling,
+switching on and off at run time.  /usr/bin/python3 only (it has torch)."""
+import json
+import time
+
+import pytest
+
+from conftest import SYSTEM_PYTHON, probing, wait_for
+
+pytestmark = pytest.mark.skipif(
+    __import__("subprocess").run([SYSTEM_PYTHON, "-c", "import torch"],
+                                 capture_output=True).returncode != 0,
+    reason="/usr/bin/python3 has no torch")
+
+# A model with nested names (encoder.layers.0.self_attn, a Sequential
+# inside), a residual connection, and a loss module.  The loop waits for
+# the agent's hooks, runs STEPS steps, prints DONE and idles.
+MODEL = """\
+import os, sys, time
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.self_attn = nn.Linear(8, 8)
+        self.ff = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+
+    def forward(self, x):
+        return x + self.ff(self.self_attn(x))
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Module()
+        self.encoder.layers = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        for block in self.encoder.layers:
+            x = block(x)
+        return self.head(x)
+
+def hooked():
+    import torch.nn.modules.module as m
+    return bool(m._global_forward_pre_hooks)
+
+def train(steps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    lossf = nn.MSELoss()
+    for step in range(steps):
+        x, y = torch.randn(4, 8), torch.randn(4, 1)
+        opt.zero_grad()
+        out = model(x)
+        loss = lossf(out, y)
+        acc1 = float((out - y).abs().mean())
+        loss.backward()
+        opt.step()
+        print("STEP", step, loss.item(), acc1, flush=True)
+
+print("READY", flush=True)
+if os.environ.get("WAIT_HOOKS"):
+    while not hooked():
+        time.sleep(0.01)
+train(int(os.environ.get("STEPS", "8")))
+print("DONE", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+MODULES = ["Net", "MSELoss", "head"] + [
+    "encoder.layers.%d%s" % (i, s) for i in (0, 1)
+    for s in ("", ".self_attn", ".ff", ".ff.0", ".ff.1", ".ff.2")]
+
+
+def query(t, sql):
+    r = probing("query", "-f", "json", sql, target=t.pid)
+    assert r.rc == 0, r
+    return r.json()
+
+
+def status(t):
+    return query(t, "SELECT value FROM probing.config "
+                    "WHERE name = 'torch.status'")[0]["value"]
+
+
+def start(spawn, steps=8, spec="on", extra=None):
+    env = {"STEPS": str(steps), "WAIT_HOOKS": "1"}
+    if spec:
+        env["PROBING_TORCH_PROFILING"] = spec
+    env.update(extra or {})
+    t = spawn(SYSTEM_PYTHON, MODEL, env=env)
+    t.wait_line("READY", timeout=60)
+    t.wait_agent()
+    return t
+
+
+def rows_settled(t, sql):
+    """The rows of sql once they stop changing (the recorder drains every
+    100 ms)."""
+    last = None
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        rows = query(t, sql)
+        if rows == last:
+            return rows
+        last = rows
+        time.sleep(0.3)
+    return last
+
+
+def test_every_module_forward_backward_and_steps(spawn):
+    t = start(spawn, steps=8)
+    t.wait_line("DONE", timeout=60)
+    rows = rows_settled(t, "SELECT step, seq, module, stage, duration, "
+                           "allocated, time_offset, rank "
+                           "FROM python.torch_trace ORDER BY step, seq")
+    assert rows, "no rows"
+    steps = sorted({r["step"] for r in rows})
+    assert steps == list(range(8))
+    for step in steps:
+        mine = [r for r in rows if r["step"] == step]
+        fwd = {r["module"] for r in mine if r["stage"] == "forward"}
+        bwd = {r["module"] for r in mine if r["stage"] == "backward"}
+        assert fwd == set(MODULES), (step, fwd)
+        # Every module the loss depends on has a backward row.
+        assert bwd == set(MODULES), (step, bwd)
+        step_rows = [r for r in mine if r["stage"] == "step"]
+        assert [r["module"] for r in step_rows] == ["SGD"]
+        # seq numbers the stages of a step in the order they started.
+        assert sorted(r["seq"] for r in mine) == list(range(len(mine)))
+        assert all(r["duration"] >= 0 and r["time_offset"] >= 0
+                   and r["allocated"] == 0 and r["rank"] == 0 for r in mine)
+        by = {(r["module"], r["stage"]): r for r in mine}
+        # Order: the root's forward starts first; backward runs from the
+        # head down, after every forward; the optimizer step comes last.
+        assert by[("Net", "forward")]["seq"] == 0
+        first_bwd = min(r["seq"] for r in mine if r["stage"] == "backward")
+        assert first_bwd > max(r["seq"] for r in mine if r["stage"] == "forward")
+        assert by[("head", "backward")]["seq"] < \
+            by[("encoder.layers.1.ff", "backward")]["seq"] < \
+            by[("encoder.layers.0.self_attn", "backward")]["seq"]
+        assert step_rows[0]["seq"] == len(mine) - 1
+        # A parent's forward encloses its children's.
+        p, c = by[("encoder.layers.0.ff", "forward")], by[("encoder.layers.0.ff.1", "forward")]
+        assert p["time_offset"] <= c["time_offset"]
+        assert p["time_offset"] + p["duration"] >= c["time_offset"] + c["duration"]
+    assert status(t).startswith("on: step 8")
+
+
+def test_watched_variables_several(spawn):
+    t = start(spawn, steps=6, spec="on,exprs=loss@train;acc1@train")
+    t.wait_line("DONE", timeout=60)
+    printed = {}
+    for line in t.output().splitlines():
+        if line.startswith("STEP "):
+            _, step, loss, acc1 = line.split()
+            printed[int(step)] = (float(loss), float(acc1))
+    rows = rows_settled(t, "SELECT step, func, name, value FROM python.variables "
+                           "ORDER BY step, name")
+    got = {(r["step"], r["name"]): r["value"] for r in rows}
+    assert {r["func"] for r in rows} == {"train"}
+    for step in range(6):
+        # Read when the optimizer steps: this step's loss and acc1.
+        assert got[(step, "loss")] == pytest.approx(printed[step][0], rel=1e-5)
+        assert got[(step, "acc1")] == pytest.approx(printed[step][1], rel=1e-5)
+    r = probing("config", "-f", "json", target=t.pid)
+    settings = {s["name"]: s["value"] for s in r.json()}
+    assert settings["torch.watch"] == "loss@train;acc1@train"
+    assert settings["torch.profiling"] == "on"
+
+
+def test_sampling_steps_and_modules(spawn):
+    t = start(spawn, steps=12, spec="on,step_rate=4,module_rate=3")
+    t.wait_line("DONE", timeout=60)
+    rows = rows_settled(t, "SELECT step, module, stage FROM python.torch_trace")
+    assert sorted({r["step"] for r in rows}) == [0, 4, 8]
+    per_step = {}
+    for r in rows:
+        if r["stage"] == "forward":
+            per_step.setdefault(r["step"], set()).add(r["module"])
+    # One module in three per traced step (counting the containers that
+    # are never called), a different third each time: together, every
+    # module, each once.
+    for s, mods in per_step.items():
+        assert 0 < len(mods) < len(MODULES) // 2, (s, mods)
+    assert sorted(sum((sorted(m) for m in per_step.values()), [])) == sorted(MODULES)
+    # Every traced step still ends in an optimizer step row.
+    assert sorted(r["step"] for r in rows if r["stage"] == "step") == [0, 4, 8]
+
+
+def test_switch_on_and_off_at_run_time_leaves_nothing(spawn):
+    # Started without tracing: nothing is hooked.
+    t = start(spawn, steps=100000, spec=None,
+              extra={"WAIT_HOOKS": ""})
+    t.wait_line("STEP 5", timeout=60)
+    probe = ("import torch, torch.nn.modules.module as m\n"
+             "F = torch.autograd.function.Function\n"
+             "print(len(m._global_forward_pre_hooks), len(m._global_forward_hooks),"
+             " len(m._global_backward_hooks),"
+             " type(torch.optim.Optimizer.__dict__['_optimizer_step_code']).__name__,"
+             " '_register_hook' in F.__dict__)")
+    r = probing("eval", probe, target=t.pid)
+    assert r.rc == 0, r
+    clean = r.out.strip()
+    assert clean == "0 0 0 function False", clean
+    assert status(t) == "off"
+    r = probing("config", "torch.profiling=on", target=t.pid)
+    assert r.rc == 0, r
+    wait_for(lambda: status(t).startswith("on"), 10, "tracing on")
+    wait_for(lambda: query(t, "SELECT count(DISTINCT step) AS n FROM "
+                              "python.torch_trace")[0]["n"] >= 3, 20, "rows")
+    r = probing("config", "torch.profiling=off", target=t.pid)
+    assert r.rc == 0, r
+    wait_for(lambda: status(t) == "off", 10, "tracing off")
+    r = probing("eval", probe, target=t.pid)
+    assert r.out.strip() == clean, r.out
+    # No new rows after it went off (the last ones drained).
+    time.sleep(0.3)
+    n = query(t, "SELECT count(*) AS n FROM python.torch_trace")[0]["n"]
+    time.sleep(0.5)
+    assert query(t, "SELECT count(*) AS n FROM python.torch_trace")[0]["n"] == n
+    assert t.alive()
+    # And on again: steps go on counting from where they were.
+    last = query(t, "SELECT max(step) AS s FROM python.torch_trace")[0]["s"]
+    probing("config", "torch.profiling=on", target=t.pid)
+    wait_for(lambda: query(t, "SELECT max(step) AS s FROM "
+                              "python.torch_trace")[0]["s"] > last + 1, 20, "more rows")
+
+
+def test_waits_for_torch_import_and_reports_status(spawn):
+    code = ("import time, os\n"
+            "print('READY', flush=True)\n"
+            "while not os.path.exists('go'):\n"
+            "    time.sleep(0.02)\n"
+            "import torch\n"
+            "print('IMPORTED', flush=True)\n"
+            "while True:\n"
+            "    time.sleep(0.05)\n")
+    t = spawn(SYSTEM_PYTHON, code, env={"PROBING_TORCH_PROFILING": "on"})
+    t.wait_line("READY")
+    t.wait_agent()
+    wait_for(lambda: status(t) == "waiting for torch to be imported", 10,
+             "waiting status")
+    import os
+    open(os.path.join(os.path.dirname(t.script), "go"), "w").close()
+    t.wait_line("IMPORTED", timeout=60)
+    wait_for(lambda: status(t).startswith("on"), 10, "hooks installed")
+    # Settings are checked whole: a bad option changes nothing.
+    r = probing("config", "torch.profiling=on,exprs=nope", target=t.pid)
+    assert r.rc == 1 and "VARIABLE@FUNCTION" in r.err, r
+    r = probing("config", "torch.profiling=on,bogus=1", target=t.pid)
+    assert r.rc == 1 and "unknown option 'bogus'" in r.err, r
+    r = probing("config", "torch.profiling=on,exprs=a@f,b@g,step_rate=2",
+                target=t.pid)
+    assert r.rc == 0, r
+    r = probing("config", "-f", "json", target=t.pid)
+    s = {x["name"]: x["value"] for x in r.json()}
+    assert s["torch.watch"] == "a@f;b@g" and s["torch.step_rate"] == "2"
