@@ -21,7 +21,6 @@
 #include "target.h"
 
 #define INJECT_SET_MAX 64     /* -D settings at once */
-#define FIRST_TRY_MS 1000     /* asking an existing agent */
 #define CONNECT_RETRY_US 3000 /* between connects while the agent starts */
 
 static int64_t now_ms(void)
@@ -110,8 +109,6 @@ static int inject_exit_code(int rc)
 	case -ENOENT:
 	case -ELIBBAD:
 		return CLI_ELOAD;
-	case -EALREADY:
-		return CLI_ETIMEOUT;
 	default:
 		return CLI_EINJECT;
 	}
@@ -274,8 +271,10 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		return cli_error(CLI_ENOPROC, "no such process: %d", (int)pid);
 	}
 
-	/* One agent per process: reuse the one that answers. */
-	rc = cli_target_open(ctx->target, FIRST_TRY_MS, &ctx->client,
+	/* One agent per process: reuse the one that answers.  A socket that
+	 * exists but is slow to answer is an agent still starting (its
+	 * socket comes first): give it the whole timeout. */
+	rc = cli_target_open(ctx->target, ctx->timeout_ms, &ctx->client,
 			     &ctx->init_body, err, sizeof(err));
 	if (rc == CLI_OK) {
 		printf("process %d already has a Probing agent; reusing it "
@@ -300,6 +299,20 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		io.step = on_step;
 	}
 	rc = inject_library(pid, lib, &io, &res, err, sizeof(err));
+	if (rc == -EALREADY) {
+		/* Loaded, but not answering yet: an agent starting up (say,
+		 * from an injection whose CLI was killed after the thread
+		 * went in).  Wait for it like for our own. */
+		printf("process %d has the agent library loaded already; "
+		       "waiting for its agent (nothing injected)\n",
+		       (int)pid);
+		rc = wait_agent(ctx, start + ctx->timeout_ms);
+		if (rc != CLI_OK) {
+			cJSON_Delete(set);
+			return rc;
+		}
+		return configure(ctx, set);
+	}
 	if (rc) {
 		cJSON_Delete(set);
 		return cli_error(inject_exit_code(rc), "%s", err);
