@@ -396,7 +396,10 @@ static uint32_t frame_name(struct flamegraph *fg, struct fg_frame *f)
 	if (f->native) {
 		file = strrchr(f->file, '/');
 		file = file ? file + 1 : f->file;
-		snprintf(label, sizeof(label), *file ? "%s (%s)" : "%s",
+		/* "[libfoo.so]": a function without a symbol, named by its
+		 * library already. */
+		snprintf(label, sizeof(label),
+			 *file && f->func[0] != '[' ? "%s (%s)" : "%s",
 			 f->func, file);
 	} else {
 		file = short_file(f->file);
@@ -425,16 +428,25 @@ size_t fg_path(struct flamegraph *fg, const struct fg_sample *s)
 	/* Innermost first into p[2 ..], then reversed into place. */
 	p += 2;
 	while (id && n < PATH_WALK_MAX) {
+		uint32_t name;
+
 		if (sampler_map_get(&fg->stack_map, id, &idx) < 0) {
 			p[n++] = unknown_name(fg);
 			break;
 		}
 		if (sampler_map_get(&fg->frame_map, fg->stacks[idx].frame,
 				    &nm) < 0)
-			p[n++] = unknown_name(fg);
+			name = unknown_name(fg);
 		else
-			p[n++] = frame_name(fg, &fg->frames[nm]);
+			name = frame_name(fg, &fg->frames[nm]);
 		id = fg->stacks[idx].parent;
+		/* Native frames without a symbol ("[libfoo.so]") in a row
+		 * are one: their return addresses say nothing more. */
+		if (n && name == p[n - 1] && name != UINT32_MAX &&
+		    fg->names[name].kind == FG_NATIVE &&
+		    fg->names[name].label[0] == '[')
+			continue;
+		p[n++] = name;
 	}
 	for (size_t i = 0; i < n / 2; i++) {
 		uint32_t t = p[i];

@@ -193,16 +193,19 @@ static void close_to(struct timeline *tl, size_t keep, double t)
 	while (tl->nopen > keep) {
 		size_t d = --tl->nopen;
 		const struct fg_name *n = &tl->fg->names[tl->open[d]];
-		double ts = (tl->start[d] - tl->t0) * 1e6;
-		double dur = (t - tl->start[d]) * 1e6;
+		/* In whole nanoseconds, so that a frame ends exactly where
+		 * the next one starts (no rounding overlap). */
+		long long ts = llround((tl->start[d] - tl->t0) * 1e9);
+		long long end = llround((t - tl->t0) * 1e9);
+		long long dur = end > ts ? end - ts : 0;
 
 		fg_puts(tl->b, ",\n{\"ph\":\"X\",\"name\":");
 		fg_json_str(tl->b, n->label);
 		fg_printf(tl->b,
 			  ",\"cat\":\"%s\",\"pid\":%ld,\"tid\":%ld,"
-			  "\"ts\":%.3f,\"dur\":%.3f}",
-			  category(n->kind), tl->pid, tl->tid, ts,
-			  dur > 0 ? dur : 0);
+			  "\"ts\":%lld.%03lld,\"dur\":%lld.%03lld}",
+			  category(n->kind), tl->pid, tl->tid, ts / 1000,
+			  ts % 1000, dur / 1000, dur % 1000);
 		tl->nevents++;
 	}
 }

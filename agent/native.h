@@ -38,7 +38,8 @@
 
 #define NATIVE_SIGNAL SIGPROF
 #define NATIVE_DEPTH_MAX 256
-#define NATIVE_WAIT_US 20000 /* for the handler to start */
+#define NATIVE_WAIT_US 5000 /* for the handler to run (a thread that
+				     lost its CPU takes a scheduler tick) */
 #define NATIVE_HOLD_US 5000  /* a handler waits this long for the sampler */
 
 /* Installs the handler.  0, or -errno with err (e.g. libunwind missing). */

@@ -177,6 +177,27 @@ static const struct sym *find(const struct object *o, uintptr_t a)
 	return NULL;
 }
 
+/* "ns::f(int, char const*) const" -> "ns::f": a flamegraph wants the
+ * function, and overloads rarely matter there. */
+static void drop_parameters(char *s)
+{
+	size_t n = strlen(s);
+	int depth = 0;
+
+	if (n > 6 && !strcmp(s + n - 6, " const"))
+		n -= 6;
+	if (!n || s[n - 1] != ')')
+		return;
+	while (n-- > 0) {
+		if (s[n] == ')')
+			depth++;
+		else if (s[n] == '(' && --depth == 0)
+			break;
+	}
+	if (depth == 0 && n > 0 && n != (size_t)-1)
+		s[n] = '\0';
+}
+
 static void put_name(char *out, size_t len, const char *name)
 {
 	static demangle_fn demangle;
@@ -185,12 +206,20 @@ static void put_name(char *out, size_t len, const char *name)
 	int status = -1;
 
 	if (!looked) {
-		demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		/* C++ libraries are usually loaded RTLD_LOCAL (Python's
+		 * extension modules): ask libstdc++ itself when it is in the
+		 * process, never load it. */
+		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+
+		demangle = (demangle_fn)dlsym(h ? h : RTLD_DEFAULT,
+					      "__cxa_demangle");
 		looked = 1;
 	}
 	if (demangle && name[0] == '_' && name[1] == 'Z')
 		d = demangle(name, NULL, NULL, &status);
 	snprintf(out, len, "%s", d && status == 0 ? d : name);
+	if (d && status == 0)
+		drop_parameters(out);
 	free(d);
 }
 
@@ -223,8 +252,7 @@ int native_sym_lookup(uintptr_t ip, struct native_symbol *out)
 	base = strrchr(out->object, '/');
 	base = base ? base + 1 : out->object;
 	out->offset = at - (uintptr_t)info.dli_fbase;
-	snprintf(out->func, sizeof(out->func), "%.480s+0x%lx", base,
-		 (unsigned long)out->offset);
+	snprintf(out->func, sizeof(out->func), "[%.500s]", base);
 	return 0;
 }
 

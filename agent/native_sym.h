@@ -5,8 +5,8 @@
  * with its link map, so the load bias is exact); the function from the
  * object file's own ELF symbol table, .symtab when the file has one
  * (static functions too), else .dynsym.  An address past the end of the
- * nearest symbol before it is not given that symbol's name: it is shown
- * as "object+0xOFFSET" instead of a wrong name.  C++ names are demangled
+ * nearest symbol before it is not given that symbol's name: it is named
+ * "[object]" instead of a wrong name (the address stays in offset).  C++ names are demangled
  * with the process's own __cxa_demangle when one is loaded (never linked
  * in).
  *
@@ -27,11 +27,11 @@
 #define NATIVE_SYM_SYMBOLS_MAX (1u << 22)
 
 struct native_symbol {
-	char func[512];	  /* "object+0x1f0" when unknown */
+	char func[512];	  /* "[libfoo.so]" when unknown */
 	char object[512]; /* path of the shared object or executable; ""
 			     when no object holds the address */
-	uintptr_t offset; /* of the call site in its function, or in the
-			     object when the function is unknown */
+	uintptr_t offset; /* of the call site in its function, or from the
+			     object's start when the function is unknown */
 };
 
 /* Symbolizes a return address (the call site is ip - 1).  Returns 0, or

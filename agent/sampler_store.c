@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -93,6 +94,7 @@ static struct {
 	size_t nknown;
 	struct sampler_map known_map; /* thread_id + 1 -> index */
 	struct timespec names_at;
+	uint64_t rng;
 } R = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.wake = PTHREAD_COND_INITIALIZER,
@@ -441,9 +443,16 @@ static void *recorder_main(void *arg)
 		       R.flush_want == R.flush_done)
 			pthread_cond_wait(&R.wake, &R.lock);
 		if (!R.stopping && R.flush_want == R.flush_done) {
+			/* Jittered (50%..150%), so that the recorder's CPU use
+			 * does not keep step with the target's periodic work
+			 * and bias the samples taken meanwhile. */
+			R.rng = R.rng * 6364136223846793005ULL +
+				1442695040888963407ULL;
 			clock_gettime(CLOCK_MONOTONIC, &dl);
-			dl.tv_nsec += SAMPLER_STORE_PERIOD_MS * 1000000L;
-			if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_nsec += (long)(SAMPLER_STORE_PERIOD_MS * 1000000L *
+					     (0.5 + (double)(R.rng >> 11) /
+							    (double)(1ULL << 53)));
+			while (dl.tv_nsec >= 1000000000L) {
 				dl.tv_sec++;
 				dl.tv_nsec -= 1000000000L;
 			}
@@ -508,6 +517,7 @@ int sampler_store_init(struct store *st, struct sampler_intern *in, char *err,
 	}
 	R.st = st;
 	R.in = in;
+	R.rng = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 20;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&R.wake, &ca);

@@ -4,7 +4,8 @@
  *
  * The sampler thread appends samples to a bounded pending buffer (a mutex
  * held for a memcpy) and never waits for SQLite; the recorder thread wakes
- * every SAMPLER_STORE_PERIOD_MS (or when flushed), takes the buffer, and
+ * about every SAMPLER_STORE_PERIOD_MS (jittered; at once when flushed),
+ * takes the buffer, and
  * writes one transaction: the frames and stacks interned since the last
  * batch (read from the sampler_intern table, whose entries never move),
  * the samples, and the threads seen.  profile.samples is a recorded

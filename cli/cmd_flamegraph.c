@@ -198,8 +198,11 @@ static int record(struct cmd_ctx *ctx, const struct fg_opts *o,
 		cJSON_Delete(st);
 		if (left <= 0 || (started && !running) || cli_sigint)
 			break;
-		sleep_ms(left * 1000 < FG_POLL_MS ? (int)(left * 1000) + 1
-						  : FG_POLL_MS);
+		/* Jittered: a poll in step with the target's periodic work
+		 * would take the CPU from it at the same phase each time. */
+		sleep_ms(left * 1000 < FG_POLL_MS
+				 ? (int)(left * 1000) + 1
+				 : FG_POLL_MS / 2 + rand() % FG_POLL_MS);
 	}
 	if (tty)
 		fputs("\r\033[K", stderr);
