@@ -87,7 +87,8 @@ static int64_t next_frame_id = DEBUGGER_FRAME_BASE;
 static struct paused paused[DEBUGGER_PAUSED_MAX];
 static int hold_asked; /* the owner asked for debugger_hold() */
 static int hold_ms;
-static int held; /* paused, no owner, waiting for one */
+static int held;     /* paused, no owner, waiting for one */
+static int announce; /* the owner took a held stop over */
 static unsigned hold_gen;
 static atomic_int hook_on;	  /* for status: pyhook_enabled(), mirrored */
 static atomic_int filters_mirror; /* for status: 1 raised | 2 uncaught */
@@ -848,6 +849,7 @@ int debugger_attach(uint64_t session, char *err, size_t errlen)
 		/* Takes over a stop held for it (debugger_hold). */
 		owner = session;
 		held = 0;
+		announce = 1;
 		hold_gen++;
 	} else if (!owner) {
 		owner = session;
@@ -905,6 +907,7 @@ static void cleanup_done(struct worker_job *job)
 static void detach_locked(void)
 {
 	owner = 0;
+	announce = 0;
 	atomic_store(&active, 0);
 	atomic_fetch_add(&epoch, 1);
 	pause_pending = 0;
@@ -1033,10 +1036,12 @@ void debugger_announce(uint64_t session)
 	long tid = 0;
 
 	pthread_mutex_lock(&lock);
-	if (owner == session && stopped)
+	if (owner == session && stopped && announce)
 		for (int i = 0; i < DEBUGGER_PAUSED_MAX && !tid; i++)
 			if (paused[i].used && !paused[i].cmd)
 				tid = paused[i].native_id;
+	if (owner == session)
+		announce = 0;
 	pthread_mutex_unlock(&lock);
 	if (tid)
 		post_stopped("pause", tid, 1, NULL, 0, NULL);

@@ -214,13 +214,10 @@ for (const py of PYTHONS) {
 			const dc = await client();
 			const line = target.line('# @compute');
 			const ret = target.line('# @return');
+			const logpoint = { line: ret, logMessage: 'total={total} items={len(items)} {{literal}}' };
 			const { log } = await attach(dc, {
-				bps: { [target.script]: [{ line, condition: 'i % 7 == 3' }, { line: ret, logMessage: 'total={total} items={len(items)} {{literal}}' }] },
+				bps: { [target.script]: [{ line, condition: 'i % 7 == 3' }, logpoint] },
 			});
-			const out = await log.next('output', (e) => e.body.category === 'console');
-			assert.match(out.body.output, /^total=\d+ items=\d \{literal\}\n$/);
-			assert.equal(out.body.source.path, target.script);
-			assert.equal(out.body.line, ret);
 			const stop = await log.next('stopped');
 			assert.equal(stop.body.reason, 'breakpoint');
 			const i = Number((await locals(dc, target.pid)).get('i').value);
@@ -228,12 +225,17 @@ for (const py of PYTHONS) {
 
 			// A hit count: the third hit from now (plain N means ==N).
 			log.clear('stopped');
-			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, hitCondition: '3' }] });
+			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, hitCondition: '3' }, logpoint] });
 			const next = log.next('stopped');
 			await dc.continueRequest({ threadId: target.pid });
 			await next;
 			const j = Number((await locals(dc, target.pid)).get('i').value);
 			assert.equal(j, i + 3, 'stopped on the third hit');
+			// The logpoint ran in the iterations between, without stopping.
+			const out = await log.next('output', (e) => e.body.category === 'console');
+			assert.match(out.body.output, /^total=\d+ items=\d \{literal\}\n$/);
+			assert.equal(out.body.source.path, target.script);
+			assert.equal(out.body.line, ret);
 			const bad = await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, hitCondition: 'often' }] });
 			assert.equal(bad.body.breakpoints[0].verified, false);
 			assert.match(bad.body.breakpoints[0].message, /hit condition/);
