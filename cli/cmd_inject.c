@@ -62,10 +62,11 @@ static int find_library(const char *given, char *out, size_t outlen)
 	if (given || (env && *env)) {
 		const char *p = given ? given : env;
 		if (!readable(p))
-			return cli_error(CLI_ELOAD,
-					 "library not found or not readable: "
-					 "%s (from %s)",
-					 p, given ? "--library" : "PROBING_LIBRARY");
+			return cli_error(
+				CLI_ELOAD,
+				"library not found or not readable: "
+				"%s (from %s)",
+				p, given ? "--library" : "PROBING_LIBRARY");
 		snprintf(out, outlen, "%s", p);
 		return 0;
 	}
@@ -142,8 +143,8 @@ static int wait_agent(struct cmd_ctx *ctx, int64_t deadline)
 /* The value of setting name in a probing/config reply, or "". */
 static const char *setting(const cJSON *body, const char *name)
 {
-	const cJSON *s, *all = cJSON_GetObjectItemCaseSensitive(body,
-							       "settings");
+	const cJSON *s,
+		*all = cJSON_GetObjectItemCaseSensitive(body, "settings");
 
 	cJSON_ArrayForEach(s, all)
 	{
@@ -257,9 +258,10 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (optind < argc || !ctx->target || !(pid = target_pid(ctx->target))) {
 		cJSON_Delete(set);
 		return cli_usage_error(&cmd_inject_entry,
-				       optind < argc ? "unexpected argument '%s'"
-						     : "inject needs a pid: "
-						       "-t PID%s",
+				       optind < argc
+					       ? "unexpected argument '%s'"
+					       : "inject needs a pid: "
+						 "-t PID%s",
 				       optind < argc ? argv[optind] : "");
 	}
 	if (cJSON_GetArraySize(set) == 0) {
@@ -322,8 +324,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		cJSON_Delete(set);
 		return rc;
 	}
-	print_injected(pid, res.target_path, &res,
-		       (double)(now_ms() - start));
+	print_injected(pid, res.target_path, &res, (double)(now_ms() - start));
 	return configure(ctx, set);
 }
 

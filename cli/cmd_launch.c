@@ -63,7 +63,8 @@ static int set_env_setting(const char *key, const char *value)
 	size_t n = (size_t)snprintf(name, sizeof(name), "PROBING_");
 
 	for (; *key && n + 1 < sizeof(name); key++)
-		name[n++] = *key == '.' ? '_' : (char)toupper((unsigned char)*key);
+		name[n++] =
+			*key == '.' ? '_' : (char)toupper((unsigned char)*key);
 	name[n] = '\0';
 	return setenv(name, value, 1);
 }

@@ -86,6 +86,7 @@ struct inject_regs {
 };
 
 /* x86_64: word indices of struct user_regs_struct. */
+/* clang-format off */
 enum {
 	X86_R15, X86_R14, X86_R13, X86_R12, X86_RBP, X86_RBX, X86_R11,
 	X86_R10, X86_R9, X86_R8, X86_RAX, X86_RCX, X86_RDX, X86_RSI,
@@ -93,15 +94,16 @@ enum {
 	X86_SS, X86_FS_BASE, X86_GS_BASE, X86_DS, X86_ES, X86_FS, X86_GS,
 	X86_NWORDS
 };
+/* clang-format on */
 
 /* aarch64: word indices of struct user_pt_regs (x0..x30 are 0..30). */
 enum { A64_SP = 31, A64_PC = 32, A64_PSTATE = 33, A64_NWORDS = 34 };
 
 /* What a stopped thread is doing, for the choice of a safe point. */
 struct inject_where {
-	uint64_t pc;   /* where it will go on */
-	int64_t nr;    /* the system call it is in or just left; -1: none */
-	int restart;   /* enum inject_restart of that system call */
+	uint64_t pc; /* where it will go on */
+	int64_t nr;  /* the system call it is in or just left; -1: none */
+	int restart; /* enum inject_restart of that system call */
 };
 
 /* What the kernel does with an interrupted system call when no signal
@@ -120,13 +122,13 @@ enum inject_restart inject_restart_kind(int64_t nr, int64_t ret);
 
 /* What the shellcode needs; every address is in the target. */
 struct inject_shell {
-	uint64_t code;	  /* where the shellcode will be written */
-	uint64_t result;  /* the result area (data cave) */
-	uint64_t dlopen;  /* dlopen, or __libc_dlopen_mode */
-	uint64_t dlerror; /* 0 when the target has none */
-	uint64_t errno_fn; /* __errno_location */
-	uint32_t mode;	  /* INJECT_RTLD_NOW [| INJECT_RTLD_DLOPEN] */
-	const char *path; /* the library, as the target sees it */
+	uint64_t code;	     /* where the shellcode will be written */
+	uint64_t result;     /* the result area (data cave) */
+	uint64_t dlopen;     /* dlopen, or __libc_dlopen_mode */
+	uint64_t dlerror;    /* 0 when the target has none */
+	uint64_t errno_fn;   /* __errno_location */
+	uint32_t mode;	     /* INJECT_RTLD_NOW [| INJECT_RTLD_DLOPEN] */
+	const char *path;    /* the library, as the target sees it */
 	uint32_t xsave_size; /* x86_64: XSAVE area bytes; 0: FXSAVE */
 	const struct inject_regs *resume; /* R': where the thread goes on */
 };
@@ -203,12 +205,10 @@ const struct inject_arch *inject_arch_for(uint16_t machine);
 /* --- pure functions, exported for the unit tests --------------------- */
 
 /* x86_64: R' from the registers r read at an interrupt stop. */
-void inject_x86_64_resume(const struct inject_regs *r,
-			  struct inject_regs *out);
+void inject_x86_64_resume(const struct inject_regs *r, struct inject_regs *out);
 
 /* x86_64: the entry registers for s (from *s->resume). */
-void inject_x86_64_entry(const struct inject_shell *s,
-			 struct inject_regs *out);
+void inject_x86_64_entry(const struct inject_shell *s, struct inject_regs *out);
 
 /*
  * aarch64: R' from the registers at the interrupt stop (ev) and, when the

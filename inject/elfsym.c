@@ -74,7 +74,8 @@ static int parse(struct inject_elf *e, char *err, size_t errlen)
 	}
 	e->eh = eh;
 	if (eh->e_phentsize != sizeof(Elf64_Phdr) ||
-	    !in_file(e, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr))) {
+	    !in_file(e, eh->e_phoff,
+		     (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr))) {
 		snprintf(err, errlen, "bad program headers");
 		return -ENOEXEC;
 	}
@@ -83,7 +84,8 @@ static int parse(struct inject_elf *e, char *err, size_t errlen)
 	if (eh->e_shnum == 0)
 		return 0; /* no sections: no symbols, segments still fine */
 	if (eh->e_shentsize != sizeof(Elf64_Shdr) ||
-	    !in_file(e, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr))) {
+	    !in_file(e, eh->e_shoff,
+		     (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr))) {
 		snprintf(err, errlen, "bad section headers");
 		return -ENOEXEC;
 	}
@@ -101,7 +103,8 @@ static int parse(struct inject_elf *e, char *err, size_t errlen)
 		if (s->sh_type == SHT_GNU_versym && e->dyn.sym &&
 		    in_file(e, s->sh_offset, s->sh_size) &&
 		    s->sh_size >= e->dyn.n * sizeof(uint16_t))
-			e->dyn.versym = (const uint16_t *)(e->base + s->sh_offset);
+			e->dyn.versym =
+				(const uint16_t *)(e->base + s->sh_offset);
 	}
 	return 0;
 }
@@ -118,7 +121,8 @@ int inject_elf_open(const char *path, struct inject_elf **out, char *err,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(-rc));
+		snprintf(err, errlen, "cannot open %s: %s", path,
+			 strerror(-rc));
 		return rc;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
@@ -189,7 +193,8 @@ static int lookup(const struct symtab *t, const char *name, uint64_t *value)
 			return 1;
 		}
 		if (!found) {
-			*value = s->st_value; /* a hidden one, if nothing else */
+			*value =
+				s->st_value; /* a hidden one, if nothing else */
 			found = 1;
 		}
 	}

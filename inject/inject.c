@@ -105,9 +105,9 @@ static int safe_point(const struct run *r, const struct inject_where *w,
 /* Lets a stopped thread run on (a signal it stopped for delivered). */
 static int run_on(struct run *r, char *err, size_t errlen)
 {
-	return inject_tracee_cont(&r->t,
-				  r->t.stop == INJECT_STOP_SIGNAL ? r->t.sig : 0,
-				  err, errlen);
+	return inject_tracee_cont(
+		&r->t, r->t.stop == INJECT_STOP_SIGNAL ? r->t.sig : 0, err,
+		errlen);
 }
 
 /* Tries one thread: stops it until it is at a safe point or the tries run
@@ -138,8 +138,7 @@ static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 			goto fail;
 		if (!safe_point(r, &r->where, &why))
 			continue;
-		rc = r->arch->resume(&r->t, &r->regs, &r->resume, err,
-				     errlen);
+		rc = r->arch->resume(&r->t, &r->regs, &r->resume, err, errlen);
 		if (rc != -EAGAIN) {
 			if (rc)
 				goto fail;
@@ -148,8 +147,8 @@ static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 		snprintf(last, sizeof(last), "%s", err);
 		why = last;
 	}
-	snprintf(err, errlen, "thread %d was %s at each of %d stops",
-		 (int)tid, why, tries);
+	snprintf(err, errlen, "thread %d was %s at each of %d stops", (int)tid,
+		 why, tries);
 	rc = 1;
 fail:
 	inject_tracee_release(&r->t);
@@ -180,7 +179,6 @@ static int stop_safely(struct run *r, char *err, size_t errlen)
 	}
 	for (int i = 0; i < n && inject_now_ns() < r->t.deadline; i++) {
 		char st = inject_proc_thread_state(r->pid, tids[i]);
-
 
 		/* D: the interrupt would wait for it; T/t/Z: not running. */
 		if (st == 'D' || st == 'T' || st == 't' || st == 'Z' ||
@@ -276,10 +274,9 @@ static const struct inject_cave *pick_data(struct run *r, uint64_t *reuse)
 /* Builds the shellcode for the first code cave that can take it: a
  * pristine one, or reuse (ours, from an injection that is over). */
 static const struct inject_cave *pick_code(struct run *r,
-					   struct inject_shell *s,
-					   uint8_t *buf, ssize_t *len,
-					   uint64_t reuse, char *err,
-					   size_t errlen)
+					   struct inject_shell *s, uint8_t *buf,
+					   ssize_t *len, uint64_t reuse,
+					   char *err, size_t errlen)
 {
 	size_t need = r->arch->shell_size(strlen(s->path));
 
@@ -536,12 +533,13 @@ int inject_library(pid_t pid, const char *path, const struct inject_opts *opts,
 	rc = check(r, path, abs, err, errlen);
 	if (rc)
 		goto out;
-	rc = inject_tracee_open(&r->t, pid,
-				r->start + (int64_t)(r->opts->timeout_ms > 0
-							     ? r->opts->timeout_ms
-							     : INJECT_TIMEOUT_DEFAULT) *
-						   1000000,
-				err, errlen);
+	rc = inject_tracee_open(
+		&r->t, pid,
+		r->start + (int64_t)(r->opts->timeout_ms > 0
+					     ? r->opts->timeout_ms
+					     : INJECT_TIMEOUT_DEFAULT) *
+				   1000000,
+		err, errlen);
 	if (rc) {
 		rc = explain(r, rc, "opening its memory", err, errlen);
 		goto out;

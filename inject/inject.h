@@ -61,11 +61,11 @@ struct inject_opts {
 };
 
 struct inject_result {
-	pid_t tid;		    /* the thread that ran dlopen */
-	char where[160];	    /* where it was stopped, in words */
-	int attempts;		    /* interrupts before a safe stop */
-	uint64_t handle;	    /* what dlopen returned */
-	uint64_t code, data;	    /* the caves used */
+	pid_t tid;	     /* the thread that ran dlopen */
+	char where[160];     /* where it was stopped, in words */
+	int attempts;	     /* interrupts before a safe stop */
+	uint64_t handle;     /* what dlopen returned */
+	uint64_t code, data; /* the caves used */
 	char code_file[48], data_file[48];
 	char target_path[PATH_MAX]; /* what dlopen was given */
 	char note[512];		    /* mount namespace note, or "" */

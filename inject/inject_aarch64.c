@@ -70,7 +70,7 @@ enum {
 #define A64_LIT_OFF A64_CODE_MAX
 #define A64_PATH_OFF (A64_LIT_OFF + 8 * A64_NLIT)
 #define A64_RED_ZONE 256 /* arm64 has no red zone; stay clear anyway */
-#define A64_FP_AREA 528	  /* q0-q31, fpsr, fpcr */
+#define A64_FP_AREA 528	 /* q0-q31, fpsr, fpcr */
 #define A64_SVC0 0xd4000001u
 #define A64_BTYPE (3ull << 10)
 #define A64_NZCV_MASK 0xf0000000ull
@@ -145,8 +145,8 @@ static uint32_t a64_rel19(struct abuf *b, size_t target)
 }
 
 #define A64_SYSREG(o0, op1, crn, crm, op2)                                     \
-	((uint32_t)((o0) << 14 | (op1) << 11 | (crn) << 7 | (crm) << 3 |    \
-		    (op2))                                                 \
+	((uint32_t)((o0) << 14 | (op1) << 11 | (crn) << 7 | (crm) << 3 |       \
+		    (op2))                                                     \
 	 << 5)
 #define A64_FPSR A64_SYSREG(1, 3, 4, 4, 1)
 #define A64_FPCR A64_SYSREG(1, 3, 4, 4, 0)
@@ -158,31 +158,33 @@ static uint32_t a64_rel19(struct abuf *b, size_t target)
 static void a64_stp_q(struct abuf *b, int t1, int t2, int off)
 {
 	a64_w32(b, 0xad000000u | (uint32_t)((off / 16) & 0x7f) << 15 |
-		       (uint32_t)t2 << 10 | A64_SPR << 5 | (uint32_t)t1);
+			   (uint32_t)t2 << 10 | A64_SPR << 5 | (uint32_t)t1);
 }
 
 static void a64_ldp_q(struct abuf *b, int t1, int t2, int off)
 {
 	a64_w32(b, 0xad400000u | (uint32_t)((off / 16) & 0x7f) << 15 |
-		       (uint32_t)t2 << 10 | A64_SPR << 5 | (uint32_t)t1);
+			   (uint32_t)t2 << 10 | A64_SPR << 5 | (uint32_t)t1);
 }
 
 static void a64_ldst_x(struct abuf *b, int load, int t, int n, int off)
 {
-	a64_w32(b, (load ? 0xf9400000u : 0xf9000000u) | (uint32_t)(off / 8) << 10 |
-		       (uint32_t)n << 5 | (uint32_t)t);
+	a64_w32(b, (load ? 0xf9400000u : 0xf9000000u) |
+			   (uint32_t)(off / 8) << 10 | (uint32_t)n << 5 |
+			   (uint32_t)t);
 }
 
 static void a64_ldst_w(struct abuf *b, int load, int t, int n, int off)
 {
-	a64_w32(b, (load ? 0xb9400000u : 0xb9000000u) | (uint32_t)(off / 4) << 10 |
-		       (uint32_t)n << 5 | (uint32_t)t);
+	a64_w32(b, (load ? 0xb9400000u : 0xb9000000u) |
+			   (uint32_t)(off / 4) << 10 | (uint32_t)n << 5 |
+			   (uint32_t)t);
 }
 
 static void a64_ldr_lit(struct abuf *b, int t, int lit)
 {
 	a64_w32(b, 0x58000000u | a64_rel19(b, A64_LIT_OFF + 8 * (size_t)lit) |
-		       (uint32_t)t);
+			   (uint32_t)t);
 }
 
 static void a64_adr(struct abuf *b, int d, size_t target)
@@ -190,7 +192,7 @@ static void a64_adr(struct abuf *b, int d, size_t target)
 	int64_t imm = (int64_t)target - (int64_t)b->len;
 
 	a64_w32(b, 0x10000000u | (uint32_t)(imm & 3) << 29 |
-		       (uint32_t)((imm >> 2) & 0x7ffff) << 5 | (uint32_t)d);
+			   (uint32_t)((imm >> 2) & 0x7ffff) << 5 | (uint32_t)d);
 }
 
 static void a64_blr(struct abuf *b, int n)
@@ -206,68 +208,87 @@ static void a64_cb(struct abuf *b, uint32_t op, int t, size_t target)
 
 enum { ALB_AFTER, ALB_LOOP, A64_NLABELS };
 
-static void a64_emit(struct abuf *b, const struct inject_shell *s, size_t *label,
-		 uint64_t resume_pc)
+static void a64_emit(struct abuf *b, const struct inject_shell *s,
+		     size_t *label, uint64_t resume_pc)
 {
+	const int x9 = A64_X9, x19 = A64_X19, sp = A64_SPR;
 	int64_t d;
 
+	/* stp q0,q1,[sp] .. stp q30,q31,[sp,#480] */
 	for (int q = 0; q < 32; q += 2)
 		a64_stp_q(b, q, q + 1, q * 16);
-	a64_w32(b, 0xd5300000u | A64_FPSR | A64_X9); /* mrs x9, fpsr */
-	a64_ldst_x(b, 0, A64_X9, A64_SPR, 512);
-	a64_w32(b, 0xd5300000u | A64_FPCR | A64_X9); /* mrs x9, fpcr */
-	a64_ldst_x(b, 0, A64_X9, A64_SPR, 520);
-	a64_ldr_lit(b, A64_X19, AL_RESULT);
-	a64_w32(b, 0x52800000u | INJECT_STATE_STARTED << 5 | A64_X9); /* mov w9,#2 */
-	a64_ldst_w(b, 0, A64_X9, A64_X19, INJECT_RESULT_STATE);
-	a64_ldr_lit(b, A64_X9, AL_ERRNO);
-	a64_blr(b, A64_X9);
-	a64_ldst_x(b, 0, 0, A64_X19, INJECT_RESULT_ERRNO_PTR);
-	a64_ldst_w(b, 1, A64_X9, 0, 0);
-	a64_ldst_w(b, 0, A64_X9, A64_X19, INJECT_RESULT_ERRNO);
+	/* mrs x9,fpsr; str x9,[sp,#512]; mrs x9,fpcr; str x9,[sp,#520] */
+	a64_w32(b, 0xd5300000u | A64_FPSR | x9);
+	a64_ldst_x(b, 0, x9, sp, 512);
+	a64_w32(b, 0xd5300000u | A64_FPCR | x9);
+	a64_ldst_x(b, 0, x9, sp, 520);
+	/* ldr x19,L_result; mov w9,#STARTED; str w9,[x19] */
+	a64_ldr_lit(b, x19, AL_RESULT);
+	a64_w32(b, 0x52800000u | INJECT_STATE_STARTED << 5 | x9);
+	a64_ldst_w(b, 0, x9, x19, INJECT_RESULT_STATE);
+	/* ldr x9,L_errno; blr x9; str x0,[x19,#16]; ldr w9,[x0];
+	 * str w9,[x19,#4] */
+	a64_ldr_lit(b, x9, AL_ERRNO);
+	a64_blr(b, x9);
+	a64_ldst_x(b, 0, 0, x19, INJECT_RESULT_ERRNO_PTR);
+	a64_ldst_w(b, 1, x9, 0, 0);
+	a64_ldst_w(b, 0, x9, x19, INJECT_RESULT_ERRNO);
+	/* adr x0,path; movz w1,#lo; movk w1,#hi,lsl #16; ldr x9,L_dlopen;
+	 * blr x9; str x0,[x19,#8]; cbnz x0,after */
 	a64_adr(b, 0, A64_PATH_OFF);
-	a64_w32(b, 0x52800000u | (s->mode & 0xffff) << 5 | 1); /* movz w1 */
-	a64_w32(b, 0x72a00000u | (s->mode >> 16) << 5 | 1);	   /* movk w1,lsl16 */
-	a64_ldr_lit(b, A64_X9, AL_DLOPEN);
-	a64_blr(b, A64_X9);
-	a64_ldst_x(b, 0, 0, A64_X19, INJECT_RESULT_HANDLE);
-	a64_cb(b, 0xb5000000u, 0, label[ALB_AFTER]); /* cbnz x0, after */
-	a64_ldr_lit(b, A64_X9, AL_DLERROR);
-	a64_cb(b, 0xb4000000u, A64_X9, label[ALB_AFTER]);
-	a64_blr(b, A64_X9);
+	a64_w32(b, 0x52800000u | (s->mode & 0xffff) << 5 | 1);
+	a64_w32(b, 0x72a00000u | (s->mode >> 16) << 5 | 1);
+	a64_ldr_lit(b, x9, AL_DLOPEN);
+	a64_blr(b, x9);
+	a64_ldst_x(b, 0, 0, x19, INJECT_RESULT_HANDLE);
+	a64_cb(b, 0xb5000000u, 0, label[ALB_AFTER]);
+	/* ldr x9,L_dlerror; cbz x9,after; blr x9; cbz x0,after */
+	a64_ldr_lit(b, x9, AL_DLERROR);
+	a64_cb(b, 0xb4000000u, x9, label[ALB_AFTER]);
+	a64_blr(b, x9);
 	a64_cb(b, 0xb4000000u, 0, label[ALB_AFTER]);
-	a64_w32(b, 0x91000000u | INJECT_RESULT_ERROR << 10 | A64_X19 << 5 | 1);
-	a64_w32(b, 0xd2800000u | (INJECT_ERROR_MAX - 1) << 5 | 2); /* movz x2 */
+	/* add x1,x19,#48; movz x2,#255 */
+	a64_w32(b, 0x91000000u | INJECT_RESULT_ERROR << 10 | x19 << 5 | 1);
+	a64_w32(b, 0xd2800000u | (INJECT_ERROR_MAX - 1) << 5 | 2);
+	/* loop: ldrb w3,[x0],#1; strb w3,[x1],#1; cbz w3,after;
+	 * subs x2,x2,#1; b.ne loop; strb wzr,[x1] */
 	label[ALB_LOOP] = b->len;
-	a64_w32(b, 0x38401400u | 0 << 5 | 3); /* ldrb w3, [x0], #1 */
-	a64_w32(b, 0x38001400u | 1 << 5 | 3); /* strb w3, [x1], #1 */
+	a64_w32(b, 0x38401400u | 0 << 5 | 3);
+	a64_w32(b, 0x38001400u | 1 << 5 | 3);
 	a64_cb(b, 0x34000000u, 3, label[ALB_AFTER]);
-	a64_w32(b, 0xf1000442u); /* subs x2, x2, #1 */
-	a64_w32(b, 0x54000001u | a64_rel19(b, label[ALB_LOOP])); /* b.ne loop */
-	a64_w32(b, 0x3900003fu);			       /* strb wzr, [x1] */
+	a64_w32(b, 0xf1000442u);
+	a64_w32(b, 0x54000001u | a64_rel19(b, label[ALB_LOOP]));
+	a64_w32(b, 0x3900003fu);
+	/* after: ldr x0,[x19,#16]; ldr w9,[x19,#4]; str w9,[x0] */
 	label[ALB_AFTER] = b->len;
-	a64_ldst_x(b, 1, 0, A64_X19, INJECT_RESULT_ERRNO_PTR);
-	a64_ldst_w(b, 1, A64_X9, A64_X19, INJECT_RESULT_ERRNO);
-	a64_ldst_w(b, 0, A64_X9, 0, 0);
-	a64_w32(b, 0x52800000u | INJECT_STATE_DONE << 5 | A64_X9); /* mov w9, #1 */
-	a64_w32(b, 0xd5033abfu);				   /* dmb ishst */
-	a64_ldst_w(b, 0, A64_X9, A64_X19, INJECT_RESULT_STATE);
+	a64_ldst_x(b, 1, 0, x19, INJECT_RESULT_ERRNO_PTR);
+	a64_ldst_w(b, 1, x9, x19, INJECT_RESULT_ERRNO);
+	a64_ldst_w(b, 0, x9, 0, 0);
+	/* mov w9,#DONE; dmb ishst; str w9,[x19] */
+	a64_w32(b, 0x52800000u | INJECT_STATE_DONE << 5 | x9);
+	a64_w32(b, 0xd5033abfu);
+	a64_ldst_w(b, 0, x9, x19, INJECT_RESULT_STATE);
+	/* ldp q0,q1,[sp] ..; ldr x9,[sp,#512]; msr fpsr,x9;
+	 * ldr x9,[sp,#520]; msr fpcr,x9 */
 	for (int q = 0; q < 32; q += 2)
 		a64_ldp_q(b, q, q + 1, q * 16);
-	a64_ldst_x(b, 1, A64_X9, A64_SPR, 512);
-	a64_w32(b, 0xd5100000u | A64_FPSR | A64_X9); /* msr fpsr, x9 */
-	a64_ldst_x(b, 1, A64_X9, A64_SPR, 520);
-	a64_w32(b, 0xd5100000u | A64_FPCR | A64_X9); /* msr fpcr, x9 */
-	a64_ldr_lit(b, A64_X9, AL_SP);
-	a64_w32(b, 0x91000000u | A64_X9 << 5 | A64_SPR); /* mov sp, x9 */
-	a64_ldr_lit(b, A64_X9, AL_NZCV);
-	a64_w32(b, 0xd5100000u | A64_NZCV | A64_X9); /* msr nzcv, x9 */
+	a64_ldst_x(b, 1, x9, sp, 512);
+	a64_w32(b, 0xd5100000u | A64_FPSR | x9);
+	a64_ldst_x(b, 1, x9, sp, 520);
+	a64_w32(b, 0xd5100000u | A64_FPCR | x9);
+	/* ldr x9,L_sp; mov sp,x9; ldr x9,L_nzcv; msr nzcv,x9 */
+	a64_ldr_lit(b, x9, AL_SP);
+	a64_w32(b, 0x91000000u | x9 << 5 | sp);
+	a64_ldr_lit(b, x9, AL_NZCV);
+	a64_w32(b, 0xd5100000u | A64_NZCV | x9);
+	/* ldr x0,L_x0 .. ldr x30,L_x30 */
 	for (int r = 0; r <= 30; r++)
 		a64_ldr_lit(b, r, AL_X0 + r);
+	/* b resume_pc */
 	d = (int64_t)resume_pc - (int64_t)(s->code + b->len);
 	if (d < -A64_B_RANGE || d >= A64_B_RANGE)
 		b->range = 1;
-	a64_w32(b, 0x14000000u | (uint32_t)((d / 4) & 0x3ffffff)); /* b pc */
+	a64_w32(b, 0x14000000u | (uint32_t)((d / 4) & 0x3ffffff));
 }
 
 static size_t a64_shell_size(size_t pathlen)
@@ -326,6 +347,7 @@ static ssize_t a64_shell_build(const struct inject_shell *s, uint8_t *buf,
 	return (ssize_t)a64_shell_size(pathlen);
 }
 
+/* clang-format off */
 static const char *a64_syscall_name(int64_t nr)
 {
 	switch (nr) {
@@ -353,6 +375,8 @@ static const char *a64_syscall_name(int64_t nr)
 	}
 }
 
+/* clang-format on */
+
 static const int a64_memory_syscalls[] = {214, 215, 216, 222, 226, 233, -1};
 
 /* ---- the live thread (aarch64 only) ----------------------------------- */
@@ -379,14 +403,16 @@ static int a64_regs_get(struct inject_tracee *t, struct inject_regs *r,
 	if (n < 0)
 		return (int)n;
 	if (n != sizeof(u)) {
-		snprintf(err, errlen, "NT_PRSTATUS: %zd bytes (a 32-bit "
-			 "thread?)", n);
+		snprintf(err, errlen,
+			 "NT_PRSTATUS: %zd bytes (a 32-bit "
+			 "thread?)",
+			 n);
 		return -ENOEXEC;
 	}
 	memset(r, 0, sizeof(*r));
 	memcpy(r->w, &u, sizeof(u));
-	n = inject_tracee_getregset(t, NT_ARM_SYSTEM_CALL, &nr, sizeof(nr),
-				    err, errlen);
+	n = inject_tracee_getregset(t, NT_ARM_SYSTEM_CALL, &nr, sizeof(nr), err,
+				    errlen);
 	r->sysno = n == sizeof(nr) ? nr : -1;
 	return 0;
 }
@@ -451,7 +477,8 @@ static int a64_resume(struct inject_tracee *t, const struct inject_regs *r,
 	if (rc)
 		return rc;
 	if (e.w[A64_PC] != r->w[A64_PC] + 4) {
-		snprintf(err, errlen, "entry stop at 0x%llx, not after the "
+		snprintf(err, errlen,
+			 "entry stop at 0x%llx, not after the "
 			 "svc at 0x%llx",
 			 (unsigned long long)e.w[A64_PC],
 			 (unsigned long long)r->w[A64_PC]);
@@ -475,8 +502,8 @@ static int a64_enter(struct inject_tracee *t, const struct inject_shell *s,
 	rc = a64_regs_set(t, &e, err, errlen);
 	if (rc || !at_syscall)
 		return rc;
-	rc = inject_tracee_setregset(t, NT_ARM_SYSTEM_CALL, &skip,
-				     sizeof(skip), err, errlen);
+	rc = inject_tracee_setregset(t, NT_ARM_SYSTEM_CALL, &skip, sizeof(skip),
+				     err, errlen);
 	if (rc) {
 		char e2[128];
 		a64_regs_set(t, &before, e2, sizeof(e2));

@@ -47,11 +47,13 @@
 #include "tracee.h"
 
 #define X86_CODE_MAX 384
+/* clang-format off */
 enum {
 	XL_RAX, XL_RBX, XL_RCX, XL_RDX, XL_RSI, XL_RDI, XL_RBP, XL_RSP,
 	XL_R8, XL_R9, XL_R10, XL_R11, XL_R12, XL_R13, XL_R14, XL_R15,
 	XL_RIP, XL_RFLAGS, XL_DLOPEN, XL_DLERROR, XL_ERRNO, XL_RESULT, X86_NLIT
 };
+/* clang-format on */
 #define X86_LIT_OFF X86_CODE_MAX
 #define X86_PATH_OFF (X86_LIT_OFF + 8 * X86_NLIT)
 #define X86_RED_ZONE 256
@@ -131,24 +133,24 @@ static void x86_b32(struct xbuf *b, uint32_t v)
 }
 
 #define X86_OP(b, ...)                                                         \
-	do {                                                               \
-		static const uint8_t op_[] = {__VA_ARGS__};                \
+	do {                                                                   \
+		static const uint8_t op_[] = {__VA_ARGS__};                    \
 		x86_bn(b, op_, sizeof(op_));                                   \
 	} while (0)
 
 /* Opcode bytes, then a disp32 to target (an offset in the shellcode)
  * relative to the end of the instruction, which has trail more bytes. */
-static void x86_riprel(struct xbuf *b, const uint8_t *op, size_t n, size_t target,
-		   size_t trail)
+static void x86_riprel(struct xbuf *b, const uint8_t *op, size_t n,
+		       size_t target, size_t trail)
 {
 	x86_bn(b, op, n);
 	x86_b32(b, (uint32_t)(int32_t)((int64_t)target -
-				   (int64_t)(b->len + 4 + trail)));
+				       (int64_t)(b->len + 4 + trail)));
 }
 
 #define X86_RIPREL(b, target, trail, ...)                                      \
-	do {                                                               \
-		static const uint8_t op_[] = {__VA_ARGS__};                \
+	do {                                                                   \
+		static const uint8_t op_[] = {__VA_ARGS__};                    \
 		x86_riprel(b, op_, sizeof(op_), target, trail);                \
 	} while (0)
 
@@ -157,7 +159,8 @@ static void x86_jcc(struct xbuf *b, uint8_t cc, size_t target)
 {
 	x86_b1(b, 0x0f);
 	x86_b1(b, cc);
-	x86_b32(b, (uint32_t)(int32_t)((int64_t)target - (int64_t)(b->len + 4)));
+	x86_b32(b,
+		(uint32_t)(int32_t)((int64_t)target - (int64_t)(b->len + 4)));
 }
 
 /* mov r64, [rip + literal]; reg is the hardware number (rax 0 .. r15 15). */
@@ -172,79 +175,95 @@ static void x86_load_lit(struct xbuf *b, int reg, int lit)
 enum { XLB_AFTER, XLB_LOOP, X86_NLABELS };
 
 static void x86_emit(struct xbuf *b, const struct inject_shell *s,
-		 size_t *label)
+		     size_t *label)
 {
 	/* Hardware register number -> literal slot, for the final loads. */
 	static const int restore[][2] = {
-		{0, XL_RAX},   {1, XL_RCX},   {2, XL_RDX},	  {3, XL_RBX},
-		{5, XL_RBP},   {6, XL_RSI},   {7, XL_RDI},	  {8, XL_R8},
-		{9, XL_R9},    {10, XL_R10},  {11, XL_R11},  {12, XL_R12},
-		{13, XL_R13},  {14, XL_R14},  {15, XL_R15},
+		{0, XL_RAX},  {1, XL_RCX},  {2, XL_RDX},  {3, XL_RBX},
+		{5, XL_RBP},  {6, XL_RSI},  {7, XL_RDI},  {8, XL_R8},
+		{9, XL_R9},   {10, XL_R10}, {11, XL_R11}, {12, XL_R12},
+		{13, XL_R13}, {14, XL_R14}, {15, XL_R15},
 	};
+	const size_t lit = X86_LIT_OFF;
 
 	if (s->xsave_size) {
-		X86_OP(b, 0x31, 0xc0); /* xor eax,eax */
+		/* xor eax,eax; mov [rsp+512..568],rax: the XSAVE header */
+		X86_OP(b, 0x31, 0xc0);
 		for (uint32_t off = 512; off < 576; off += 8) {
-			X86_OP(b, 0x48, 0x89, 0x84, 0x24); /* mov [rsp+off],rax */
+			X86_OP(b, 0x48, 0x89, 0x84, 0x24);
 			x86_b32(b, off);
 		}
 	}
-	X86_OP(b, 0xfc);			     /* cld */
-	X86_OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff); /* mov eax,-1 */
-	X86_OP(b, 0xba, 0xff, 0xff, 0xff, 0xff); /* mov edx,-1 */
-	if (s->xsave_size)
-		X86_OP(b, 0x48, 0x0f, 0xae, 0x24, 0x24); /* xsave64 [rsp] */
-	else
-		X86_OP(b, 0x48, 0x0f, 0xae, 0x04, 0x24); /* fxsave64 [rsp] */
-	x86_load_lit(b, 3, XL_RESULT);		     /* mov rbx,[L_result] */
-	X86_OP(b, 0xc7, 0x03, INJECT_STATE_STARTED, 0, 0, 0); /* mov dword [rbx],2 */
-	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_ERRNO, 0, 0xff, 0x15); /* call [L_errno] */
-	X86_OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov [rbx+16],rax */
-	X86_OP(b, 0x8b, 0x00);				  /* mov eax,[rax] */
-	X86_OP(b, 0x89, 0x43, INJECT_RESULT_ERRNO);		  /* mov [rbx+4],eax */
-	X86_RIPREL(b, X86_PATH_OFF, 0, 0x48, 0x8d, 0x3d);	  /* lea rdi,[path] */
-	x86_b1(b, 0xbe);					  /* mov esi,mode */
-	x86_b32(b, s->mode);
-	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_DLOPEN, 0, 0xff, 0x15); /* call [L_dlopen] */
-	X86_OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_HANDLE);	  /* mov [rbx+8],rax */
-	X86_OP(b, 0x48, 0x85, 0xc0);			  /* test rax,rax */
-	x86_jcc(b, 0x85, label[XLB_AFTER]);			  /* jnz after */
-	x86_load_lit(b, 0, XL_DLERROR);			  /* mov rax,[L_dlerror] */
-	X86_OP(b, 0x48, 0x85, 0xc0);
-	x86_jcc(b, 0x84, label[XLB_AFTER]);
-	X86_OP(b, 0xff, 0xd0); /* call rax */
-	X86_OP(b, 0x48, 0x85, 0xc0);
-	x86_jcc(b, 0x84, label[XLB_AFTER]);
-	X86_OP(b, 0x48, 0x8d, 0x7b, INJECT_RESULT_ERROR); /* lea rdi,[rbx+32] */
-	x86_b1(b, 0xb9);				      /* mov ecx,max */
-	x86_b32(b, INJECT_ERROR_MAX - 1);
-	label[XLB_LOOP] = b->len;
-	X86_OP(b, 0x8a, 0x10); /* mov dl,[rax] */
-	X86_OP(b, 0x88, 0x17); /* mov [rdi],dl */
-	X86_OP(b, 0x84, 0xd2); /* test dl,dl */
-	x86_jcc(b, 0x84, label[XLB_AFTER]);
-	X86_OP(b, 0x48, 0xff, 0xc0); /* inc rax */
-	X86_OP(b, 0x48, 0xff, 0xc7); /* inc rdi */
-	X86_OP(b, 0xff, 0xc9);	 /* dec ecx */
-	x86_jcc(b, 0x85, label[XLB_LOOP]);
-	X86_OP(b, 0xc6, 0x07, 0x00); /* mov byte [rdi],0 */
-	label[XLB_AFTER] = b->len;
-	X86_OP(b, 0x48, 0x8b, 0x43, INJECT_RESULT_ERRNO_PTR); /* mov rax,[rbx+16] */
-	X86_OP(b, 0x8b, 0x4b, INJECT_RESULT_ERRNO);		  /* mov ecx,[rbx+4] */
-	X86_OP(b, 0x89, 0x08);				  /* mov [rax],ecx */
-	X86_OP(b, 0xc7, 0x03, INJECT_STATE_DONE, 0, 0, 0);	  /* mov dword [rbx],1 */
+	/* cld; mov eax,-1; mov edx,-1; xsave64 [rsp] (or fxsave64) */
+	X86_OP(b, 0xfc);
 	X86_OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff);
 	X86_OP(b, 0xba, 0xff, 0xff, 0xff, 0xff);
 	if (s->xsave_size)
-		X86_OP(b, 0x48, 0x0f, 0xae, 0x2c, 0x24); /* xrstor64 [rsp] */
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x24, 0x24);
 	else
-		X86_OP(b, 0x48, 0x0f, 0xae, 0x0c, 0x24); /* fxrstor64 [rsp] */
-	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_RFLAGS, 0, 0xff, 0x35); /* push [L_rflags] */
-	X86_OP(b, 0x9d);					  /* popfq */
-	x86_load_lit(b, 4, XL_RSP);				  /* mov rsp,[L_rsp] */
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x04, 0x24);
+	/* mov rbx,[L_result]; mov dword [rbx],STARTED */
+	x86_load_lit(b, 3, XL_RESULT);
+	X86_OP(b, 0xc7, 0x03, INJECT_STATE_STARTED, 0, 0, 0);
+	/* call [L_errno]; mov [rbx+16],rax; mov eax,[rax]; mov [rbx+4],eax */
+	X86_RIPREL(b, lit + 8 * XL_ERRNO, 0, 0xff, 0x15);
+	X86_OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_ERRNO_PTR);
+	X86_OP(b, 0x8b, 0x00);
+	X86_OP(b, 0x89, 0x43, INJECT_RESULT_ERRNO);
+	/* lea rdi,[path]; mov esi,mode; call [L_dlopen]; mov [rbx+8],rax */
+	X86_RIPREL(b, X86_PATH_OFF, 0, 0x48, 0x8d, 0x3d);
+	x86_b1(b, 0xbe);
+	x86_b32(b, s->mode);
+	X86_RIPREL(b, lit + 8 * XL_DLOPEN, 0, 0xff, 0x15);
+	X86_OP(b, 0x48, 0x89, 0x43, INJECT_RESULT_HANDLE);
+	/* test rax,rax; jnz after */
+	X86_OP(b, 0x48, 0x85, 0xc0);
+	x86_jcc(b, 0x85, label[XLB_AFTER]);
+	/* mov rax,[L_dlerror]; test rax,rax; jz after; call rax */
+	x86_load_lit(b, 0, XL_DLERROR);
+	X86_OP(b, 0x48, 0x85, 0xc0);
+	x86_jcc(b, 0x84, label[XLB_AFTER]);
+	X86_OP(b, 0xff, 0xd0);
+	/* test rax,rax; jz after; lea rdi,[rbx+48]; mov ecx,max */
+	X86_OP(b, 0x48, 0x85, 0xc0);
+	x86_jcc(b, 0x84, label[XLB_AFTER]);
+	X86_OP(b, 0x48, 0x8d, 0x7b, INJECT_RESULT_ERROR);
+	x86_b1(b, 0xb9);
+	x86_b32(b, INJECT_ERROR_MAX - 1);
+	/* loop: mov dl,[rax]; mov [rdi],dl; test dl,dl; jz after */
+	label[XLB_LOOP] = b->len;
+	X86_OP(b, 0x8a, 0x10);
+	X86_OP(b, 0x88, 0x17);
+	X86_OP(b, 0x84, 0xd2);
+	x86_jcc(b, 0x84, label[XLB_AFTER]);
+	/* inc rax; inc rdi; dec ecx; jnz loop; mov byte [rdi],0 */
+	X86_OP(b, 0x48, 0xff, 0xc0);
+	X86_OP(b, 0x48, 0xff, 0xc7);
+	X86_OP(b, 0xff, 0xc9);
+	x86_jcc(b, 0x85, label[XLB_LOOP]);
+	X86_OP(b, 0xc6, 0x07, 0x00);
+	/* after: mov rax,[rbx+16]; mov ecx,[rbx+4]; mov [rax],ecx */
+	label[XLB_AFTER] = b->len;
+	X86_OP(b, 0x48, 0x8b, 0x43, INJECT_RESULT_ERRNO_PTR);
+	X86_OP(b, 0x8b, 0x4b, INJECT_RESULT_ERRNO);
+	X86_OP(b, 0x89, 0x08);
+	/* mov dword [rbx],DONE */
+	X86_OP(b, 0xc7, 0x03, INJECT_STATE_DONE, 0, 0, 0);
+	/* mov eax,-1; mov edx,-1; xrstor64 [rsp] (or fxrstor64) */
+	X86_OP(b, 0xb8, 0xff, 0xff, 0xff, 0xff);
+	X86_OP(b, 0xba, 0xff, 0xff, 0xff, 0xff);
+	if (s->xsave_size)
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x2c, 0x24);
+	else
+		X86_OP(b, 0x48, 0x0f, 0xae, 0x0c, 0x24);
+	/* push [L_rflags]; popfq; mov rsp,[L_rsp]; mov r,[L_r] ... */
+	X86_RIPREL(b, lit + 8 * XL_RFLAGS, 0, 0xff, 0x35);
+	X86_OP(b, 0x9d);
+	x86_load_lit(b, 4, XL_RSP);
 	for (size_t i = 0; i < sizeof(restore) / sizeof(restore[0]); i++)
 		x86_load_lit(b, restore[i][0], restore[i][1]);
-	X86_RIPREL(b, X86_LIT_OFF + 8 * XL_RIP, 0, 0xff, 0x25); /* jmp [L_rip] */
+	/* jmp [L_rip] */
+	X86_RIPREL(b, lit + 8 * XL_RIP, 0, 0xff, 0x25);
 }
 
 static size_t x86_shell_size(size_t pathlen)
@@ -265,17 +284,17 @@ static ssize_t x86_shell_build(const struct inject_shell *s, uint8_t *buf,
 	size_t label[X86_NLABELS] = {0}, pathlen = strlen(s->path);
 	struct xbuf b = {buf, X86_CODE_MAX, 0};
 	const uint64_t lit[X86_NLIT] = {
-		[XL_RAX] = r->w[X86_RAX],     [XL_RBX] = r->w[X86_RBX],
-		[XL_RCX] = r->w[X86_RCX],     [XL_RDX] = r->w[X86_RDX],
-		[XL_RSI] = r->w[X86_RSI],     [XL_RDI] = r->w[X86_RDI],
-		[XL_RBP] = r->w[X86_RBP],     [XL_RSP] = r->w[X86_RSP],
-		[XL_R8] = r->w[X86_R8],	     [XL_R9] = r->w[X86_R9],
-		[XL_R10] = r->w[X86_R10],     [XL_R11] = r->w[X86_R11],
-		[XL_R12] = r->w[X86_R12],     [XL_R13] = r->w[X86_R13],
-		[XL_R14] = r->w[X86_R14],     [XL_R15] = r->w[X86_R15],
-		[XL_RIP] = r->w[X86_RIP],     [XL_RFLAGS] = r->w[X86_EFLAGS],
-		[XL_DLOPEN] = s->dlopen,	     [XL_DLERROR] = s->dlerror,
-		[XL_ERRNO] = s->errno_fn,     [XL_RESULT] = s->result,
+		[XL_RAX] = r->w[X86_RAX], [XL_RBX] = r->w[X86_RBX],
+		[XL_RCX] = r->w[X86_RCX], [XL_RDX] = r->w[X86_RDX],
+		[XL_RSI] = r->w[X86_RSI], [XL_RDI] = r->w[X86_RDI],
+		[XL_RBP] = r->w[X86_RBP], [XL_RSP] = r->w[X86_RSP],
+		[XL_R8] = r->w[X86_R8],	  [XL_R9] = r->w[X86_R9],
+		[XL_R10] = r->w[X86_R10], [XL_R11] = r->w[X86_R11],
+		[XL_R12] = r->w[X86_R12], [XL_R13] = r->w[X86_R13],
+		[XL_R14] = r->w[X86_R14], [XL_R15] = r->w[X86_R15],
+		[XL_RIP] = r->w[X86_RIP], [XL_RFLAGS] = r->w[X86_EFLAGS],
+		[XL_DLOPEN] = s->dlopen,  [XL_DLERROR] = s->dlerror,
+		[XL_ERRNO] = s->errno_fn, [XL_RESULT] = s->result,
 	};
 
 	if (cap < x86_shell_size(pathlen)) {
@@ -298,6 +317,7 @@ static ssize_t x86_shell_build(const struct inject_shell *s, uint8_t *buf,
 	return (ssize_t)x86_shell_size(pathlen);
 }
 
+/* clang-format off */
 static const char *x86_syscall_name(int64_t nr)
 {
 	switch (nr) {
@@ -330,6 +350,8 @@ static const char *x86_syscall_name(int64_t nr)
 	}
 }
 
+/* clang-format on */
+
 static const int x86_memory_syscalls[] = {9, 10, 11, 12, 25, 28, -1};
 
 /* ---- the live thread (x86_64 only) ------------------------------------ */
@@ -342,13 +364,11 @@ static const int x86_memory_syscalls[] = {9, 10, 11, 12, 25, 28, -1};
 
 _Static_assert(sizeof(struct user_regs_struct) == X86_NWORDS * 8,
 	       "user_regs_struct layout");
-_Static_assert(offsetof(struct user_regs_struct, orig_rax) ==
-		       X86_ORIG_RAX * 8,
+_Static_assert(offsetof(struct user_regs_struct, orig_rax) == X86_ORIG_RAX * 8,
 	       "orig_rax index");
 _Static_assert(offsetof(struct user_regs_struct, rsp) == X86_RSP * 8,
 	       "rsp index");
-_Static_assert(offsetof(struct user_regs_struct, gs) == X86_GS * 8,
-	       "gs index");
+_Static_assert(offsetof(struct user_regs_struct, gs) == X86_GS * 8, "gs index");
 
 static int x86_regs_get(struct inject_tracee *t, struct inject_regs *r,
 			char *err, size_t errlen)
@@ -360,8 +380,10 @@ static int x86_regs_get(struct inject_tracee *t, struct inject_regs *r,
 	if (n < 0)
 		return (int)n;
 	if (n != sizeof(u)) {
-		snprintf(err, errlen, "NT_PRSTATUS: %zd bytes (a 32-bit "
-			 "thread?)", n);
+		snprintf(err, errlen,
+			 "NT_PRSTATUS: %zd bytes (a 32-bit "
+			 "thread?)",
+			 n);
 		return -ENOEXEC;
 	}
 	memset(r, 0, sizeof(*r));

@@ -5,8 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,7 +20,7 @@ static const char *const libdl_names[] = {"libdl.so", "libdl-", NULL};
 static const char *const loader_names[] = {"ld-linux", "ld64.so", "ld-musl",
 					   "ld-2.", NULL};
 static const char *const runtime_names[] = {
-	"libc.so", "libc-2.",	 "libc.musl", "ld-linux", "ld64.so", "ld-musl",
+	"libc.so", "libc-2.",	 "libc.musl", "ld-linux", "ld64.so",  "ld-musl",
 	"ld-2.",   "libpthread", "libdl.so",  "libdl-",	  "libgcc_s", NULL};
 static const char *const python_names[] = {"libpython3", NULL};
 
@@ -212,8 +212,8 @@ static void add_range(struct inject_range *r, size_t *n, size_t max,
  * earlier code, which inject.c knows from the result area).
  */
 static void add_cave(int memfd, const struct inject_elf *e, int code,
-		     uint64_t addr, uint64_t end, uint64_t off, const char *path,
-		     struct inject_layout *l)
+		     uint64_t addr, uint64_t end, uint64_t off,
+		     const char *path, struct inject_layout *l)
 {
 	struct inject_cave *c = code ? l->code : l->data;
 	size_t *n = code ? &l->ncode : &l->ndata;
@@ -392,8 +392,7 @@ int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
 			 "no room in process %d for the loader code: none of "
 			 "its libraries has %d free bytes at the end of its "
 			 "%s segment",
-			 (int)pid, INJECT_CAVE_MIN,
-			 l->ncode ? "data" : "code");
+			 (int)pid, INJECT_CAVE_MIN, l->ncode ? "data" : "code");
 		rc = -ENOSPC;
 	}
 out:

@@ -31,10 +31,10 @@
 
 #include "arch.h"
 
-#define INJECT_RANGES_MAX 32   /* text ranges of runtime libraries */
-#define INJECT_CAVES_MAX 64    /* caves of each kind kept */
-#define INJECT_CAVE_FILES 48   /* ELF files looked at for caves */
-#define INJECT_CAVE_MIN 320    /* smaller tails are not kept */
+#define INJECT_RANGES_MAX 32 /* text ranges of runtime libraries */
+#define INJECT_CAVES_MAX 64  /* caves of each kind kept */
+#define INJECT_CAVE_FILES 48 /* ELF files looked at for caves */
+#define INJECT_CAVE_MIN 320  /* smaller tails are not kept */
 
 struct inject_range {
 	uint64_t lo, hi; /* [lo, hi) */
@@ -49,8 +49,8 @@ struct inject_cave {
 
 struct inject_layout {
 	const struct inject_arch *arch;
-	char python[PATH_MAX]; /* the file with _PyRuntime (exe/libpython) */
-	int python_shared;     /* a libpython is mapped */
+	char python[PATH_MAX];	 /* the file with _PyRuntime (exe/libpython) */
+	int python_shared;	 /* a libpython is mapped */
 	unsigned python_version; /* Py_Version >> 16, e.g. 0x030b */
 	char libc[PATH_MAX];
 	uint64_t dlopen, dlerror, errno_fn; /* dlerror may be 0 */

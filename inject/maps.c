@@ -79,8 +79,7 @@ static int slurp(const char *path, char **out, size_t *outlen, char *err,
 	return 0;
 }
 
-int inject_maps_read(pid_t pid, struct inject_maps *m, char *err,
-		     size_t errlen)
+int inject_maps_read(pid_t pid, struct inject_maps *m, char *err, size_t errlen)
 {
 	char path[64], *text = NULL;
 	size_t len = 0;
@@ -93,8 +92,10 @@ int inject_maps_read(pid_t pid, struct inject_maps *m, char *err,
 		return rc;
 	if (len == 0) {
 		free(text);
-		snprintf(err, errlen, "%s is empty (a zombie or kernel "
-			 "thread?)", path);
+		snprintf(err, errlen,
+			 "%s is empty (a zombie or kernel "
+			 "thread?)",
+			 path);
 		return -ESRCH;
 	}
 	return inject_maps_parse(text, len, m, err, errlen);
@@ -120,8 +121,8 @@ static int parse_line(char *line, struct inject_mapping *e)
 	return 0;
 }
 
-int inject_maps_parse(char *text, size_t len, struct inject_maps *m,
-		      char *err, size_t errlen)
+int inject_maps_parse(char *text, size_t len, struct inject_maps *m, char *err,
+		      size_t errlen)
 {
 	size_t lines = 0, n = 0;
 	char *p, *next;
@@ -183,8 +184,8 @@ static int has_perms(const struct inject_mapping *e, const char *perms)
 	return 1;
 }
 
-int inject_maps_covers(const struct inject_maps *m, uint64_t addr,
-		       uint64_t len, const char *perms)
+int inject_maps_covers(const struct inject_maps *m, uint64_t addr, uint64_t len,
+		       const char *perms)
 {
 	uint64_t end = addr + len;
 

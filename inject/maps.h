@@ -23,9 +23,9 @@ struct inject_mapping {
 	uint64_t start, end; /* [start, end) */
 	uint64_t offset;     /* in the file */
 	uint64_t inode;
-	char perms[5];	     /* "r-xp" */
-	const char *path;    /* "" when anonymous; "[stack]"; may end in
-				" (deleted)"; points into the snapshot */
+	char perms[5];	  /* "r-xp" */
+	const char *path; /* "" when anonymous; "[stack]"; may end in
+			     " (deleted)"; points into the snapshot */
 };
 
 struct inject_maps {
@@ -42,8 +42,8 @@ int inject_maps_read(pid_t pid, struct inject_maps *m, char *err,
 
 /* Parses the text of a maps file (takes ownership of text, a heap string
  * of len bytes).  For inject_maps_read and the tests. */
-int inject_maps_parse(char *text, size_t len, struct inject_maps *m,
-		      char *err, size_t errlen);
+int inject_maps_parse(char *text, size_t len, struct inject_maps *m, char *err,
+		      size_t errlen);
 
 void inject_maps_release(struct inject_maps *m);
 
@@ -53,8 +53,8 @@ const struct inject_mapping *inject_maps_at(const struct inject_maps *m,
 
 /* Whether [addr, addr + len) lies in mappings (one or adjacent ones) whose
  * permissions all contain each of the characters of perms ("rx", "rw"). */
-int inject_maps_covers(const struct inject_maps *m, uint64_t addr,
-		       uint64_t len, const char *perms);
+int inject_maps_covers(const struct inject_maps *m, uint64_t addr, uint64_t len,
+		       const char *perms);
 
 /*
  * Whether the file name of path (after the last '/') starts with one of

@@ -48,8 +48,7 @@ static const char *field(const char *status, const char *key)
 	return NULL;
 }
 
-int inject_proc_read(pid_t pid, struct inject_proc *p, char *err,
-		     size_t errlen)
+int inject_proc_read(pid_t pid, struct inject_proc *p, char *err, size_t errlen)
 {
 	char path[64], status[4096];
 	const char *v;
@@ -165,11 +164,13 @@ void inject_proc_explain_denied(pid_t pid, const char *what, int error,
 	uid_t me = geteuid();
 	size_t at = 0;
 
-	if (read_small("/proc/sys/kernel/yama/ptrace_scope", buf,
-		       sizeof(buf)) > 0)
+	if (read_small("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof(buf)) >
+	    0)
 		scope = atoi(buf);
-	at = add(err, errlen, at, "not allowed to attach to process %d (%s: "
-		 "%s)", (int)pid, what, strerror(error));
+	at = add(err, errlen, at,
+		 "not allowed to attach to process %d (%s: "
+		 "%s)",
+		 (int)pid, what, strerror(error));
 	if (inject_proc_read(pid, &p, why, sizeof(why)) == 0) {
 		if (p.tracer)
 			at = add(err, errlen, at,
@@ -221,8 +222,7 @@ static ino_t ns_inode(const char *path)
 }
 
 /* Copies src to a new file dst (O_EXCL), mode 0755. */
-static int copy_file(const char *src, const char *dst, char *err,
-		     size_t errlen)
+static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
 {
 	char *buf = malloc(COPY_CHUNK);
 	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = 0;
@@ -318,8 +318,7 @@ int inject_proc_library(pid_t pid, const char *path, char *target_path,
 	snprintf(target_path, target_len, "/tmp/probing-%d-%lx%lx.so",
 		 (int)getpid(), (unsigned long)ts.tv_sec,
 		 (unsigned long)ts.tv_nsec);
-	snprintf(copied, copied_len, "/proc/%d/root%s", (int)pid,
-		 target_path);
+	snprintf(copied, copied_len, "/proc/%d/root%s", (int)pid, target_path);
 	rc = copy_file(path, copied, err, errlen);
 	if (rc) {
 		char why[512];

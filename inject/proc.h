@@ -18,9 +18,9 @@
 
 struct inject_proc {
 	pid_t pid;
-	char state;	    /* R, S, D, T, t, Z, ... of the main thread */
-	uid_t uid, euid;    /* real and effective uid of the target */
-	pid_t tracer;	    /* TracerPid: 0 when not traced */
+	char state;	 /* R, S, D, T, t, Z, ... of the main thread */
+	uid_t uid, euid; /* real and effective uid of the target */
+	pid_t tracer;	 /* TracerPid: 0 when not traced */
 	char comm[32];
 	char exe[PATH_MAX]; /* /proc/PID/exe as the target sees it */
 };
@@ -59,7 +59,6 @@ void inject_proc_explain_denied(pid_t pid, const char *what, int error,
  */
 int inject_proc_library(pid_t pid, const char *path, char *target_path,
 			size_t target_len, char *copied, size_t copied_len,
-			char *note, size_t note_len, char *err,
-			size_t errlen);
+			char *note, size_t note_len, char *err, size_t errlen);
 
 #endif

@@ -12,6 +12,5 @@
 #endif
 
 const unsigned inject_py_version = PY_VERSION_HEX >> 16;
-const size_t inject_py_off_initialized =
-	offsetof(_PyRuntimeState, initialized);
+const size_t inject_py_off_initialized = offsetof(_PyRuntimeState, initialized);
 const size_t inject_py_off_finalizing = offsetof(_PyRuntimeState, _finalizing);

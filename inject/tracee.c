@@ -58,7 +58,8 @@ static void classify(struct inject_tracee *t, int status)
 	event = (unsigned)status >> 16;
 	t->sig = 0;
 	if (event == PTRACE_EVENT_STOP) {
-		t->stop = sig == SIGTRAP ? INJECT_STOP_EVENT : INJECT_STOP_GROUP;
+		t->stop =
+			sig == SIGTRAP ? INJECT_STOP_EVENT : INJECT_STOP_GROUP;
 		t->sig = sig;
 	} else if (event) {
 		t->stop = INJECT_STOP_OTHER;
@@ -250,8 +251,9 @@ int inject_tracee_read(struct inject_tracee *t, uint64_t addr, void *buf,
 
 	if (n == (ssize_t)len)
 		return 0;
-	snprintf(err, errlen, "cannot read %zu bytes at 0x%llx in process %d: %s",
-		 len, (unsigned long long)addr, (int)t->pid,
+	snprintf(err, errlen,
+		 "cannot read %zu bytes at 0x%llx in process %d: %s", len,
+		 (unsigned long long)addr, (int)t->pid,
 		 n < 0 ? strerror(errno) : "short read");
 	return n < 0 ? -errno : -EIO;
 }
@@ -283,8 +285,8 @@ static int poke(struct inject_tracee *t, uint64_t addr, const uint8_t *buf,
 	return 0;
 }
 
-int inject_tracee_write(struct inject_tracee *t, uint64_t addr,
-			const void *buf, size_t len, char *err, size_t errlen)
+int inject_tracee_write(struct inject_tracee *t, uint64_t addr, const void *buf,
+			size_t len, char *err, size_t errlen)
 {
 	ssize_t n = pwrite(t->memfd, buf, len, (off_t)addr);
 	int e = n < 0 ? errno : EIO;
@@ -312,9 +314,8 @@ ssize_t inject_tracee_getregset(struct inject_tracee *t, int type, void *buf,
 	return (ssize_t)iov.iov_len;
 }
 
-int inject_tracee_setregset(struct inject_tracee *t, int type,
-			    const void *buf, size_t len, char *err,
-			    size_t errlen)
+int inject_tracee_setregset(struct inject_tracee *t, int type, const void *buf,
+			    size_t len, char *err, size_t errlen)
 {
 	struct iovec iov = {(void *)buf, len};
 

@@ -106,16 +106,14 @@ int inject_tracee_detach(struct inject_tracee *t, int sig);
  * or -errno with a message. */
 int inject_tracee_read(struct inject_tracee *t, uint64_t addr, void *buf,
 		       size_t len, char *err, size_t errlen);
-int inject_tracee_write(struct inject_tracee *t, uint64_t addr,
-			const void *buf, size_t len, char *err,
-			size_t errlen);
+int inject_tracee_write(struct inject_tracee *t, uint64_t addr, const void *buf,
+			size_t len, char *err, size_t errlen);
 
 /* PTRACE_GETREGSET / SETREGSET of the stopped thread.  get: len is the
  * buffer's size; returns the bytes read (>= 0) or -errno. */
 ssize_t inject_tracee_getregset(struct inject_tracee *t, int type, void *buf,
 				size_t len, char *err, size_t errlen);
-int inject_tracee_setregset(struct inject_tracee *t, int type,
-			    const void *buf, size_t len, char *err,
-			    size_t errlen);
+int inject_tracee_setregset(struct inject_tracee *t, int type, const void *buf,
+			    size_t len, char *err, size_t errlen);
 
 #endif

@@ -109,7 +109,8 @@ static void test_x86_entry(void)
 	CHECK(e.w[X86_RSP] + 2696 <= r.w[X86_RSP] - 256);
 	CHECK(r.w[X86_RSP] - e.w[X86_RSP] <= inject_arch_x86_64.stack_need(&s));
 	CHECK(e.w[X86_ORIG_RAX] == (uint64_t)-1);
-	CHECK(e.w[X86_FS_BASE] == r.w[X86_FS_BASE] && e.w[X86_CS] == r.w[X86_CS]);
+	CHECK(e.w[X86_FS_BASE] == r.w[X86_FS_BASE] &&
+	      e.w[X86_CS] == r.w[X86_CS]);
 }
 
 static void test_x86_layout(void)
@@ -168,7 +169,7 @@ static void test_a64_resume(void)
 	ev.w[8] = 101; /* nanosleep */
 	entry = ev;
 	entry.w[A64_PC] += 4;
-	entry.w[7] = 0; /* the stop's direction */
+	entry.w[7] = 0;	  /* the stop's direction */
 	entry.w[8] = 128; /* the kernel chose restart_syscall */
 	inject_aarch64_resume(&ev, &entry, &out);
 	CHECK(out.w[A64_PC] == 0xffff80001000);
@@ -234,7 +235,8 @@ static void test_a64_layout(void)
 	memcpy(&first, buf, 4);
 	CHECK(first == 0xad0007e0u); /* stp q0, q1, [sp] */
 	for (int i = 0; i < 31; i++)
-		CHECK(lit(buf, A64_LIT_OFF + 8 * (AL_X0 + (size_t)i)) == r.w[i]);
+		CHECK(lit(buf, A64_LIT_OFF + 8 * (AL_X0 + (size_t)i)) ==
+		      r.w[i]);
 	CHECK(lit(buf, A64_LIT_OFF + 8 * AL_SP) == r.w[A64_SP]);
 	CHECK(lit(buf, A64_LIT_OFF + 8 * AL_NZCV) == 0x90000000);
 	CHECK(lit(buf, A64_LIT_OFF + 8 * AL_RESULT) == s.result);

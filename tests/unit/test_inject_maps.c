@@ -119,9 +119,8 @@ static int file_of(uint64_t addr, char *path, size_t len, uint64_t *base)
 /* For each symbol: the address computed from the file equals dlsym's. */
 static void test_symbols_match_the_loader(void)
 {
-	static const char *const names[] = {"dlopen", "dlerror",
-					    "__errno_location", "malloc",
-					    "environ"};
+	static const char *const names[] = {
+		"dlopen", "dlerror", "__errno_location", "malloc", "environ"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		void *want = dlsym(RTLD_DEFAULT, names[i]);
@@ -192,8 +191,8 @@ static void test_bad_files(void)
 	src = open("/proc/self/exe", O_RDONLY);
 	CHECK(src >= 0 && read(src, head, sizeof(head)) == sizeof(head));
 	close(src);
-	CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, head, sizeof(head), 0) ==
-					       sizeof(head));
+	CHECK(ftruncate(fd, 0) == 0 &&
+	      pwrite(fd, head, sizeof(head), 0) == sizeof(head));
 	CHECK(inject_elf_open(path, &e, err, sizeof(err)) == -ENOEXEC);
 	close(fd);
 	unlink(path);
