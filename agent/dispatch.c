@@ -20,6 +20,8 @@ static const struct handler *const handlers[] = {
 	&handler_step_out, &handler_exception_info, &handler_scopes,
 	&handler_variables, &handler_set_variable, &handler_completions,
 	&handler_probing_debug,
+	/* memory */
+	&handler_memory,
 };
 
 const struct handler *handler_find(const char *command)

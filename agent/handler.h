@@ -71,4 +71,7 @@ extern const struct handler handler_attach, handler_configuration_done,
 	handler_exception_info, handler_scopes, handler_variables,
 	handler_set_variable, handler_completions, handler_probing_debug;
 
+/* Memory (req_memory.c). */
+extern const struct handler handler_memory;
+
 #endif

@@ -6,12 +6,16 @@
 #include <Python.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "config.h"
+#include "livetab.h"
 #include "log.h"
+#include "memory_objects.h"
 #include "memory_proc.h"
 #include "pygil.h"
 #include "recorder.h"
@@ -137,6 +141,102 @@ static void sample(void)
 		log_warn("process.memory: %s", err);
 }
 
+/* ---- python.tensors ---------------------------------------------------- */
+
+struct tensors_job {
+	_Atomic int refs; /* the querying thread and the GIL thread */
+	int budget_ms, rc, complete;
+	struct memory_tensor *rows;
+	size_t n;
+	char err[256];
+};
+
+static void tensors_put(struct tensors_job *j)
+{
+	if (atomic_fetch_sub(&j->refs, 1) == 1) {
+		free(j->rows);
+		free(j);
+	}
+}
+
+static void tensors_fn(void *arg)
+{
+	struct tensors_job *j = arg;
+
+	j->rc = memory_objects_tensors(j->budget_ms, &j->rows, &j->n,
+				       &j->complete, j->err, sizeof(j->err));
+	tensors_put(j);
+}
+
+static int tensors_rows(struct livetab_rows *rows,
+			const struct tensors_job *j)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < j->n && !rc; i++) {
+		const struct memory_tensor *t = &j->rows[i];
+		if ((rc = livetab_rows_begin(rows)) ||
+		    (rc = livetab_rows_int(rows, (int64_t)t->id)) ||
+		    (rc = livetab_rows_text(rows, t->shape)) ||
+		    (rc = livetab_rows_text(rows, t->dtype)) ||
+		    (rc = livetab_rows_text(rows, t->device)) ||
+		    (rc = livetab_rows_int(rows, (int64_t)t->bytes)) ||
+		    (rc = livetab_rows_int(rows, t->requires_grad)) ||
+		    (rc = livetab_rows_text(rows, t->grad_fn[0] ? t->grad_fn
+								: NULL)) ||
+		    (rc = livetab_rows_text(rows, t->holder[0] ? t->holder
+							       : NULL)))
+			break;
+	}
+	return rc;
+}
+
+static int tensors_snapshot(void *ctx, struct livetab_rows *rows, char *err,
+			    size_t errlen)
+{
+	struct pygil_limits lim = {0};
+	struct tensors_job *j = calloc(1, sizeof(*j));
+	int rc;
+
+	(void)ctx;
+	if (!j) {
+		snprintf(err, errlen, "python.tensors: out of memory");
+		return -ENOMEM;
+	}
+	atomic_init(&j->refs, 2);
+	j->budget_ms = (int)config_int("memory.budget_ms");
+	lim.start_ms = (int)config_int("python.gil_timeout_ms");
+	lim.run_ms = j->budget_ms + 2000;
+	rc = pygil_run(tensors_fn, j, &lim, NULL);
+	if (rc) {
+		if (rc != -EINPROGRESS)
+			atomic_fetch_sub(&j->refs, 1); /* never ran */
+		snprintf(err, errlen, "python.tensors: %s",
+			 rc == -ETIMEDOUT ? "the GIL did not come in time"
+					  : "the walk did not end in time");
+		tensors_put(j);
+		return rc;
+	}
+	rc = j->rc;
+	if (rc)
+		snprintf(err, errlen, "python.tensors: %s", j->err);
+	else if ((rc = tensors_rows(rows, j)))
+		snprintf(err, errlen, "python.tensors: too many rows");
+	tensors_put(j);
+	return rc;
+}
+
+static const struct livetab tensors_tab = {
+	.schema = "python",
+	.name = "tensors",
+	.doc = "live torch tensors, taken when queried: shape, dtype, device, "
+	       "bytes, requires_grad, grad_fn, and who holds it where known",
+	.columns = "id INTEGER, shape TEXT, dtype TEXT, device TEXT, "
+		   "bytes INTEGER, requires_grad INTEGER, grad_fn TEXT, "
+		   "holder TEXT",
+	.snapshot = tensors_snapshot,
+};
+
 /* ---- the thread ------------------------------------------------------ */
 
 static void *rec_main(void *arg)
@@ -209,6 +309,9 @@ int memory_start(struct store *st, char *err, size_t errlen)
 		return 0;
 	if (!rec) {
 		rc = recorder_new(st, &o, &rec, err, errlen);
+		if (!rc)
+			rc = store_add_livetab(st, &tensors_tab, NULL, err,
+					       errlen);
 		if (rc)
 			return rc;
 	}

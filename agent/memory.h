@@ -14,6 +14,10 @@
  * not come within 100 ms they are NULL in that row.  The same thread runs
  * torch_tick() (torch.h) when torch asks for it.
  *
+ * It also provides the live table python.tensors (memory_objects.h), a
+ * walk of the heap with the GIL taken when queried, bounded by
+ * memory.budget_ms.
+ *
  * Threads: memory_start/memory_stop on the agent thread; memory_wake from
  * any thread (config listeners).
  */
@@ -24,7 +28,7 @@
 
 struct store;
 
-/* Creates process.memory and starts the thread.  0, or a negative error
+/* Creates process.memory and python.tensors and starts the thread.  0, or a negative error
  * with err. */
 int memory_start(struct store *st, char *err, size_t errlen);
 

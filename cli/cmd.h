@@ -82,6 +82,10 @@ extern const struct cmd_entry cmd_dap_entry;
 extern const struct cmd_entry cmd_inject_entry;
 extern const struct cmd_entry cmd_launch_entry;
 extern const struct cmd_entry cmd_debug_entry;
+extern const struct cmd_entry cmd_memory_entry;
+
+/* `perf --torch` (cmd_perf_torch.c): cmd_perf hands its argv over. */
+int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv);
 
 /* Prints "probing: <fmt>\n" to stderr.  Returns code, for `return`. */
 int cli_error(int code, const char *fmt, ...)

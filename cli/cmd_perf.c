@@ -113,6 +113,9 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	int c, rc, native = 0, hz = 0, duration = 0;
 	cJSON *args;
 
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--torch"))
+			return cmd_perf_torch(ctx, argc, argv);
 	while ((c = getopt_long(argc, argv, ":f:d:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
@@ -173,7 +176,10 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_perf_entry = {
 	.name = "perf",
 	.alias = NULL,
-	.usage = "[--cc | --start | --stop] [--hz N] [--duration MS]",
+	.usage = "[--cc | --start | --stop] [--hz N] [--duration MS]\n"
+		 "       probing perf --torch [--stop] [--duration MS] "
+		 "[--step-rate N]\n"
+		 "                    [--module-rate N] [--watch VAR@FUNC;...]",
 	.summary = "Start, stop or show the sampling profiler",
 	.help = "Without options, shows the profiler's state: rate, samples, "
 		"cost per sample.\n"
@@ -195,10 +201,25 @@ const struct cmd_entry cmd_perf_entry = {
 		"      --duration MS  stop by itself after MS milliseconds\n"
 		"  -f, --format F     table, json or csv\n"
 		"\n"
+		"Torch module tracing (python.torch_trace; docs/torch.md):\n"
+		"      --torch        switch it on (the torch.* settings) and "
+		"show them;\n"
+		"                     with --stop, switch it off\n"
+		"      --duration MS  with --torch: trace for MS milliseconds, "
+		"then show time\n"
+		"                     per module and stage (and switch it off "
+		"again if it was)\n"
+		"      --step-rate N  trace one optimizer step in N\n"
+		"      --module-rate N  in a traced step, one module in N\n"
+		"      --watch LIST   record these locals per traced step "
+		"(loss@train;acc@train)\n"
+		"      --top N        rows of the summary (default 50)\n"
+		"\n"
 		"Examples:\n"
 		"  probing -t 1234 perf --cc --hz 200\n"
 		"  probing -t 1234 flamegraph --recorded -d 60s -o last-minute.svg\n"
-		"  probing -t 1234 perf --stop\n",
+		"  probing -t 1234 perf --stop\n"
+		"  probing -t 1234 perf --torch --duration 5000\n",
 	.flags = CMD_TARGET,
 	.exec = cmd_perf_exec,
 };

@@ -19,7 +19,7 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_flamegraph_entry, &cmd_perf_entry,
 	&cmd_repl_entry, &cmd_config_entry,
 	&cmd_dap_entry,	 &cmd_inject_entry,
-	&cmd_launch_entry, &cmd_debug_entry, NULL,
+	&cmd_launch_entry, &cmd_debug_entry, &cmd_memory_entry, NULL,
 };
 
 static const char global_help[] =
