@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +41,33 @@
 
 /* 0: process_vm_readv; 1: forced pipe (tests); 2: pipe, learned. */
 static atomic_int pipe_mode;
+
+/* Our pid, without a system call per read; a forked child learns its
+ * own (process_vm_readv on the parent's pid would read the parent). */
+static atomic_int my_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_forget(void)
+{
+	atomic_store(&my_pid, 0);
+}
+
+static void pid_hook(void)
+{
+	pthread_atfork(NULL, NULL, pid_forget);
+}
+
+static pid_t self_pid(void)
+{
+	int pid = atomic_load_explicit(&my_pid, memory_order_relaxed);
+
+	if (!pid) {
+		pthread_once(&pid_once, pid_hook);
+		pid = getpid();
+		atomic_store_explicit(&my_pid, pid, memory_order_relaxed);
+	}
+	return pid;
+}
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -102,7 +130,7 @@ static int safe_read(void *dst, uintptr_t src, size_t len)
 	local.iov_len = len;
 	remote.iov_base = (void *)src;
 	remote.iov_len = len;
-	n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	n = process_vm_readv(self_pid(), &local, 1, &remote, 1, 0);
 	if (n == (ssize_t)len)
 		return 0;
 	if (n < 0 && (errno == ENOSYS || errno == EPERM)) {
@@ -141,26 +169,40 @@ uint64_t pyframes_main_thread(void)
 	return id;
 }
 
+/* The start of _PyRuntime that says whether Python runs and where its
+ * interpreters are, read in one go. */
+#define RUNTIME_HEAD                                                           \
+	(offsetof(_PyRuntimeState, interpreters.head) + sizeof(void *))
+#define INTERP_HEAD                                                            \
+	(offsetof(PyInterpreterState, threads.head) + sizeof(void *))
+
 int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
 		     char *err, size_t errlen)
 {
-	uintptr_t interp = 0;
+	unsigned char rt[RUNTIME_HEAD];
+	uintptr_t interp = 0, fin = 0;
 	size_t ni = 0;
+	int init = 0;
 
 	*n = 0;
-	if (pyframes_ready() < 0) {
+#define FIELD(dst, buf, type, field)                                           \
+	memcpy(&(dst), (buf) + offsetof(type, field), sizeof(dst))
+	if (safe_read(rt, (uintptr_t)&_PyRuntime, sizeof(rt)) == 0) {
+		FIELD(init, rt, _PyRuntimeState, initialized);
+		FIELD(fin, rt, _PyRuntimeState, _finalizing);
+		FIELD(interp, rt, _PyRuntimeState, interpreters.head);
+	}
+	if (!init || fin) {
 		set_err(err, errlen, "Python is not initialised");
 		return -ENOENT;
 	}
-	if (READ_FIELD(interp, &_PyRuntime, _PyRuntimeState, interpreters.head))
-		goto fault;
 	while (interp && ni++ < PYFRAMES_INTERPS_MAX) {
-		uintptr_t ts = 0;
+		unsigned char ib[INTERP_HEAD];
+		uintptr_t ts, prev = 0;
 
-		if (READ_FIELD(ts, interp, PyInterpreterState, threads.head))
+		if (safe_read(ib, interp, sizeof(ib)))
 			goto fault;
-		uintptr_t prev = 0;
-
+		FIELD(ts, ib, PyInterpreterState, threads.head);
 		while (ts && *n < max) {
 			PyThreadState t;
 
@@ -173,12 +215,15 @@ int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
 			out[*n].thread_id = t.thread_id;
 			out[*n].native_id = (long)t.native_thread_id;
 			out[*n].tstate = ts;
+			out[*n].cframe = (uintptr_t)t.cframe;
+			out[*n].stack_chunk = (uintptr_t)t.datastack_chunk;
+			out[*n].stack_top = (uintptr_t)t.datastack_top;
 			(*n)++;
 			ts = (uintptr_t)t.next;
 		}
-		if (READ_FIELD(interp, interp, PyInterpreterState, next))
-			goto fault;
+		FIELD(interp, ib, PyInterpreterState, next);
 	}
+#undef FIELD
 	return 0;
 fault:
 	set_err(err, errlen, "interpreter or thread list unreadable");
@@ -544,7 +589,10 @@ struct pyframes_scratch {
 	unsigned char bulk[BULK_MAX];
 	PyCodeObject code[PYFRAMES_RAW_MAX]; /* headers only are read */
 	uintptr_t codeaddr[PYFRAMES_RAW_MAX];
+	uintptr_t frameaddr[PYFRAMES_RAW_MAX];
 	uintptr_t prev_instr[PYFRAMES_RAW_MAX];
+	uintptr_t gather[PYFRAMES_RAW_MAX]; /* code objects to read */
+	unsigned char trusted[PYFRAMES_RAW_MAX];
 	unsigned char entry[PYFRAMES_RAW_MAX], owner[PYFRAMES_RAW_MAX];
 	struct iovec local[GATHER_MAX], remote[GATHER_MAX];
 };
@@ -559,7 +607,7 @@ void pyframes_scratch_free(struct pyframes_scratch *s)
 	free(s);
 }
 
-/* Reads the headers of code objects s->codeaddr[0..n) into s->code with
+/* Reads the headers of code objects s->gather[0..n) into s->code with
  * as few system calls as the kernel allows; a header that cannot be read
  * is zeroed (its type check then fails). */
 static void read_code_heads(struct pyframes_scratch *s, size_t n)
@@ -573,30 +621,31 @@ static void read_code_heads(struct pyframes_scratch *s, size_t n)
 		for (size_t i = 0; i < k; i++) {
 			s->local[i].iov_base = &s->code[done + i];
 			s->local[i].iov_len = CODE_HEAD;
-			s->remote[i].iov_base = (void *)s->codeaddr[done + i];
+			s->remote[i].iov_base = (void *)s->gather[done + i];
 			s->remote[i].iov_len = CODE_HEAD;
 		}
 		if (!atomic_load_explicit(&pipe_mode, memory_order_relaxed))
-			r = process_vm_readv(getpid(), s->local, k, s->remote,
+			r = process_vm_readv(self_pid(), s->local, k, s->remote,
 					     k, 0);
 		/* Whole headers read; the one that failed is read alone
 		 * (and zeroed when it cannot be), then on with the rest. */
 		got = r > 0 ? (size_t)r / CODE_HEAD : 0;
 		if (got < k && safe_read(&s->code[done + got],
-					 s->codeaddr[done + got], CODE_HEAD))
+					 s->gather[done + got], CODE_HEAD))
 			memset(&s->code[done + got], 0, CODE_HEAD);
 		done += got < k ? got + 1 : k;
 	}
 }
 
 int pyframes_walk_raw(const struct pyframes_thread *t,
-		      struct pyframes_scratch *s, struct pyframes_raw *out,
-		      size_t max, size_t *n, int *truncated)
+		      struct pyframes_scratch *s,
+		      const struct pyframes_trust *trust,
+		      struct pyframes_raw *out, size_t max, size_t *n,
+		      int *truncated)
 {
-	PyThreadState ts;
 	_PyCFrame cf;
 	uintptr_t f, lo = 0, hi = 0;
-	size_t nf = 0, limit, steps = 0;
+	size_t nf = 0, ng = 0, limit, steps = 0;
 	int rc = 0;
 
 	*n = 0;
@@ -606,21 +655,19 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 	limit = max + PYFRAMES_SKIP_MAX;
 	if (limit > PYFRAMES_RAW_MAX)
 		limit = PYFRAMES_RAW_MAX;
-	if (safe_read(&ts, t->tstate, sizeof(ts)) ||
-	    ts.thread_id != t->thread_id)
-		return -ESRCH;
-	if (!ts.cframe)
+	/* The thread state as the listing read it a moment ago. */
+	if (!t->cframe)
 		return 0;
-	if (safe_read(&cf, (uintptr_t)ts.cframe, sizeof(cf)))
+	if (safe_read(&cf, t->cframe, sizeof(cf)))
 		return -EFAULT;
 	/* The frames of the current chunk, innermost at the top, in one
 	 * copy; frames elsewhere (older chunks, generators) are read one
-	 * by one. */
-	if (ts.datastack_chunk && ts.datastack_top) {
-		uintptr_t base = (uintptr_t)ts.datastack_chunk +
-				 offsetof(_PyStackChunk, data);
+	 * by one.  The top may have moved since the listing: what lies
+	 * outside the copy is read on its own. */
+	if (t->stack_chunk && t->stack_top) {
+		uintptr_t base = t->stack_chunk + offsetof(_PyStackChunk, data);
 
-		hi = (uintptr_t)ts.datastack_top;
+		hi = t->stack_top;
 		lo = hi > base + BULK_MAX ? hi - BULK_MAX : base;
 		if (hi <= lo || safe_read(s->bulk, lo, hi - lo))
 			lo = hi = 0;
@@ -639,6 +686,7 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 			rc = -EFAULT;
 			break;
 		}
+		s->frameaddr[nf] = f;
 		s->codeaddr[nf] = (uintptr_t)fr.f_code;
 		s->prev_instr[nf] = (uintptr_t)fr.prev_instr;
 		s->entry[nf] = fr.is_entry;
@@ -646,22 +694,35 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 		nf++;
 		f = (uintptr_t)fr.previous;
 	}
-	read_code_heads(s, nf);
+	/* Which frames the caller vouches for (same place from the root,
+	 * same frame, same code); the others' code objects are read in one
+	 * gathered call. */
 	for (size_t i = 0; i < nf; i++) {
-		const PyCodeObject *co = &s->code[i];
+		size_t pos = nf - 1 - i;
+
+		s->trusted[i] = !*truncated && trust && pos < trust->n &&
+				trust->frames[pos] == s->frameaddr[i] &&
+				trust->codes[pos] == s->codeaddr[i];
+		if (!s->trusted[i])
+			s->gather[ng++] = s->codeaddr[i];
+	}
+	read_code_heads(s, ng);
+	for (size_t i = 0, g = 0; i < nf; i++) {
+		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
 		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
 		struct pyframes_raw *r;
 		intptr_t off;
 
-		if (co->ob_base.ob_base.ob_type != &PyCode_Type ||
-		    co->ob_base.ob_size <= 0 ||
-		    co->ob_base.ob_size > CODE_SIZE_MAX ||
-		    co->_co_firsttraceable < 0) {
+		if (co && (co->ob_base.ob_base.ob_type != &PyCode_Type ||
+			   co->ob_base.ob_size <= 0 ||
+			   co->ob_base.ob_size > CODE_SIZE_MAX ||
+			   co->_co_firsttraceable < 0)) {
 			rc = -EFAULT;
 			break;
 		}
-		/* _PyFrame_IsIncomplete, as in pyframes_walk. */
-		if (s->owner[i] != FRAME_OWNED_BY_GENERATOR &&
+		/* _PyFrame_IsIncomplete, as in pyframes_walk (a trusted
+		 * frame was complete when the caller saw it, and stays so). */
+		if (co && s->owner[i] != FRAME_OWNED_BY_GENERATOR &&
 		    s->prev_instr[i] <
 			    first + (uintptr_t)co->_co_firsttraceable *
 					    sizeof(_Py_CODEUNIT))
@@ -671,18 +732,27 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 			break;
 		}
 		r = &out[(*n)++];
+		memset(r, 0, sizeof(*r));
+		r->frame = s->frameaddr[i];
 		r->code = s->codeaddr[i];
-		r->qualname = (uintptr_t)co->co_qualname;
-		r->filename = (uintptr_t)co->co_filename;
-		r->linetable = (uintptr_t)co->co_linetable;
-		r->firstlineno = co->co_firstlineno;
+		r->is_entry = s->entry[i];
+		r->trusted = !co;
 		off = (intptr_t)(s->prev_instr[i] - first);
-		r->lasti = off < 0 || off > (intptr_t)co->ob_base.ob_size *
-						    (intptr_t)sizeof(_Py_CODEUNIT)
-				   ? -1
+		if (co) {
+			r->qualname = (uintptr_t)co->co_qualname;
+			r->filename = (uintptr_t)co->co_filename;
+			r->linetable = (uintptr_t)co->co_linetable;
+			r->firstlineno = co->co_firstlineno;
+			if (off > (intptr_t)co->ob_base.ob_size *
+					  (intptr_t)sizeof(_Py_CODEUNIT))
+				off = -1;
+		} else if (off > (intptr_t)CODE_SIZE_MAX *
+					 (intptr_t)sizeof(_Py_CODEUNIT)) {
+			off = -1;
+		}
+		r->lasti = off < 0 ? -1
 				   : (int)(off / (intptr_t)sizeof(_Py_CODEUNIT) *
 					   (intptr_t)sizeof(_Py_CODEUNIT));
-		r->is_entry = s->entry[i];
 	}
 	return rc;
 }

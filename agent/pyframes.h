@@ -35,6 +35,9 @@ struct pyframes_thread {
 	uint64_t thread_id; /* PyThreadState.thread_id (threading ident) */
 	long native_id;	    /* kernel tid, 0 when unknown */
 	uintptr_t tstate;   /* address of its PyThreadState, for _walk */
+	/* As pyframes_threads() read them (pyframes_walk_raw starts from
+	 * these rather than reading the thread state again; 0 unknown). */
+	uintptr_t cframe, stack_chunk, stack_top;
 };
 
 struct pyframes_frame {
@@ -95,15 +98,34 @@ uint64_t pyframes_main_thread(void);
 #define PYFRAMES_RAW_MAX 1024 /* frames per raw walk */
 
 struct pyframes_raw {
+	uintptr_t frame;     /* the _PyInterpreterFrame's address */
 	uintptr_t code;	     /* code object's address */
 	uintptr_t qualname;  /* identity: its co_qualname, co_filename, */
-	uintptr_t filename;  /* co_linetable pointers and co_firstlineno */
-	uintptr_t linetable;
+	uintptr_t filename;  /* co_linetable pointers and co_firstlineno; */
+	uintptr_t linetable; /* all 0 when trusted (see below) */
 	int firstlineno;
 	int lasti;	     /* byte offset of the current instruction, -1
 				before the first one */
 	int is_entry;	     /* the first frame of its C-level eval call:
 				one _PyEval_EvalFrameDefault per entry frame */
+	int trusted;	     /* the code object was not read: see trust */
+};
+
+/*
+ * What the caller knows from its previous walk of the same thread: the
+ * frames it got, root first.  A frame at the same place from the root,
+ * at the same address and with the same code object, is the same frame
+ * still running (a frame holds a reference to its code object, which
+ * therefore cannot have been freed and replaced): its code object is not
+ * read again (pyframes_raw.trusted), only its instruction.  This is what
+ * makes a deep stack cheap: only the frames that changed cost a read.
+ * Callers should still drop their trust now and then (a second or so),
+ * as the walk cannot tell a frame popped and pushed again between two
+ * walks with a code object reallocated at the same address.
+ */
+struct pyframes_trust {
+	const uintptr_t *frames, *codes; /* root first */
+	size_t n;
 };
 
 /* Scratch memory of pyframes_walk_raw (about 300 KiB), so that a walk
@@ -114,12 +136,16 @@ void pyframes_scratch_free(struct pyframes_scratch *s);
 
 /*
  * Like pyframes_walk() without the strings: out[0..*n) innermost first,
- * at most max (<= PYFRAMES_RAW_MAX).  Returns 0, -ESRCH (thread gone) or
+ * at most max (<= PYFRAMES_RAW_MAX); trust may be NULL.  t must come from
+ * pyframes_threads() just before (its cframe and data stack are used as
+ * they were then; a thread that ended since gives -EFAULT or nothing).  Returns 0, -ESRCH (thread gone) or
  * -EFAULT (the stack changed under us; out[0..*n) is still valid).
  */
 int pyframes_walk_raw(const struct pyframes_thread *t,
-		      struct pyframes_scratch *s, struct pyframes_raw *out,
-		      size_t max, size_t *n, int *truncated);
+		      struct pyframes_scratch *s,
+		      const struct pyframes_trust *trust,
+		      struct pyframes_raw *out, size_t max, size_t *n,
+		      int *truncated);
 
 /* The names of r's code object, as pyframes_frame's func and file.
  * 0 or -EFAULT. */

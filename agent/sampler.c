@@ -35,6 +35,7 @@
 #define CODE_CACHE_MAX 65536
 #define LINETABLE_COPY_MAX 8192 /* bytes of a line table kept in the cache */
 #define WALK_TRIES 2
+#define TRUST_TICKS_MIN 50 /* frames are re-read at least every ~second */
 #define PATH_MAX_FRAMES (PYSTACK_DEPTH_MAX + NATIVE_DEPTH_MAX + 4)
 
 /* A code object's names and line table, found by its address while its
@@ -58,6 +59,11 @@ struct thr {
 	uint64_t seen;	/* tick it was last seen in */
 	uint32_t *frames, *nodes; /* previous stack, root first */
 	size_t depth;
+	/* Its previous Python frames, root first, whose code objects are
+	 * cached: the walk trusts them (pyframes_trust). */
+	uintptr_t *tframes, *tcodes;
+	size_t tn;
+	uint64_t trust_tick; /* when the trust was last rebuilt from scratch */
 };
 
 struct counters {
@@ -81,6 +87,7 @@ static struct {
 	/* Sampler thread only. */
 	struct pyframes_scratch *scratch;
 	struct pyframes_raw *raw;
+	unsigned char *rawok; /* raw[i]'s code object is cached */
 	size_t nraw;
 	struct pyframes_thread *threads;
 	struct code_ent *codes;
@@ -94,7 +101,7 @@ static struct {
 	struct sampler_sample *batch;
 	uintptr_t gil_lo, gil_hi;
 	uint32_t unknown_fn;
-	uint64_t rng, tick;
+	uint64_t rng, tick, trust_ticks;
 } S = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
@@ -135,6 +142,9 @@ static void codes_clear(void)
 		free(S.codes[i].lt);
 	S.ncodes = 0;
 	sampler_map_release(&S.code_map);
+	/* Trust is only as good as the cache. */
+	for (size_t i = 0; i < S.nthr; i++)
+		S.thr[i].tn = 0;
 }
 
 static uint32_t unknown_frame(void)
@@ -158,10 +168,15 @@ static struct code_ent *code_lookup(const struct pyframes_raw *r)
 
 	if (sampler_map_get(&S.code_map, r->code, &idx) == 0) {
 		e = &S.codes[idx];
-		if (e->qualname == r->qualname && e->filename == r->filename &&
-		    e->linetable == r->linetable &&
-		    e->firstlineno == r->firstlineno)
-			return e;
+		/* A trusted frame's code object was not read: the cache
+		 * entry it had is still its own. */
+		if (r->trusted ||
+		    (e->qualname == r->qualname && e->filename == r->filename &&
+		     e->linetable == r->linetable &&
+		     e->firstlineno == r->firstlineno))
+			return e->fn ? e : NULL;
+	} else if (r->trusted) {
+		return NULL; /* not cached any more: no identity to go by */
 	} else {
 		if (S.ncodes >= CODE_CACHE_MAX)
 			codes_clear();
@@ -195,15 +210,25 @@ static struct code_ent *code_lookup(const struct pyframes_raw *r)
 static uint32_t py_frame(const struct pyframes_raw *r)
 {
 	struct code_ent *e = code_lookup(r);
+	struct pyframes_raw id;
 	int line;
 
+	S.rawok[r - S.raw] = e != NULL;
 	if (!e || !e->fn)
 		return unknown_frame();
 	if (e->memo_lasti == r->lasti && e->memo_frame)
 		return e->memo_frame;
-	line = e->lt ? pyframes_line_decode(e->lt, e->ltlen, e->firstlineno,
-					    r->lasti)
-		     : pyframes_line_remote(r);
+	if (e->lt) {
+		line = pyframes_line_decode(e->lt, e->ltlen, e->firstlineno,
+					    r->lasti);
+	} else {
+		/* A table too long to keep: read in place, by the
+		 * identity the cache holds (a trusted frame has none). */
+		id = *r;
+		id.linetable = e->linetable;
+		id.firstlineno = e->firstlineno;
+		line = pyframes_line_remote(&id);
+	}
 	e->memo_lasti = r->lasti;
 	e->memo_frame = sampler_intern_frame(S.in, e->fn, line);
 	return e->memo_frame ? e->memo_frame : unknown_frame();
@@ -236,12 +261,17 @@ static struct thr *thr_get(const struct pyframes_thread *pt)
 	t->native_id = pt->native_id;
 	t->cpu_ns = -1;
 	t->depth = 0;
+	t->tn = 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
 		 pt->native_id);
 	t->fd = pt->native_id > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 	if (!t->frames) {
 		t->frames = malloc(PATH_MAX_FRAMES * sizeof(*t->frames));
 		t->nodes = malloc(PATH_MAX_FRAMES * sizeof(*t->nodes));
+	}
+	if (!t->tframes) {
+		t->tframes = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tframes));
+		t->tcodes = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tcodes));
 	}
 	return t;
 }
@@ -321,21 +351,52 @@ static int syscall_state(struct thr *t)
 
 struct take {
 	const struct pyframes_thread *pt;
+	struct thr *t;
 	int rc;
 };
 
 static void read_python(void *arg)
 {
 	struct take *tk = arg;
+	struct pyframes_trust trust = {0};
 	int trunc;
 
+	if (tk->t->tframes && S.tick - tk->t->trust_tick < S.trust_ticks) {
+		trust.frames = tk->t->tframes;
+		trust.codes = tk->t->tcodes;
+		trust.n = tk->t->tn;
+	} else {
+		tk->t->trust_tick = S.tick;
+	}
 	for (int i = 0; i < WALK_TRIES; i++) {
-		tk->rc = pyframes_walk_raw(tk->pt, S.scratch, S.raw,
+		tk->rc = pyframes_walk_raw(tk->pt, S.scratch, &trust, S.raw,
 					   (size_t)S.o.max_depth, &S.nraw,
 					   &trunc);
 		if (tk->rc != -EFAULT)
 			break;
+		trust.n = 0; /* the stack moved under us: read it all */
 	}
+}
+
+/* Remembers the frames of this sample whose code objects are cached,
+ * for the next walk (up to the first that is not: trust is a prefix
+ * from the root). */
+static void keep_trust(struct thr *t)
+{
+	size_t n = 0;
+
+	if (!t->tframes)
+		return;
+	for (size_t pos = 0; pos < S.nraw && pos < PYSTACK_DEPTH_MAX; pos++) {
+		size_t i = S.nraw - 1 - pos;
+
+		if (!S.rawok[i])
+			break;
+		t->tframes[pos] = S.raw[i].frame;
+		t->tcodes[pos] = S.raw[i].code;
+		n++;
+	}
+	t->tn = n;
 }
 
 /* Python frames raw[from..] up to and including the next entry frame:
@@ -411,6 +472,7 @@ static int sample_thread(const struct pyframes_thread *pt, uintptr_t gil_ts,
 
 	if (!t)
 		return 1;
+	tk.t = t;
 	t->seen = S.tick;
 	cpu = thread_cpu_ns(pt->native_id);
 	state = syscall_state(t);
@@ -441,7 +503,9 @@ static int sample_thread(const struct pyframes_thread *pt, uintptr_t gil_ts,
 	}
 	if (tk.rc == -ESRCH || (!S.nraw && !nips))
 		return 1;
+	memset(S.rawok, 0, S.nraw);
 	n = build_path(nips);
+	keep_trust(t);
 	out->ts = now;
 	out->thread_id = pt->thread_id;
 	out->native_id = pt->native_id;
@@ -554,13 +618,15 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	S.in = sampler_intern_new();
 	S.scratch = pyframes_scratch_new();
 	S.raw = malloc(PYFRAMES_RAW_MAX * sizeof(*S.raw));
+	S.rawok = malloc(PYFRAMES_RAW_MAX);
 	S.threads = malloc(PYSTACK_THREADS_MAX * sizeof(*S.threads));
 	S.codes = malloc(CODE_CACHE_MAX * sizeof(*S.codes));
 	S.thr = calloc(SAMPLER_THREADS_MAX, sizeof(*S.thr));
 	S.path = malloc(PATH_MAX_FRAMES * sizeof(*S.path));
 	S.ips = malloc(NATIVE_DEPTH_MAX * sizeof(*S.ips));
 	S.batch = malloc(SAMPLER_THREADS_MAX * sizeof(*S.batch));
-	if (!S.in || !S.scratch || !S.raw || !S.threads || !S.codes ||
+	if (!S.in || !S.scratch || !S.raw || !S.rawok || !S.threads ||
+	    !S.codes ||
 	    !S.thr || !S.path || !S.ips || !S.batch) {
 		snprintf(err, errlen, "profiler: out of memory");
 		return -ENOMEM;
@@ -621,6 +687,9 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 	}
 	S.o = *o;
 	S.stop = 0;
+	/* Rebuild every thread's trust about once a second. */
+	S.trust_ticks = o->hz > TRUST_TICKS_MIN ? (uint64_t)o->hz
+						: TRUST_TICKS_MIN;
 	S.error[0] = '\0';
 	memset(&S.c, 0, sizeof(S.c));
 	S.started = real_s();
