@@ -260,3 +260,35 @@ def test_waits_for_torch_import_and_reports_status(spawn):
     r = probing("config", "-f", "json", target=t.pid)
     s = {x["name"]: x["value"] for x in r.json()}
     assert s["torch.watch"] == "a@f;b@g" and s["torch.step_rate"] == "2"
+
+
+def test_perf_torch_cli(spawn):
+    t = start(spawn, steps=1000000, spec=None, extra={"WAIT_HOOKS": ""})
+    t.wait_line("STEP 3", timeout=60)
+    r = probing("perf", "--torch", "--duration", "1000", "-f", "json",
+                target=t.pid)
+    assert r.rc == 0, r
+    rows = r.json()
+    got = {(row[0], row[1]) for row in rows}
+    assert ("encoder.layers.0.self_attn", "forward") in got
+    assert ("head", "backward") in got and ("SGD", "step") in got
+    calls = {(row[0], row[1]): row[2] for row in rows}
+    assert calls[("Net", "forward")] == calls[("SGD", "step")] > 5
+    # It was off before, so it is off again.
+    assert status(t) == "off"
+    r = probing("perf", "--torch", "--duration", "500", target=t.pid)
+    assert r.rc == 0 and "MODULE" in r.out and "TOTAL_MS" in r.out, r
+    # On, with options, until --stop.
+    r = probing("perf", "--torch", "--step-rate", "2", "--watch", "loss@train",
+                target=t.pid)
+    assert r.rc == 0, r
+    assert "torch.step_rate\t2" in r.out and "torch.watch\tloss@train" in r.out
+    wait_for(lambda: status(t).startswith("on"), 10, "on")
+    wait_for(lambda: query(t, "SELECT count(*) AS n FROM python.variables")[0]["n"] > 2,
+             10, "watched loss")
+    steps = {r["step"] % 2 for r in query(t, "SELECT step FROM python.variables")}
+    assert steps == {0}
+    r = probing("perf", "--torch", "--stop", target=t.pid)
+    assert r.rc == 0 and "torch.profiling\toff" in r.out, r
+    r = probing("perf", "--torch", "--stop", "--duration", "5", target=t.pid)
+    assert r.rc == 2
