@@ -21,6 +21,16 @@ from conftest import BUILD, CLI, SYSTEM_PYTHON, agent_listening, probing, wait_f
 LIB = os.path.join(BUILD, "agent", "libprobing.so")
 
 
+def target_env(**extra):
+    """The environment for a target started here (not through spawn())."""
+    e = dict(os.environ, **extra)
+    e.pop("PROBING", None)
+    if os.environ.get("PROBING_TARGET_PRELOAD"):
+        # ASan build: the sanitizer runtimes must come first.
+        e["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]
+    return e
+
+
 def inject(pid, *args, timeout=60, env=None):
     return probing("inject", *args, target=pid, timeout=timeout, env=env)
 
@@ -559,7 +569,7 @@ def test_other_mount_namespace(spawn, python, tmp_path):
             ["unshare", "--mount", "--propagation", "private", "sh", "-c",
              'mount -t tmpfs none "$1" && exec "$2" "$3"', "sh", hide,
              python, str(script)],
-            stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            stdout=f, stderr=subprocess.STDOUT, env=target_env(PYTHONUNBUFFERED="1"))
     try:
         wait_for(lambda: "READY" in out.read_text() or p.poll() is not None, 30, "READY")
         if p.poll() is not None:
@@ -584,9 +594,8 @@ def test_other_mount_namespace(spawn, python, tmp_path):
 def test_launch_starts_the_agent(tmp_path):
     script = tmp_path / "app.py"
     script.write_text("import time\nprint('UP', flush=True)\ntime.sleep(600)\n")
-    env = dict(os.environ)
+    env = target_env()
     env.pop("PYTHONUSERBASE", None)
-    env.pop("PROBING", None)
     p = subprocess.Popen([CLI, "launch", "-D", "query.max_rows=9", "--",
                           SYSTEM_PYTHON, str(script)], stdout=subprocess.PIPE,
                          env=env, text=True)
