@@ -495,6 +495,47 @@ def test_not_cpython(tmp_path):
         p.wait()
 
 
+EMBED = r"""
+#include <Python.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+	printf("READY\n");
+	fflush(stdout);
+	sleep(30); /* CPython linked in, not initialized */
+	Py_Initialize();
+	return 0;
+}
+"""
+
+
+def test_python_not_initialized(tmp_path):
+    """A program that embeds CPython but has not called Py_Initialize."""
+    cfg = "/usr/bin/python3-config"
+    if not shutil.which("gcc") or not os.path.exists(cfg):
+        pytest.skip("needs gcc and python3-dev")
+    flags = subprocess.run([cfg, "--cflags", "--embed", "--ldflags"], capture_output=True,
+                           text=True).stdout.split()
+    src = tmp_path / "embed.c"
+    src.write_text(EMBED)
+    exe = tmp_path / "embed"
+    cc = subprocess.run(["gcc", str(src), "-o", str(exe)] + flags, capture_output=True,
+                        text=True)
+    if cc.returncode != 0:
+        pytest.skip("cannot build an embedding program: " + cc.stderr[-300:])
+    p = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, text=True, env=target_env())
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        r = inject(p.pid)
+        assert r.rc == 9, r
+        assert "not initialized yet" in r.err, r
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_bogus_library_reports_dlerror(spawn, python, tmp_path):
     t = spawn(python, SLEEP, agent=None)
     t.wait_line("READY")
