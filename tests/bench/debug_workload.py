@@ -47,14 +47,15 @@ def strings(n):
 
 
 def work():
-    fib(20)
-    loops(200000)
-    objects(50000)
-    strings(60000)
+    fib(22)
+    loops(400000)
+    objects(100000)
+    strings(120000)
 
 
 def main():
-    work()
+    for _ in range(3):
+        work()  # warm up: the specialising interpreter settles
     print("ready", flush=True)
     for line in sys.stdin:
         times = []

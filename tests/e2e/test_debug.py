@@ -223,3 +223,28 @@ def test_clean_disconnect_and_second_debugger(python, spawn, cli):
     d.close()
     wait_for(lambda: runs(cli, t), 10, "the target to run again")
     assert status(cli, t)["attached"] is False
+
+
+def test_no_hook_until_a_breakpoint_file_is_loaded(python, spawn, cli, tmp_path):
+    """A breakpoint in a file the target has not loaded costs nothing: no
+    frame-evaluation hook until the file's code is about to run."""
+    t = start(spawn, python)
+    other = tmp_path / "elsewhere.py"
+    other.write_text("def f():\n    return 42\n")
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    r = d.request("setBreakpoints", {"source": {"path": str(other)}, "breakpoints": [{"line": 2}]})
+    bp = r["body"]["breakpoints"][0]
+    assert bp["verified"] is False and "not loaded yet" in bp["message"], bp
+    d.request("configurationDone")
+    assert status(cli, t)["hook"] is False
+    # Loading it (an import runs its code object) installs the hook and
+    # verifies the breakpoint; calling the function stops there.
+    cli("eval", "import sys; sys.path.insert(0, %r); import elsewhere" % str(tmp_path), target=t.pid)
+    ev = d.event("breakpoint")
+    assert ev["body"]["breakpoint"]["verified"] is True
+    assert status(cli, t)["hook"] is True
+    d.request("setBreakpoints", {"source": {"path": str(other)}, "breakpoints": []})
+    assert status(cli, t)["hook"] is False
+    d.close()
