@@ -96,8 +96,8 @@ static atomic_int filters_mirror; /* for status: 1 raised | 2 uncaught */
 /* Loop thread only. */
 static ev_timer hold_timer, threads_timer;
 static struct ev_loop *dbg_loop;
-#define KNOWN_THREADS_MAX 4096
-static long known[KNOWN_THREADS_MAX];
+#define KNOWN_THREADS_MAX 256
+static long known[KNOWN_THREADS_MAX]; /* guarded by lock */
 static size_t nknown;
 static uint64_t known_session;
 
@@ -113,6 +113,7 @@ static struct server *dbg_server;
 
 static int dbg_trace(PyObject *obj, PyFrameObject *f, int what, PyObject *arg);
 static void cleanup_with_gil(void);
+static int threads_now(long *now, size_t *k);
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -857,6 +858,21 @@ int debugger_attach(uint64_t session, char *err, size_t errlen)
 		atomic_fetch_add(&epoch, 1);
 	}
 	pthread_mutex_unlock(&lock);
+	if (!rc) {
+		/* The threads it will hear of are those started from now. */
+		long now[KNOWN_THREADS_MAX];
+		size_t k;
+
+		if (!threads_now(now, &k)) {
+			pthread_mutex_lock(&lock);
+			if (owner == session && known_session != session) {
+				memcpy(known, now, k * sizeof(long));
+				nknown = k;
+				known_session = session;
+			}
+			pthread_mutex_unlock(&lock);
+		}
+	}
 	return rc;
 }
 
@@ -1065,31 +1081,47 @@ void debugger_get_status(struct debugger_status *st)
 	st->exc_uncaught = (f >> 1) & 1;
 }
 
+#define THREADS_SCAN KNOWN_THREADS_MAX
+
+/* The target's threads now (native ids), read without the GIL; -1 when
+ * they cannot be read. */
+static int threads_now(long *now, size_t *k)
+{
+	struct pyframes_thread th[THREADS_SCAN];
+	size_t n = 0;
+	char err[64];
+
+	*k = 0;
+	if (pyframes_ready() ||
+	    pyframes_threads(th, THREADS_SCAN, &n, err, sizeof(err)))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (th[i].native_id && !pygil_is_own_thread(th[i].native_id))
+			now[(*k)++] = th[i].native_id;
+	return 0;
+}
+
 /* Loop thread, twice a second: `thread` events for the attached session
- * (thread states read without the GIL). */
+ * (thread states read without the GIL).  known[] is guarded by `lock`;
+ * debugger_attach() fills it for a new session. */
 static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct pyframes_thread th[256];
-	long now[256];
-	size_t n = 0, k = 0;
+	long now[THREADS_SCAN];
+	size_t k = 0;
 	uint64_t s;
-	char err[64];
 
 	(void)loop, (void)w, (void)revents;
 	pthread_mutex_lock(&lock);
 	s = owner;
 	pthread_mutex_unlock(&lock);
-	if (!s || pyframes_ready() ||
-	    pyframes_threads(th, 256, &n, err, sizeof(err)))
+	if (!s || threads_now(now, &k))
 		return;
-	for (size_t i = 0; i < n; i++)
-		if (th[i].native_id && !pygil_is_own_thread(th[i].native_id))
-			now[k++] = th[i].native_id;
+	pthread_mutex_lock(&lock);
 	if (s != known_session) {
-		/* A new session learns the threads from `threads`. */
 		memcpy(known, now, k * sizeof(long));
 		nknown = k;
 		known_session = s;
+		pthread_mutex_unlock(&lock);
 		return;
 	}
 	for (size_t i = 0; i < k; i++) {
@@ -1124,6 +1156,7 @@ static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	memcpy(known, now, k * sizeof(long));
 	nknown = k;
+	pthread_mutex_unlock(&lock);
 }
 
 int debugger_register(struct server *srv)

@@ -597,3 +597,62 @@ describe('debugger: tensors, modules, arrays (system Python, torch)', () => {
 		dc.stopAdapter();
 	});
 });
+
+// The main thread ending on an exception, and thread events.
+const ENDING_SCRIPT = `\
+import os, time
+
+
+def fail(n):
+    ratio = n / 0  # @fail
+    return ratio
+
+
+print("ready", flush=True)
+while "fail_now" not in os.listdir("."):
+    time.sleep(0.01)
+fail(3)
+`;
+
+for (const py of PYTHONS) {
+	describe(`debugger: uncaught in the main thread, thread events (${py.label} Python)`, { skip: py.skip }, () => {
+		let target;
+
+		before(async () => {
+			target = await spawnTarget(py.exe, ENDING_SCRIPT, { ready: 'ready' });
+		});
+
+		after(async () => {
+			if (target) await target.stop();
+		});
+
+		it('thread events; the program stops before it ends on an exception, then ends', async () => {
+			const dc = await target.client();
+			const { log } = await attach(dc, { exceptions: ['uncaught'] });
+			await dc.evaluateRequest({
+				expression: 'import threading, time; threading.Thread(target=time.sleep, args=(1.2,), name="napper").start()',
+				context: 'repl',
+			});
+			const started = await log.next('thread', (e) => e.body.reason === 'started');
+			const exited = await log.next('thread', (e) => e.body.reason === 'exited');
+			assert.equal(exited.body.threadId, started.body.threadId);
+
+			fs.writeFileSync(path.join(target.dir, 'fail_now'), '');
+			const stop = await log.next('stopped');
+			assert.equal(stop.body.reason, 'exception');
+			assert.equal(stop.body.threadId, target.pid);
+			const st = await dc.stackTraceRequest({ threadId: target.pid });
+			assert.deepEqual(st.body.stackFrames.map((f) => [f.name, f.line]),
+				[['fail', target.line('# @fail')], ['<module>', target.line('fail(3)')]]);
+			assert.equal((await locals(dc, target.pid)).get('n').value, '3');
+			const info = await dc.exceptionInfoRequest({ threadId: target.pid });
+			assert.deepEqual([info.body.exceptionId, info.body.breakMode], ['ZeroDivisionError', 'unhandled']);
+			assert.equal(target.alive(), true, 'held until the debugger lets go');
+			await dc.continueRequest({ threadId: target.pid });
+			await target.exitPromise;
+			assert.match(target.out, /ZeroDivisionError: division by zero/);
+			assert.equal(target.exited.code, 1);
+			dc.stopAdapter();
+		});
+	});
+}
