@@ -1038,8 +1038,7 @@ void debugger_release(uint64_t session)
 			to = owner;
 	}
 	pthread_mutex_unlock(&lock);
-	if (was_held)
-		submit_cleanup();
+	(void)was_held; /* the caller runs debugger_cleanup() */
 	if (to && dbg_server && (ev = dap_event_new("continued"))) {
 		cJSON_AddNumberToObject(ev->body, "threadId", 0);
 		cJSON_AddBoolToObject(ev->body, "allThreadsContinued", 1);

@@ -66,8 +66,9 @@ uint64_t debugger_session(void);
 /*
  * Ends session's debugging if it is the attached one: resumes every
  * paused thread and schedules the removal of breakpoints and hooks (see
- * above).  Never blocks.  Loop thread (it is the server's close hook) or
- * any other thread.
+ * above) on a worker — or, when the session asked for debugger_hold(),
+ * keeps the stop for the next debugger.  Never blocks.  Loop thread only
+ * (it is the server's close hook).
  */
 void debugger_detach(uint64_t session);
 
@@ -167,7 +168,8 @@ int debugger_hold(uint64_t session, int wait_ms, char *err, size_t errlen);
 
 /* Resumes every paused thread for any session (`probing debug --resume`);
  * the attached debugger, if another session, gets a `continued` event.  A
- * held stop with no debugger is detached.  Never blocks. */
+ * held stop with no debugger is detached: the caller (a worker) then runs
+ * debugger_cleanup().  Never blocks. */
 void debugger_release(uint64_t session);
 
 /* For configurationDone: tells session (now attached) about a stop that

@@ -665,6 +665,9 @@ static void run_probing_debug(struct request *req)
 		debug_pause(req);
 	} else if (!strcmp(action, "resume")) {
 		debugger_release(req->session);
+		/* A released hold leaves a cleanup; best effort here (the
+		 * next traced line or attach does it otherwise). */
+		debugger_cleanup(err, sizeof(err));
 		request_ok(req);
 	} else {
 		request_fail(req, 1,

@@ -52,6 +52,8 @@ static void evaluate(struct eval_call *c)
 	struct pyeval_scope scope = {0};
 	PyFrameObject *f = NULL;
 
+	unsigned epoch = debugger_epoch();
+
 	scope.expression = c->expression;
 	scope.keep = debugger_stopped();
 	if (c->frame_id) {
@@ -72,8 +74,10 @@ static void evaluate(struct eval_call *c)
 	}
 	c->rc = pyeval_run_in(c->code, &scope, &c->res, c->err,
 			      sizeof(c->err));
-	if (f && c->rc == 0 && !c->expression) {
-		/* Assignments in the console change the frame's locals. */
+	if (f && c->rc == 0 && !c->expression && debugger_epoch() == epoch) {
+		/* Assignments in the console change the frame's locals — only
+		 * while it is still paused (the code may have let a resume in:
+		 * a running frame's locals must not be overwritten). */
 		PyFrame_LocalsToFast(f, 0);
 		PyErr_Clear();
 	}
