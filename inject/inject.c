@@ -33,7 +33,9 @@ struct run {
 	struct inject_where where;
 	struct inject_shell shell; /* what the shellcode was built from */
 	char copied[PATH_MAX + 64];
-	int64_t start, stopped_at, released_at;
+	int64_t start;
+	int64_t stopped_at;  /* the interrupt of the stop that was used */
+	int64_t released_at; /* its detach */
 };
 
 static void sleep_us(long us)
@@ -120,6 +122,7 @@ static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 	char last[256] = "";
 	int rc;
 
+	r->stopped_at = inject_now_ns();
 	rc = inject_tracee_seize(&r->t, tid, err, errlen);
 	if (rc)
 		goto fail;
@@ -129,6 +132,7 @@ static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 			if ((rc = run_on(r, err, errlen)))
 				goto fail;
 			sleep_us(INJECT_TRY_GAP_US);
+			r->stopped_at = inject_now_ns();
 			if ((rc = inject_tracee_interrupt(&r->t, err, errlen)))
 				goto fail;
 		}
@@ -387,8 +391,7 @@ static int check(struct run *r, const char *path, char *abs, char *err,
 				 sizeof(r->copied), r->res->note,
 				 sizeof(r->res->note), err, errlen);
 	if (rc)
-		return rc == -EACCES ? explain(r, rc, "its root", err, errlen)
-				     : rc;
+		return -ENOENT; /* not visible in the target: err says why */
 	if (library_loaded(r->pid, r->res->target_path)) {
 		snprintf(err, errlen, "%s is loaded in process %d already",
 			 r->res->target_path, (int)r->pid);
@@ -547,7 +550,6 @@ int inject_library(pid_t pid, const char *path, const struct inject_opts *opts,
 	rc = stop_safely(r, err, errlen);
 	if (rc)
 		goto out;
-	r->stopped_at = inject_now_ns();
 	step(r, "attach");
 	rc = write_caves(r, err, errlen);
 	if (rc)
