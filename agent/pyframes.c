@@ -689,7 +689,12 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 		s->frameaddr[nf] = f;
 		s->codeaddr[nf] = (uintptr_t)fr.f_code;
 		s->prev_instr[nf] = (uintptr_t)fr.prev_instr;
-		s->entry[nf] = fr.is_entry;
+		/* A bool in memory that may be changing under us: read as a
+		 * byte (a torn copy must not be a bool that is neither). */
+		memcpy(&s->entry[nf],
+		       (const char *)&fr + offsetof(_PyInterpreterFrame, is_entry),
+		       1);
+		s->entry[nf] = s->entry[nf] == 1;
 		s->owner[nf] = (unsigned char)fr.owner;
 		nf++;
 		f = (uintptr_t)fr.previous;

@@ -184,13 +184,18 @@ def test_gil_waits_are_visible(spawn, python, tmp_path):
     assert set(by) == {"burner-1", "burner-2"}, rows
     for name, d in by.items():
         total = d["running"] + d["gil_wait"] + d["idle"]
-        # Two CPU-bound threads take turns holding the GIL.
+        # Two CPU-bound threads take turns holding the GIL: both run,
+        # both wait for it.
         assert d["running"] >= 0.2 * total, (name, d)
-        assert d["gil_wait"] >= 0.2 * total, (name, d)
+        assert d["gil_wait"] >= 0.1 * total, (name, d)
         # Each holds the GIL a good share of the time (a thread woken to
         # take it runs a moment before it has it: not all running samples
         # hold it).
         assert d["gil"] >= 0.3 * total, (name, d)
+    # One holder at a time.
+    rows = sql(t, "SELECT max(n) AS most FROM (SELECT ts, sum(gil) AS n "
+                  "FROM profile.samples GROUP BY ts)")
+    assert rows[0]["most"] == 1, rows
     text = (tmp_path / "c.folded").read_text()
     assert "(waiting for the GIL)" in text
 
@@ -278,6 +283,7 @@ import hashlib, os, signal, sys, threading, time, zlib
 got = [0]
 def on_prof(sig, frame):
     got[0] += 1
+    print("SIGPROF", got[0], flush=True)
 signal.signal(signal.SIGPROF, on_prof)
 
 def py_loop():
@@ -305,16 +311,15 @@ for fn in (py_loop, py_loop, c_calls, c_calls, sleeper, churn):
     threading.Thread(target=fn, daemon=True).start()
 print("READY", flush=True)
 while True:
-    time.sleep(0.05)
-    print("SIGPROF", got[0], flush=True)
+    time.sleep(0.01)
 """
 
 
 def test_soak_native_sampling_with_foreign_signals(spawn, python):
     """1 kHz native sampling of busy, sleeping and short-lived threads while
     the target has its own SIGPROF handler and receives SIGPROF from
-    outside: the target survives, its handler gets exactly the signals
-    that were not ours."""
+    outside: the target survives, and its handler gets exactly the
+    signals that were not the profiler's."""
     t = start(spawn, python, SOAK)
     r = probing("perf", "--cc", "--hz", "1000", target=t.pid)
     assert r.rc == 0, r
@@ -323,18 +328,18 @@ def test_soak_native_sampling_with_foreign_signals(spawn, python):
     while time.time() < deadline:
         os.kill(t.pid, signal.SIGPROF)
         sent += 1
-        time.sleep(0.05)
+        # One at a time: the next once this one was handled (signals of
+        # one kind pending together would merge into one).
+        t.wait_line("SIGPROF %d\n" % sent, timeout=30)
     r = probing("perf", "--stop", "-f", "json", target=t.pid)
     assert r.rc == 0, r
     st = r.json()
     assert st["nativeSamples"] > 500, st
-    time.sleep(0.5)
+    time.sleep(0.3)
     assert t.alive(), t.output()[-2000:]
     lines = [l for l in t.output().splitlines() if l.startswith("SIGPROF")]
-    got = int(lines[-1].split()[1])
-    # Python's handler runs once per delivery (coalescing may merge a few);
-    # the profiler's own signals (thousands) never reach it.
-    assert sent - 5 <= got <= sent, (sent, got)
+    # The profiler's own signals (thousands) never reach the handler.
+    assert len(lines) == sent and sent >= 10, (sent, lines[-3:])
     # Still serving, and still sampling without native stacks.
     r = probing("flamegraph", "-d", "1s", "-o", "/dev/null", "--as", "folded", target=t.pid)
     assert r.rc == 0, r
