@@ -35,6 +35,7 @@
 #include "config.h"
 #include "dap_msg.h"
 #include "debugger.h"
+#include "excepthooks.h"
 #include "log.h"
 #include "pyframes.h"
 #include "pygil.h"
@@ -58,7 +59,8 @@ struct paused {
 	long native_id;
 	uint64_t ident;
 	unsigned round;
-	int cmd; /* 0 while waiting */
+	int cmd;	    /* 0 while waiting */
+	unsigned cmd_epoch; /* the epoch the command started */
 	int64_t frame_base;
 	struct pframe *frames;
 	size_t nframes;
@@ -107,8 +109,6 @@ static int nsteps;
 static int exc_raised, exc_uncaught;
 static int audit_registered;
 static atomic_int audit_on;
-static PyObject *saved_sys_hook, *saved_thread_hook;
-static PyObject *our_sys_hook, *our_thread_hook;
 static struct server *dbg_server;
 
 static int dbg_trace(PyObject *obj, PyFrameObject *f, int what, PyObject *arg);
@@ -223,10 +223,28 @@ static int skip_own(long native_id)
 	return pygil_is_own_thread(native_id);
 }
 
+/* GIL: forgets steps a resume made stale (their thread did not stop
+ * since, e.g. it ended), so they keep no hook installed. */
+static void prune_steps(void)
+{
+	unsigned ep = atomic_load(&epoch);
+
+	for (int i = 0; i < nsteps;) {
+		if (steps[i].epoch != ep) {
+			pyhook_set_mode(steps[i].ts, 0);
+			steps[i] = steps[--nsteps];
+		} else {
+			i++;
+		}
+	}
+}
+
 /* GIL: the hook is needed while anything may stop a thread. */
 static void update_hooks(void)
 {
 	int loaded = 0, pending = 0, funcs = 0, need;
+
+	prune_steps();
 
 	breakpoints_counts(&loaded, &pending, &funcs);
 	pthread_mutex_lock(&lock);
@@ -348,7 +366,8 @@ static struct paused *slot_of_locked(long native_id)
  */
 static int pause_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 		      const char *reason, const int *ids, int nids,
-		      const char *text, PyObject *exc, const char *exc_mode)
+		      const char *text, PyObject *exc, const char *exc_mode,
+		      unsigned *cmd_epoch)
 {
 	struct pframe *fr;
 	struct paused *p = NULL;
@@ -357,6 +376,7 @@ static int pause_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	long tid = ts->native_thread_id;
 
 	fr = capture(f, tb, &n);
+	*cmd_epoch = 0;
 	if (!fr)
 		return 0;
 	step_clear(ts);
@@ -409,6 +429,7 @@ static int pause_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	while (!p->cmd && atomic_load(&active))
 		pthread_cond_wait(&wake, &lock);
 	cmd = atomic_load(&active) ? p->cmd : 0;
+	*cmd_epoch = p->cmd_epoch;
 	pthread_mutex_unlock(&lock);
 	Py_END_ALLOW_THREADS
 
@@ -426,7 +447,8 @@ static int pause_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 }
 
 /* GIL: after a resume, set up the thread's step (if any) and tracing. */
-static void resumed(PyThreadState *ts, PyFrameObject *f, int cmd)
+static void resumed(PyThreadState *ts, PyFrameObject *f, int cmd,
+		    unsigned cmd_epoch)
 {
 	int still;
 
@@ -444,7 +466,7 @@ static void resumed(PyThreadState *ts, PyFrameObject *f, int cmd)
 			s->ident = ts->thread_id;
 			s->cmd = cmd;
 			s->depth = f ? pyhook_frame_depth(f) : 0;
-			s->epoch = atomic_load(&epoch);
+			s->epoch = cmd_epoch;
 			pyhook_set_mode(ts,
 					cmd == DEBUGGER_STEP_IN
 						? PYHOOK_NEW | PYHOOK_CALLERS
@@ -514,6 +536,7 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 	int wanted = pyhook_code_wanted((PyObject *)co), mode = pyhook_mode(ts);
 	struct bp_hit hit = {0};
 	const char *reason = NULL;
+	unsigned ep;
 	int line, cmd;
 
 	Py_DECREF(co);
@@ -549,9 +572,9 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 		return 0;
 	}
 	cmd = pause_here(ts, f, NULL, reason, hit.ids, hit.nids, hit.error,
-			 NULL, NULL);
+			 NULL, NULL, &ep);
 	breakpoints_hit_release(&hit);
-	resumed(ts, f, cmd);
+	resumed(ts, f, cmd, ep);
 	return 0;
 }
 
@@ -567,9 +590,11 @@ static int on_call(PyThreadState *ts, PyFrameObject *f)
 	breakpoints_function_hit(f, &hit);
 	report_hit(&hit, f, PyFrame_GetLineNumber(f));
 	if (hit.stop) {
+		unsigned ep;
+
 		cmd = pause_here(ts, f, NULL, "function breakpoint", hit.ids,
-				 hit.nids, hit.error, NULL, NULL);
-		resumed(ts, f, cmd);
+				 hit.nids, hit.error, NULL, NULL, &ep);
+		resumed(ts, f, cmd, ep);
 	}
 	breakpoints_hit_release(&hit);
 	return 0;
@@ -599,6 +624,7 @@ static char *exc_text(PyObject *value)
 static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 {
 	PyObject *type, *value, *tb, *cur;
+	unsigned ep;
 	char *text;
 	int cmd;
 
@@ -624,9 +650,9 @@ static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 	PyErr_Clear();
 	text = exc_text(value);
 	cmd = pause_here(ts, f, NULL, "exception", NULL, 0, text, value,
-			 "always");
+			 "always", &ep);
 	free(text);
-	resumed(ts, f, cmd);
+	resumed(ts, f, cmd, ep);
 	return 0;
 }
 
@@ -672,6 +698,7 @@ static int dbg_trace(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 static void uncaught_stop(PyObject *value, PyObject *tb)
 {
 	PyThreadState *ts = PyThreadState_Get();
+	unsigned ep;
 	char *text;
 	int cmd;
 
@@ -681,113 +708,10 @@ static void uncaught_stop(PyObject *value, PyObject *tb)
 		return;
 	text = exc_text(value);
 	cmd = pause_here(ts, NULL, tb, "exception", NULL, 0, text, value,
-			 "unhandled");
+			 "unhandled", &ep);
 	free(text);
-	(void)cmd;
-	if (!atomic_load(&active))
-		cleanup_with_gil();
-	else
-		update_hooks();
-}
-
-/* sys.excepthook(type, value, tb): stop, then the hook found before. */
-static PyObject *sys_hook(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-	PyObject *prev = saved_sys_hook ? saved_sys_hook
-					: PySys_GetObject("__excepthook__");
-
-	(void)self;
-	if (n == 3)
-		uncaught_stop(args[1], args[2]);
-	if (!prev)
-		Py_RETURN_NONE;
-	Py_INCREF(prev);
-	PyObject *r = PyObject_Vectorcall(prev, args, (size_t)n, NULL);
-	Py_DECREF(prev);
-	return r;
-}
-
-/* threading.excepthook(args): the same for threads. */
-static PyObject *thread_hook(PyObject *self, PyObject *a)
-{
-	PyObject *value = PyObject_GetAttrString(a, "exc_value");
-	PyObject *tb =
-		value ? PyObject_GetAttrString(a, "exc_traceback") : NULL;
-	PyObject *prev, *r;
-
-	(void)self;
-	if (value && tb)
-		uncaught_stop(value, tb);
-	PyErr_Clear();
-	Py_XDECREF(value);
-	Py_XDECREF(tb);
-	prev = saved_thread_hook;
-	if (!prev) {
-		PyObject *nm = PyUnicode_FromString("threading");
-		PyObject *th = nm ? PyImport_GetModule(nm) : NULL;
-
-		Py_XDECREF(nm);
-		prev = th ? PyObject_GetAttrString(th, "__excepthook__") : NULL;
-		Py_XDECREF(th);
-		if (!prev) {
-			PyErr_Clear();
-			Py_RETURN_NONE;
-		}
-	} else {
-		Py_INCREF(prev);
-	}
-	r = PyObject_CallOneArg(prev, a);
-	Py_DECREF(prev);
-	return r;
-}
-
-static PyMethodDef sys_hook_def = {"probing_excepthook",
-				   (PyCFunction)(void (*)(void))sys_hook,
-				   METH_FASTCALL, NULL};
-static PyMethodDef thread_hook_def = {"probing_thread_excepthook", thread_hook,
-				      METH_O, NULL};
-
-/* GIL: installs (on) or removes our hooks, keeping the ones found. */
-static void set_uncaught_hooks(int on)
-{
-	PyObject *name = PyUnicode_FromString("threading");
-	PyObject *th = name ? PyImport_GetModule(name) : NULL;
-	PyObject *cur;
-
-	Py_XDECREF(name);
-	PyErr_Clear();
-	if (on) {
-		if (!our_sys_hook)
-			our_sys_hook = PyCFunction_New(&sys_hook_def, NULL);
-		if (!our_thread_hook)
-			our_thread_hook =
-				PyCFunction_New(&thread_hook_def, NULL);
-		cur = PySys_GetObject("excepthook");
-		if (our_sys_hook && cur != our_sys_hook) {
-			Py_XSETREF(saved_sys_hook, Py_XNewRef(cur));
-			PySys_SetObject("excepthook", our_sys_hook);
-		}
-		cur = th ? PyObject_GetAttrString(th, "excepthook") : NULL;
-		if (th && our_thread_hook && cur && cur != our_thread_hook) {
-			Py_XSETREF(saved_thread_hook, Py_NewRef(cur));
-			PyObject_SetAttrString(th, "excepthook",
-					       our_thread_hook);
-		}
-		Py_XDECREF(cur);
-	} else {
-		cur = PySys_GetObject("excepthook");
-		if (cur && cur == our_sys_hook && saved_sys_hook)
-			PySys_SetObject("excepthook", saved_sys_hook);
-		Py_CLEAR(saved_sys_hook);
-		cur = th ? PyObject_GetAttrString(th, "excepthook") : NULL;
-		if (cur && cur == our_thread_hook && saved_thread_hook)
-			PyObject_SetAttrString(th, "excepthook",
-					       saved_thread_hook);
-		Py_XDECREF(cur);
-		Py_CLEAR(saved_thread_hook);
-	}
-	PyErr_Clear();
-	Py_XDECREF(th);
+	/* No stepping from here: the thread is ending. */
+	resumed(ts, NULL, cmd ? DEBUGGER_CONTINUE : 0, ep);
 }
 
 /* ---- files being loaded: the audit hook ------------------------------- */
@@ -1185,7 +1109,7 @@ static void cleanup_with_gil(void)
 	breakpoints_clear();
 	nsteps = 0;
 	exc_raised = exc_uncaught = 0;
-	set_uncaught_hooks(0);
+	excepthooks_set(NULL);
 	pyhook_disable();
 	atomic_store(&hook_on, 0);
 	atomic_store(&filters_mirror, 0);
@@ -1318,7 +1242,7 @@ static void filter_gil_fn(void *arg)
 	}
 	exc_raised = c->raised;
 	exc_uncaught = c->uncaught;
-	set_uncaught_hooks(c->uncaught);
+	excepthooks_set(c->uncaught ? uncaught_stop : NULL);
 	update_hooks();
 }
 
@@ -1381,6 +1305,7 @@ int debugger_resume(long thread, enum debugger_cmd cmd, char *err,
 		    size_t errlen)
 {
 	struct paused *p = NULL;
+	unsigned ep;
 
 	pthread_mutex_lock(&lock);
 	if (cmd != DEBUGGER_CONTINUE) {
@@ -1394,11 +1319,12 @@ int debugger_resume(long thread, enum debugger_cmd cmd, char *err,
 	}
 	pause_pending = 0;
 	stopped = 0;
-	atomic_fetch_add(&epoch, 1);
+	ep = atomic_fetch_add(&epoch, 1) + 1;
 	for (int i = 0; i < DEBUGGER_PAUSED_MAX; i++) {
 		if (!paused[i].used || paused[i].cmd)
 			continue;
 		paused[i].cmd = &paused[i] == p ? (int)cmd : DEBUGGER_CONTINUE;
+		paused[i].cmd_epoch = ep;
 	}
 	pthread_cond_broadcast(&wake);
 	pthread_mutex_unlock(&lock);
