@@ -541,7 +541,12 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 
 	Py_DECREF(co);
 	if (!wanted && !mode && !step_of(ts)) {
-		pyhook_retrace(ts);
+		/* A frame traced for nothing (an exception event switched
+		 * tracing on for the rest of it).  With raised-exception
+		 * breakpoints the trace function must stay, so the frame stays
+		 * traced until it returns; else switch it all off. */
+		if (!exc_raised)
+			pyhook_retrace(ts);
 		return 0;
 	}
 	line = PyFrame_GetLineNumber(f);
