@@ -1,10 +1,13 @@
 // The "probing" debug type and the Probing commands.
 import * as cp from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import * as vscode from 'vscode';
 import { adapterArgs, exitMeaning, initialConfiguration, injectArgs, Resolved, resolveAttach, targetArg } from './config';
 import { StdioDap } from './dap';
 import { agentPids, label, listPythonProcesses } from './procs';
+import { flameArgs, flameChoices, flamePage } from './flamegraph';
 import { renderTable } from './table';
 
 function cliSetting(): string {
@@ -133,6 +136,44 @@ async function backtrace() {
 	await vscode.window.showTextDocument(doc, { preview: true });
 }
 
+// Records the target (or takes what is recorded), then shows the agent's
+// interactive SVG in a webview.  Cancelling stops the recording early, as
+// Ctrl-C does, and shows what was recorded.
+async function flamegraph() {
+	const target = await commandTarget();
+	if (!target) return;
+	const choice = await vscode.window.showQuickPick(flameChoices, { placeHolder: `Flamegraph of ${target}` });
+	if (!choice) return;
+	const out = path.join(os.tmpdir(), `probing-flamegraph-${process.pid}-${Date.now()}.svg`);
+	const res = await vscode.window.withProgress({
+		location: vscode.ProgressLocation.Notification,
+		title: `Probing: ${choice.seconds ? `recording ${target} for ${choice.seconds} s` : `reading what ${target} recorded`}`,
+		cancellable: true,
+	}, (_progress, token) => new Promise<{ code: number | null; err: string }>((resolve) => {
+		const child = cp.execFile(cliSetting(), flameArgs(target, choice, out),
+			{ timeout: (choice.seconds + 120) * 1000 }, (error, _stdout, stderr) => {
+				const code = error ? (typeof (error as any).code === 'number' ? (error as any).code : null) : 0;
+				resolve({ code, err: stderr.toString() || (error && code === null ? error.message : '') });
+			});
+		token.onCancellationRequested(() => child.kill('SIGINT'));
+	}));
+	try {
+		if (res.code !== 0) {
+			vscode.window.showErrorMessage(`Probing: flamegraph failed (${exitMeaning(res.code)}): ${res.err.trim()}`);
+			return;
+		}
+		const svg = fs.readFileSync(out, 'utf8');
+		const title = `Flamegraph: ${target}`;
+		const panel = vscode.window.createWebviewPanel('probingFlamegraph', title, vscode.ViewColumn.Active,
+			{ enableScripts: true });
+		panel.webview.html = flamePage(svg, title);
+	} catch (e) {
+		vscode.window.showErrorMessage(`Probing: cannot show the flamegraph: ${(e as Error).message}`);
+	} finally {
+		fs.rmSync(out, { force: true });
+	}
+}
+
 export function activate(context: vscode.ExtensionContext) {
 	context.subscriptions.push(
 		vscode.debug.registerDebugConfigurationProvider('probing', new ConfigurationProvider()),
@@ -140,6 +181,7 @@ export function activate(context: vscode.ExtensionContext) {
 		vscode.commands.registerCommand('probing.pickProcess', () => pickProcess(false)),
 		vscode.commands.registerCommand('probing.runQuery', () => runQuery(context)),
 		vscode.commands.registerCommand('probing.backtrace', backtrace),
+		vscode.commands.registerCommand('probing.flamegraph', flamegraph),
 	);
 }
 
