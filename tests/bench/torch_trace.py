@@ -48,7 +48,7 @@ if variant in ("full", "sampled"):
     # The agent installs its hooks shortly after torch is imported.
     deadline = time.time() + 10
     while inspect.isfunction(torch.optim.Optimizer._optimizer_step_code) \
-            and not getattr(torch.optim.optimizer,
+            and not getattr(sys.modules["torch.optim.optimizer"],
                             "_global_optimizer_post_hooks", None):
         if time.time() > deadline:
             sys.exit("tracing did not start")

@@ -105,7 +105,7 @@ def test_memory_when_the_gil_does_not_come(spawn, python):
 
 
 @needs_torch
-def test_leak_example_found(spawn):
+def test_torch_leak_example_found(spawn):
     """examples/leak.py: process.memory grows, the tensors pile up and
     python.tensors says who holds them (docs/torch.md, 'A leak')."""
     code = open(os.path.join(ROOT, "examples", "leak.py")).read()

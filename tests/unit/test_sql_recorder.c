@@ -66,8 +66,10 @@ static void test_rows_bound(void)
 	CHECK(count(st, "SELECT max(i) - min(i) + 1 - count(*) FROM "
 		    "process.t") == 0);
 	/* A query may not write into the table. */
-	CHECK(store_query(st, "DELETE FROM process.t", NULL,
-			  &(struct store_result){0}, err, sizeof(err)) != 0);
+	struct store_result res = {0};
+	CHECK(store_query(st, "DELETE FROM process.t", NULL, &res, err,
+			  sizeof(err)) != 0);
+	store_result_release(&res);
 	recorder_free(r);
 	/* Made again: continues the table and is listed once. */
 	CHECK(recorder_new(st, &o, &r, err, sizeof(err)) == 0);
