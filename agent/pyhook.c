@@ -199,7 +199,6 @@ static PyObject *eval_slow(PyThreadState *ts, _PyInterpreterFrame *f,
 	_PyCFrame *cf = ts->cframe;
 	int flags_ours = ts->c_profilefunc == NULL;
 	Py_tracefunc saved_fn;
-	uint8_t saved_use;
 	PyObject *res, *et, *ev, *etb;
 	int want, cwant;
 
@@ -214,7 +213,6 @@ static PyObject *eval_slow(PyThreadState *ts, _PyInterpreterFrame *f,
 	}
 	want = wanted(f->f_code) || (mode_of(ts) & PYHOOK_NEW);
 	saved_fn = ts->c_tracefunc;
-	saved_use = cf->use_tracing;
 	set_trace(ts, want || exc_events);
 	if (flags_ours)
 		cf->use_tracing = want ? 255 : 0;
@@ -237,7 +235,6 @@ static PyObject *eval_slow(PyThreadState *ts, _PyInterpreterFrame *f,
 		  cwant || exc_events || saved_fn == (Py_tracefunc)trace_cb);
 	if (flags_ours && ts->c_profilefunc == NULL)
 		cf->use_tracing = cwant ? 255 : 0;
-	(void)saved_use;
 	return res;
 }
 
