@@ -363,8 +363,8 @@ static PyObject *compile_ast(PyObject *ast, const char *name, const char *mode)
 /* Runs a module's AST: all but a last expression statement, then that
  * expression, whose value comes back in *value (NULL when there is none).
  * 0, or -1 with an exception set. */
-static int run_module(PyObject *mod, const char *name, PyObject *g,
-		      PyObject *l, PyObject **value)
+static int run_module(PyObject *mod, const char *name, PyObject *g, PyObject *l,
+		      PyObject **value)
 {
 	PyObject *body = NULL, *last = NULL, *astmod = NULL, *exprcls = NULL;
 	PyObject *expr = NULL, *rest = NULL, *co = NULL, *r = NULL;

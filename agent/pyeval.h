@@ -17,18 +17,19 @@
 
 #include <stddef.h>
 
-#define PYEVAL_OUTPUT_MAX (1u << 20)   /* bytes of captured output kept */
-#define PYEVAL_RESULT_MAX (64u << 10)  /* chars of the result's repr */
+#define PYEVAL_OUTPUT_MAX (1u << 20)  /* bytes of captured output kept */
+#define PYEVAL_RESULT_MAX (64u << 10) /* chars of the result's repr */
 
 struct _object;
 
 struct pyeval_result {
-	int ok;          /* 0: an exception was raised (see error) */
-	char *value;     /* repr of an expression's value, or NULL */
-	char *type;      /* its type name, or NULL */
-	char *output;    /* captured stdout+stderr ("" when none) */
-	char *error;     /* formatted traceback, or NULL */
-	int interrupted; /* stopped by pygil_interrupt (KeyboardInterrupt we sent) */
+	int ok;		     /* 0: an exception was raised (see error) */
+	char *value;	     /* repr of an expression's value, or NULL */
+	char *type;	     /* its type name, or NULL */
+	char *output;	     /* captured stdout+stderr ("" when none) */
+	char *error;	     /* formatted traceback, or NULL */
+	int interrupted;     /* stopped by pygil_interrupt (KeyboardInterrupt we
+				sent) */
 	struct _object *obj; /* the value itself when scope->keep: a new
 				reference the caller drops with the GIL held,
 				before pyeval_result_release() */

@@ -9,8 +9,8 @@
  * longer than python.gil_timeout_ms.
  */
 #include <Python.h>
-#include <frameobject.h>
 #include <errno.h>
+#include <frameobject.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,8 @@
 struct eval_call {
 	int refs;
 	char *code;
-	int64_t frame_id;  /* 0: __main__ */
-	int expression;	   /* hover, watch, variables */
+	int64_t frame_id; /* 0: __main__ */
+	int expression;	  /* hover, watch, variables */
 	struct pyeval_result res;
 	struct variable var; /* the value's description, with a reference */
 	int described;
@@ -66,14 +66,14 @@ static void evaluate(struct eval_call *c)
 		scope.locals = PyFrame_GetLocals(f);
 		if (!scope.globals || !scope.locals) {
 			PyErr_Clear();
-			snprintf(c->err, sizeof(c->err), "cannot read the "
+			snprintf(c->err, sizeof(c->err),
+				 "cannot read the "
 				 "frame's namespaces");
 			c->rc = -EIO;
 			goto out;
 		}
 	}
-	c->rc = pyeval_run_in(c->code, &scope, &c->res, c->err,
-			      sizeof(c->err));
+	c->rc = pyeval_run_in(c->code, &scope, &c->res, c->err, sizeof(c->err));
 	if (f && c->rc == 0 && !c->expression && debugger_epoch() == epoch) {
 		/* Assignments in the console change the frame's locals — only
 		 * while it is still paused (the code may have let a resume in:
@@ -82,8 +82,8 @@ static void evaluate(struct eval_call *c)
 		PyErr_Clear();
 	}
 	if (c->res.obj) {
-		if (c->res.ok && variables_describe(c->res.obj, "", NULL, f,
-						    &c->var) == 0)
+		if (c->res.ok &&
+		    variables_describe(c->res.obj, "", NULL, f, &c->var) == 0)
 			c->described = 1;
 		Py_CLEAR(c->res.obj);
 		PyErr_Clear();
@@ -113,9 +113,9 @@ static void reply(struct request *req, struct eval_call *c)
 	cJSON *body;
 
 	if (!r->ok) {
-		req->resp = dap_error_new(req->msg->seq, req->msg->command, 2,
-					  "%s", r->error ? r->error
-					  : "the code raised an exception");
+		req->resp = dap_error_new(
+			req->msg->seq, req->msg->command, 2, "%s",
+			r->error ? r->error : "the code raised an exception");
 		if (req->resp && req->resp->body) {
 			cJSON_AddStringToObject(req->resp->body, "output",
 						r->output ? r->output : "");
@@ -128,8 +128,10 @@ static void reply(struct request *req, struct eval_call *c)
 	if (!body)
 		return;
 	/* A tensor, module or array reads better as pyviews shows it. */
-	cJSON_AddStringToObject(body, "result", c->described && c->var.ref
-				? c->var.value : r->value ? r->value : "");
+	cJSON_AddStringToObject(body, "result",
+				c->described && c->var.ref ? c->var.value
+				: r->value		   ? r->value
+							   : "");
 	if (r->type)
 		cJSON_AddStringToObject(body, "type", r->type);
 	cJSON_AddNumberToObject(body, "variablesReference",
@@ -160,15 +162,20 @@ static void run_evaluate(struct request *req)
 		return;
 	}
 	if (rc < 0 ||
-	    dap_arg_string(req->args, "context", &context, err, sizeof(err)) < 0 ||
-	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) < 0 ||
-	    dap_arg_int(req->args, "frameId", &frame_id, err, sizeof(err)) < 0) {
+	    dap_arg_string(req->args, "context", &context, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_int(req->args, "frameId", &frame_id, err, sizeof(err)) <
+		    0) {
 		request_fail(req, 1, "%s", err);
 		return;
 	}
 	if (frame_id && frame_id < DEBUGGER_FRAME_BASE) {
-		request_fail(req, 1, "frame %lld belongs to a running thread: "
-			     "pause it to evaluate there", (long long)frame_id);
+		request_fail(req, 1,
+			     "frame %lld belongs to a running thread: "
+			     "pause it to evaluate there",
+			     (long long)frame_id);
 		return;
 	}
 	if (timeout < 0) {
@@ -183,7 +190,8 @@ static void run_evaluate(struct request *req)
 	}
 	c->refs = 2;
 	c->frame_id = frame_id;
-	c->expression = !strcmp(context, "hover") || !strcmp(context, "watch") ||
+	c->expression = !strcmp(context, "hover") ||
+			!strcmp(context, "watch") ||
 			!strcmp(context, "variables");
 	lim.start_ms = (int)config_int("python.gil_timeout_ms");
 	lim.run_ms = timeout > 0x7fffffff ? 0x7fffffff : (int)timeout;
@@ -198,28 +206,35 @@ static void run_evaluate(struct request *req)
 		eval_unref(c);
 		return;
 	case -EINPROGRESS:
-		request_fail(req, 1, "the code did not stop when interrupted "
-			     "after %lld ms (blocked in C?); it goes on running "
-			     "in the target", (long long)timeout);
+		request_fail(
+			req, 1,
+			"the code did not stop when interrupted "
+			"after %lld ms (blocked in C?); it goes on running "
+			"in the target",
+			(long long)timeout);
 		eval_unref(c);
 		return;
 	case -ETIMEDOUT:
 		holder = pystack_gil_holder(&holder_native);
 		if (holder)
-			request_fail(req, 3, "the GIL is held by thread %llu "
+			request_fail(req, 3,
+				     "the GIL is held by thread %llu "
 				     "(native id %ld) and did not come within "
 				     "%d ms; see `probing backtrace`",
 				     (unsigned long long)holder, holder_native,
 				     lim.start_ms);
 		else
-			request_fail(req, 3, "the GIL did not come within "
-				     "%d ms", lim.start_ms);
+			request_fail(req, 3,
+				     "the GIL did not come within "
+				     "%d ms",
+				     lim.start_ms);
 		break;
 	case -ECANCELED:
 		request_fail(req, 1, "cancelled");
 		break;
 	case -EAGAIN:
-		request_fail(req, 1, "agent busy: too many Python calls queued");
+		request_fail(req, 1,
+			     "agent busy: too many Python calls queued");
 		break;
 	default:
 		request_fail(req, 1, "cannot run Python: %s", strerror(-rc));

@@ -16,7 +16,7 @@
 /* Frame ids of running threads: stable for a thread's frame at a depth
  * within a snapshot, always below DEBUGGER_FRAME_BASE (native ids are
  * below 2^22, depths below 1024). */
-#define FRAME_ID(native, depth) ((double)(native) * 1024.0 + (depth) + 1)
+#define FRAME_ID(native, depth) ((double)(native)*1024.0 + (depth) + 1)
 
 static int take(struct request *req, struct pystack *st)
 {
@@ -45,7 +45,8 @@ static void run_threads(struct request *req)
 		t = cJSON_CreateObject();
 		if (!t)
 			break;
-		cJSON_AddNumberToObject(t, "id", (double)st.threads[i].native_id);
+		cJSON_AddNumberToObject(t, "id",
+					(double)st.threads[i].native_id);
 		if (stopped && !debugger_is_paused(st.threads[i].native_id)) {
 			/* All-stop, but this one is in C: it stops when
 			 * it comes back to Python. */
@@ -55,8 +56,9 @@ static void run_threads(struct request *req)
 				 st.threads[i].name ? st.threads[i].name : "");
 			cJSON_AddStringToObject(t, "name", name);
 		} else {
-			cJSON_AddStringToObject(t, "name", st.threads[i].name
-					       ? st.threads[i].name : "");
+			cJSON_AddStringToObject(
+				t, "name",
+				st.threads[i].name ? st.threads[i].name : "");
 		}
 		cJSON_AddItemToArray(arr, t);
 	}
@@ -110,9 +112,9 @@ static int paused_stack(struct request *req, long tid, size_t start,
 	body = request_ok(req);
 	frames = body ? cJSON_AddArrayToObject(body, "stackFrames") : NULL;
 	for (size_t i = 0; frames && i < n; i++)
-		cJSON_AddItemToArray(frames, frame_json((double)fr[i].id,
-							fr[i].func, fr[i].file,
-							fr[i].line));
+		cJSON_AddItemToArray(frames,
+				     frame_json((double)fr[i].id, fr[i].func,
+						fr[i].file, fr[i].line));
 	if (body)
 		cJSON_AddNumberToObject(body, "totalFrames", (double)total);
 	debugger_frames_release(fr, n);
@@ -133,7 +135,8 @@ static void run_stack_trace(struct request *req)
 		return;
 	}
 	if (rc < 0 ||
-	    dap_arg_int(req->args, "startFrame", &start, err, sizeof(err)) < 0 ||
+	    dap_arg_int(req->args, "startFrame", &start, err, sizeof(err)) <
+		    0 ||
 	    dap_arg_int(req->args, "levels", &levels, err, sizeof(err)) < 0) {
 		request_fail(req, 1, "%s", err);
 		return;
@@ -169,7 +172,8 @@ static void run_stack_trace(struct request *req)
 		cJSON_AddItemToArray(frames, f);
 	}
 	if (body)
-		cJSON_AddNumberToObject(body, "totalFrames", (double)th->nframes);
+		cJSON_AddNumberToObject(body, "totalFrames",
+					(double)th->nframes);
 	pystack_release(&st);
 }
 
