@@ -136,6 +136,7 @@ static void chain(int sig, siginfo_t *si, void *uc)
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno, expect = SLOT_ASKED;
+	int64_t t0, t1;
 
 	if (!si || si->si_code != SI_QUEUE || si->si_pid != my_pid ||
 	    si->si_value.sival_ptr != (void *)&slot) {
@@ -154,12 +155,17 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
+	t0 = mono_ns();
 	atomic_store(&slot.n, unwind(uc));
+	t1 = mono_ns();
 	atomic_store(&slot.state, SLOT_READY);
 	sys_futex(&slot.state, FUTEX_WAKE_PRIVATE, 1, NULL);
 	/* Hold still while the sampler reads our Python stack. */
-	wait_while(&slot.state, SLOT_READY,
-		   mono_ns() + (int64_t)NATIVE_HOLD_US * 1000);
+	wait_while(&slot.state, SLOT_READY, t1 + (int64_t)NATIVE_HOLD_US * 1000);
+	__atomic_add_fetch(&stats.unwind_ns, (uint64_t)(t1 - t0),
+			   __ATOMIC_RELAXED);
+	__atomic_add_fetch(&stats.hold_ns, (uint64_t)(mono_ns() - t1),
+			   __ATOMIC_RELAXED);
 	atomic_store(&slot.state, SLOT_FREE);
 	sys_futex(&slot.state, FUTEX_WAKE_PRIVATE, 1, NULL);
 	errno = saved;
@@ -305,6 +311,8 @@ void native_stats(struct native_stats *s)
 	s->timeouts = __atomic_load_n(&stats.timeouts, __ATOMIC_RELAXED);
 	s->chained = __atomic_load_n(&stats.chained, __ATOMIC_RELAXED);
 	s->late = __atomic_load_n(&stats.late, __ATOMIC_RELAXED);
+	s->unwind_ns = __atomic_load_n(&stats.unwind_ns, __ATOMIC_RELAXED);
+	s->hold_ns = __atomic_load_n(&stats.hold_ns, __ATOMIC_RELAXED);
 }
 
 void native_atfork_child(void)

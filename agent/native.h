@@ -40,7 +40,7 @@
 #define NATIVE_DEPTH_MAX 256
 #define NATIVE_WAIT_US 5000 /* for the handler to run (a thread that
 				     lost its CPU takes a scheduler tick) */
-#define NATIVE_HOLD_US 5000  /* a handler waits this long for the sampler */
+#define NATIVE_HOLD_US 1000  /* a handler waits this long for the sampler */
 
 /* Installs the handler.  0, or -errno with err (e.g. libunwind missing). */
 int native_start(char *err, size_t errlen);
@@ -70,6 +70,9 @@ int native_is_eval(uintptr_t ip);
 /* Counters for status. */
 struct native_stats {
 	uint64_t captured, timeouts, chained, late;
+	uint64_t unwind_ns, hold_ns; /* time sampled threads spent in the
+					handler: unwinding, then held while
+					their Python stack was read */
 };
 void native_stats(struct native_stats *s);
 

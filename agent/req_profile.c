@@ -57,6 +57,8 @@ static void status_json(cJSON *b, const struct sampler_status *st)
 	cJSON_AddNumberToObject(b, "nativeSamples",
 				(double)st->native_samples);
 	cJSON_AddNumberToObject(b, "nativeFailed", (double)st->native_failed);
+	cJSON_AddNumberToObject(b, "nativeUnwindUs", st->native_unwind_us);
+	cJSON_AddNumberToObject(b, "nativeHoldUs", st->native_hold_us);
 	cJSON_AddNumberToObject(b, "dropped", (double)st->dropped);
 	cJSON_AddNumberToObject(b, "threadsSkipped",
 				(double)st->threads_skipped);

@@ -583,13 +583,13 @@ static void *sampler_main(void *arg)
 		tick();
 		now = mono_ns();
 		next += (int64_t)((double)period * (0.75 + 0.5 * uniform()));
+		pthread_mutex_lock(&S.lock);
 		if (next < now) {
 			/* Late (a slow tick, a busy machine): skip, do not
 			 * bunch up. */
 			S.c.missed++;
 			next = now + (int64_t)((double)period * uniform());
 		}
-		pthread_mutex_lock(&S.lock);
 		if (end && next >= end)
 			break;
 		dl.tv_sec = (time_t)(next / 1000000000);
@@ -772,6 +772,17 @@ void sampler_status(struct sampler_status *st)
 	pthread_mutex_unlock(&S.lock);
 	st->frames = ic.frames;
 	st->stacks = ic.stacks;
+	{
+		struct native_stats ns;
+
+		native_stats(&ns);
+		if (ns.captured) {
+			st->native_unwind_us =
+				(double)ns.unwind_ns / 1e3 / (double)ns.captured;
+			st->native_hold_us =
+				(double)ns.hold_ns / 1e3 / (double)ns.captured;
+		}
+	}
 	st->dropped = ss.dropped;
 	st->written = ss.written;
 	st->deleted = ss.deleted;
@@ -799,10 +810,14 @@ void sampler_atfork_child(void)
 	 * tables are left to the child's memory). */
 	S.running = S.exited = S.stop = 0;
 	S.inited = 0;
+	for (size_t i = 0; i < S.nthr; i++)
+		if (S.thr[i].fd >= 0)
+			close(S.thr[i].fd); /* the parent's threads' files */
 	S.nthr = 0;
 	memset(&S.thr_map, 0, sizeof(S.thr_map));
 	S.ncodes = 0;
 	memset(&S.code_map, 0, sizeof(S.code_map));
 	S.unknown_fn = 0;
+	native_atfork_child();
 	sampler_store_atfork_child();
 }

@@ -60,6 +60,9 @@ struct sampler_status {
 	uint64_t ticks, missed; /* ticks taken, ticks skipped (late) */
 	uint64_t samples;	/* thread samples taken */
 	uint64_t native_samples, native_failed;
+	double native_unwind_us, native_hold_us; /* mean per native sample:
+						    the sampled thread's time
+						    in the handler */
 	uint64_t dropped;	/* samples the recorder had no room for */
 	uint64_t threads_skipped;
 	uint64_t written;	/* samples in SQLite */

@@ -78,8 +78,10 @@ static int show(const cJSON *b, enum cli_format fmt)
 		    "tick",
 	    num(b, "sampleUs"), num(b, "sampleUsMax"), num(b, "tickUs"));
 	if (num(b, "nativeSamples") || num(b, "nativeFailed"))
-		ROW("native", "%.0f captured, %.0f failed",
-		    num(b, "nativeSamples"), num(b, "nativeFailed"));
+		ROW("native", "%.0f captured, %.0f failed; a sampled thread "
+			      "spends %.0f us unwinding, %.0f us held",
+		    num(b, "nativeSamples"), num(b, "nativeFailed"),
+		    num(b, "nativeUnwindUs"), num(b, "nativeHoldUs"));
 	if (num(b, "dropped") || num(b, "missedTicks"))
 		ROW("lost", "%.0f samples dropped, %.0f ticks late",
 		    num(b, "dropped"), num(b, "missedTicks"));

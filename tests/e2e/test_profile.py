@@ -139,6 +139,14 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
             total = int(root.attrib["data-total"])
             assert total >= n
             assert "hot_a" in text and "(idle)" in text
+            got = formats.svg_script(str(out), "^hot_a ")
+            if got is not None:
+                z, sr, rs = got["zoom"], got["search"], got["reset"]
+                assert z["width"] == 1180 and z["ancestorsGrey"] and z["outsideHidden"], got
+                assert sr["highlighted"] == sr["expected"] >= 1, got
+                share = float(sr["matched"].split()[1].rstrip("%"))
+                assert 0 < share < 100, got
+                assert rs["unhighlighted"] and rs["allShown"], got
         elif name.endswith(".speedscope.json"):
             doc = json.loads(text)
             names = {p["name"].split(" (")[0] for p in doc["profiles"]}

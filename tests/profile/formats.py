@@ -12,6 +12,9 @@
         speedscope's file format schema for speedscope files.
     check_svg(text) -> root                    well-formed XML, an <svg>
         with frames that each carry a title, a rect and a text.
+    svg_script(path, regex) -> dict | None      the SVG's own script run in
+        a DOM (svg_check.mjs, jsdom): zoom on click, keyboard search,
+        reset; None when node or jsdom is missing.
 """
 import json
 import os
@@ -90,3 +93,13 @@ def check_svg(text):
         for a in ("data-x", "data-w", "data-d", "data-n"):
             assert a in g.attrib, a
     return root
+
+
+def svg_script(path, regex):
+    node = shutil.which("node")
+    if not node or not os.path.isdir(os.path.join(HERE, "node_modules", "jsdom")):
+        return None
+    cp = subprocess.run([node, os.path.join(HERE, "svg_check.mjs"), path, regex],
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, "the SVG's script failed: %s" % cp.stderr[-2000:]
+    return json.loads(cp.stdout)
