@@ -197,8 +197,8 @@ static int parse_switch(const struct setting *sw, const char *text, int *on,
 					 "key=value", sw->name, item);
 				return -EINVAL;
 			}
-			snprintf(raw[n - 1] + k, CONFIG_VALUE_MAX - k, ";%s",
-				 item);
+			raw[n - 1][k] = ';';
+			memcpy(raw[n - 1] + k + 1, item, strlen(item) + 1);
 			continue;
 		}
 		*eq = 0;

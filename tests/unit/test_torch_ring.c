@@ -43,7 +43,7 @@ static void test_basic(void)
 	CHECK(torch_ring_pop(&r, &b) == -EAGAIN);
 }
 
-#define N 2000000
+#define N 300000
 
 static void *producer(void *arg)
 {
