@@ -25,8 +25,11 @@
 enum bwd_state { BWD_ARMED = 1, BWD_STARTED, BWD_DONE };
 enum { HOOK_START = 0, HOOK_END = 1 };
 
+/* A module call in progress.  Calls of several threads share the stack
+ * (the GIL orders them); each thread sees only its own frames. */
 struct frame {
 	PyObject *module; /* borrowed: alive while its forward runs */
+	PyThreadState *ts;
 	int32_t name;
 	int traced;
 	int64_t seq;
@@ -184,17 +187,24 @@ static int module_traced(int32_t index)
 static PyObject *pre_hook(PyObject *self, PyObject *const *args,
 			  Py_ssize_t nargs)
 {
+	PyThreadState *ts = PyThreadState_Get();
+	struct frame *f, *root = NULL, *parent = NULL;
 	struct torch_module m;
-	struct frame *f;
 
 	(void)self;
 	if (!T.installed || !T.traced || nargs < 1 ||
 	    T.depth >= TORCH_DEPTH_MAX)
 		Py_RETURN_NONE;
-	torch_names_lookup(args[0], T.depth ? T.stack[0].module : NULL,
-			   T.depth ? T.stack[T.depth - 1].name : 0, &m);
+	for (int i = 0; i < T.depth; i++)
+		if (T.stack[i].ts == ts) {
+			root = root ? root : &T.stack[i];
+			parent = &T.stack[i];
+		}
+	torch_names_lookup(args[0], root ? root->module : NULL,
+			   parent ? parent->name : 0, &m);
 	f = &T.stack[T.depth++];
 	f->module = args[0];
+	f->ts = ts;
 	f->name = m.name;
 	f->traced = module_traced(m.index);
 	f->seq = f->traced ? T.seq++ : -1;
@@ -394,19 +404,26 @@ static void attach_backward(int32_t name, PyObject *input, PyObject *output)
 static PyObject *post_hook(PyObject *self, PyObject *const *args,
 			   Py_ssize_t nargs)
 {
+	PyThreadState *ts = PyThreadState_Get();
 	struct frame f;
 	double end;
-	int i;
+	int i, k;
 
 	(void)self;
 	if (!T.installed || nargs < 3)
 		Py_RETURN_NONE;
-	for (i = T.depth - 1; i >= 0 && T.stack[i].module != args[0]; i--)
-		;
+	for (i = T.depth - 1; i >= 0; i--)
+		if (T.stack[i].module == args[0] && T.stack[i].ts == ts)
+			break;
 	if (i < 0)
 		Py_RETURN_NONE;
 	f = T.stack[i];
-	T.depth = i; /* frames above it: calls that raised */
+	/* Pop it, and this thread's frames above it (calls that raised);
+	 * other threads' frames stay. */
+	for (k = i; i < T.depth; i++)
+		if (T.stack[i].ts != ts)
+			T.stack[k++] = T.stack[i];
+	T.depth = k;
 	if (!f.traced || !T.traced)
 		Py_RETURN_NONE;
 	end = now();

@@ -292,3 +292,39 @@ def test_perf_torch_cli(spawn):
     assert r.rc == 0 and "torch.profiling\toff" in r.out, r
     r = probing("perf", "--torch", "--stop", "--duration", "5", target=t.pid)
     assert r.rc == 2
+
+
+def test_two_threads_running_modules(spawn):
+    """An inference thread runs another model while the main thread
+    trains: each thread's calls pair up, names stay right."""
+    code = MODEL.replace('print("READY", flush=True)', '''
+import threading
+class Other(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    def forward(self, x):
+        return self.body(x)
+def serve():
+    other = Other()
+    with torch.no_grad():
+        while True:
+            for _ in range(20):
+                other(torch.randn(2, 8))
+            time.sleep(0.0005)
+threading.Thread(target=serve, daemon=True).start()
+print("READY", flush=True)''')
+    t = spawn(SYSTEM_PYTHON, code, env={"STEPS": "40", "WAIT_HOOKS": "1",
+                                        "PROBING_TORCH_PROFILING": "on"})
+    t.wait_line("READY", timeout=60)
+    t.wait_agent()
+    t.wait_line("DONE", timeout=60)
+    rows = rows_settled(t, "SELECT step, module, stage FROM python.torch_trace "
+                           "WHERE step < 40")
+    names = {r["module"] for r in rows}
+    assert names == set(MODULES) | {"Other", "body", "body.0", "body.1", "SGD"}, names
+    for step in range(40):
+        fwd = [r["module"] for r in rows
+               if r["step"] == step and r["stage"] == "forward"
+               and r["module"] in MODULES]
+        assert sorted(fwd) == sorted(MODULES), (step, fwd)
