@@ -136,9 +136,10 @@ struct inject_shell {
 struct inject_arch {
 	const char *name;
 	uint16_t machine; /* INJECT_EM_* */
-	/* System call numbers that malloc makes while holding an arena
-	 * lock (mmap, munmap, mprotect, brk, mremap, madvise), -1 ended. */
-	const int *memory_syscalls;
+	/* System calls that libc makes with the malloc or loader locks
+	 * held: malloc's mmap, munmap, mprotect, brk, mremap, madvise, and
+	 * fork's clone (fork takes every arena lock around it).  -1 ended. */
+	const int *locked_syscalls;
 	/* Name of system call nr for messages, or NULL. */
 	const char *(*syscall_name)(int64_t nr);
 	/* Bytes the shellcode takes for a path of pathlen bytes (without

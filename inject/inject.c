@@ -20,7 +20,8 @@
 
 #define POLL_FIRST_US 50
 #define POLL_MAX_US 2000
-#define SHELL_MAX 8192 /* shellcode + path, at most */
+#define SHELL_MAX 8192		 /* shellcode + path, at most */
+#define INJECT_STOP_WAIT_MS 1000 /* for one thread's stops, at most */
 
 struct run {
 	pid_t pid;
@@ -61,9 +62,9 @@ static void step(struct run *r, const char *name)
 
 /* ---- choosing a safe stop -------------------------------------------- */
 
-static int is_memory_syscall(const struct inject_arch *a, int64_t nr)
+static int is_locked_syscall(const struct inject_arch *a, int64_t nr)
 {
-	for (const int *p = a->memory_syscalls; *p >= 0; p++)
+	for (const int *p = a->locked_syscalls; *p >= 0; p++)
 		if (*p == nr)
 			return 1;
 	return 0;
@@ -74,10 +75,10 @@ static int is_memory_syscall(const struct inject_arch *a, int64_t nr)
  * loader lock and mallocs: a thread stopped while holding either would
  * deadlock (or corrupt the heap).  Those locks are held only by code in
  * libc and the loader, so: not in their code, except in a system call
- * that they make without those locks (the sleeping calls).  Two calls are
- * not trusted: any call made from the loader's own code (it reads and
- * maps files with its lock held), and the memory calls libc makes
- * (malloc makes mmap, munmap, mprotect, brk, madvise, mremap with an
+ * that they make without those locks (the sleeping calls).  Not trusted:
+ * any call made from the loader's own code (it reads and maps files with
+ * its lock held), and the calls libc makes with a lock held (malloc's
+ * mmap, munmap, mprotect, brk, madvise, mremap; fork's clone, with every
  * arena locked).
  */
 static int safe_point(const struct run *r, const struct inject_where *w,
@@ -91,8 +92,8 @@ static int safe_point(const struct run *r, const struct inject_where *w,
 			return 0;
 		}
 		if (inject_layout_in(l->runtime, l->nruntime, w->pc) &&
-		    is_memory_syscall(r->arch, w->nr)) {
-			*why = "in a memory system call of the C library";
+		    is_locked_syscall(r->arch, w->nr)) {
+			*why = "in a system call libc makes with a lock held";
 			return 0;
 		}
 		return 1;
@@ -172,6 +173,7 @@ static int explain(struct run *r, int rc, const char *what, char *err,
 static int stop_safely(struct run *r, char *err, size_t errlen)
 {
 	pid_t tids[INJECT_THREADS_MAX];
+	int64_t deadline = r->t.deadline;
 	char why[512] = "";
 	int n, rc;
 
@@ -181,31 +183,39 @@ static int stop_safely(struct run *r, char *err, size_t errlen)
 			 (int)r->pid);
 		return -ESRCH;
 	}
-	for (int i = 0; i < n && inject_now_ns() < r->t.deadline; i++) {
+	for (int i = 0; i < n && inject_now_ns() < deadline; i++) {
 		char st = inject_proc_thread_state(r->pid, tids[i]);
 
-		/* D: the interrupt would wait for it; T/t/Z: not running. */
-		if (st == 'D' || st == 'T' || st == 't' || st == 'Z' ||
-		    st == 'X' || st == '?')
+		/* T/t: stopped, Z/X: gone.  D is fine: the interrupt waits
+		 * for it to leave (a vfork parent does, as soon as its child
+		 * execs), but only INJECT_STOP_WAIT_MS per thread. */
+		if (st == 'T' || st == 't' || st == 'Z' || st == 'X' ||
+		    st == '?')
 			continue;
+		r->t.deadline =
+			inject_now_ns() + INJECT_STOP_WAIT_MS * 1000000LL;
+		if (r->t.deadline > deadline)
+			r->t.deadline = deadline;
 		rc = try_thread(r, tids[i],
 				i == 0 ? INJECT_TRIES_MAIN : INJECT_TRIES_OTHER,
 				err, errlen);
+		r->t.deadline = deadline;
 		if (rc == 0) {
 			r->res->tid = tids[i];
 			return 0;
 		}
 		if (rc == -EPERM || rc == -EACCES)
 			return explain(r, rc, "PTRACE_SEIZE", err, errlen);
-		if (rc == -EAGAIN || rc == -ETIMEDOUT)
-			return rc;
-		if (rc < 0 && rc != -ESRCH)
+		if (rc == -EAGAIN)
 			return rc;
 		if (rc == -ESRCH && kill(r->pid, 0) < 0) {
 			snprintf(err, errlen, "process %d exited", (int)r->pid);
 			return -ESRCH;
 		}
-		if (rc == 1 && !why[0])
+		/* Not safe, too slow to stop, or gone: the next thread. */
+		if (rc < 0 && rc != -ESRCH && rc != -ETIMEDOUT)
+			return rc;
+		if (rc != -ESRCH && !why[0])
 			snprintf(why, sizeof(why), "%s", err);
 	}
 	snprintf(err, errlen,

@@ -366,18 +366,22 @@ static const char *a64_syscall_name(int64_t nr)
 	case 214: return "brk";
 	case 215: return "munmap";
 	case 216: return "mremap";
+	case 220: return "clone";
 	case 222: return "mmap";
 	case 226: return "mprotect";
 	case 233: return "madvise";
 	case 242: return "accept4";
 	case 260: return "wait4";
+	case 435: return "clone3";
 	default: return NULL;
 	}
 }
 
 /* clang-format on */
 
-static const int a64_memory_syscalls[] = {214, 215, 216, 222, 226, 233, -1};
+/* brk munmap mremap mmap mprotect madvise clone clone3 */
+static const int a64_locked_syscalls[] = {214, 215, 216, 222, 226,
+					  233, 220, 435, -1};
 
 /* ---- the live thread (aarch64 only) ----------------------------------- */
 
@@ -518,7 +522,7 @@ static int a64_enter(struct inject_tracee *t, const struct inject_shell *s,
 const struct inject_arch inject_arch_aarch64 = {
 	.name = "aarch64",
 	.machine = INJECT_EM_AARCH64,
-	.memory_syscalls = a64_memory_syscalls,
+	.locked_syscalls = a64_locked_syscalls,
 	.syscall_name = a64_syscall_name,
 	.shell_size = a64_shell_size,
 	.shell_build = a64_shell_build,

@@ -331,6 +331,9 @@ static const char *x86_syscall_name(int64_t nr)
 	case 23: return "select";
 	case 25: return "mremap";
 	case 28: return "madvise";
+	case 56: return "clone";
+	case 57: return "fork";
+	case 58: return "vfork";
 	case 34: return "pause";
 	case 35: return "nanosleep";
 	case 43: return "accept";
@@ -346,13 +349,16 @@ static const char *x86_syscall_name(int64_t nr)
 	case 271: return "ppoll";
 	case 281: return "epoll_pwait";
 	case 288: return "accept4";
+	case 435: return "clone3";
 	default: return NULL;
 	}
 }
 
 /* clang-format on */
 
-static const int x86_memory_syscalls[] = {9, 10, 11, 12, 25, 28, -1};
+/* mmap mprotect munmap brk mremap madvise clone fork vfork clone3 */
+static const int x86_locked_syscalls[] = {9,  10, 11, 12,  25, 28,
+					  56, 57, 58, 435, -1};
 
 /* ---- the live thread (x86_64 only) ------------------------------------ */
 
@@ -458,7 +464,7 @@ static uint32_t x86_xsave_size(void)
 const struct inject_arch inject_arch_x86_64 = {
 	.name = "x86_64",
 	.machine = INJECT_EM_X86_64,
-	.memory_syscalls = x86_memory_syscalls,
+	.locked_syscalls = x86_locked_syscalls,
 	.syscall_name = x86_syscall_name,
 	.shell_size = x86_shell_size,
 	.shell_build = x86_shell_build,

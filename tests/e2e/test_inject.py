@@ -354,6 +354,34 @@ def test_malloc_traffic(spawn, python):
     no_trouble(t)
 
 
+FORKS = """\
+import subprocess, sys, time
+print("READY", flush=True)
+n = 0
+while True:
+    r = subprocess.run(["true"])
+    if r.returncode != 0:
+        print("BAD", r.returncode, flush=True)
+    n += 1
+    if n % 50 == 0:
+        print("FORKS", n, flush=True)
+"""
+
+
+def test_forking_in_a_loop(spawn, python):
+    """The main thread forks all the time (subprocess: vfork + exec):
+    a thread stopped inside fork's clone holds every malloc lock and is
+    never used; the forks go on."""
+    t = spawn(python, FORKS, agent=None)
+    t.wait_line("FORKS")
+    injected_ok(t)
+    backtrace(t.pid)
+    n = t.output().count("FORKS")
+    wait_for(lambda: t.output().count("FORKS") >= n + 2, 60, "more forks")
+    assert "BAD" not in t.output()
+    no_trouble(t)
+
+
 # ---- an agent already there ---------------------------------------------
 
 def test_already_injected_is_reused(spawn, python):

@@ -1,5 +1,6 @@
 """Soak: `probing inject` into many fresh processes, across the states of
-test_inject.py and both Pythons, a few at a time; every fifth injector is
+test_inject.py (sleeping, select, read, busy, holding the GIL, threads,
+forking, malloc traffic) and both Pythons, a few at a time; every fifth injector is
 SIGKILLed at a random moment first.  Zero target deaths, zero wrong
 outputs, zero hangs.
 
@@ -93,6 +94,16 @@ stalled = [i for i in range(30) if counts[i] == snap[i]]
 print("OK" if not stalled else "BAD stalled %r of %r" % (stalled, counts), flush=True)
 time.sleep(60)
 """,
+    "fork": """\
+import subprocess, time
+print("READY", flush=True)
+t0 = time.monotonic()
+ok = True
+while time.monotonic() - t0 < 1.0:
+    ok = ok and subprocess.run(["true"]).returncode == 0
+print("OK" if ok else "BAD", flush=True)
+time.sleep(60)
+""",
     "malloc": """\
 import threading, time
 bad = []
@@ -110,6 +121,31 @@ print("OK" if not bad else "BAD", flush=True)
 time.sleep(60)
 """,
 }
+
+
+def diagnose(pid, inject_out):
+    """What to look at when a target went wrong: the injection's report,
+    each thread's kernel state, and the Python stacks."""
+    lines = ["inject said: " + inject_out.strip().replace("\n", " | ")]
+    try:
+        for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
+            base = "/proc/%d/task/%d/" % (pid, tid)
+            try:
+                state = open(base + "stat").read().rsplit(")", 1)[1].split()[0]
+                wchan = open(base + "wchan").read()
+                sysc = open(base + "syscall").read().split()[:2]
+            except OSError as e:
+                state, wchan, sysc = "?", str(e), []
+            lines.append("  tid %d %s %s %s" % (tid, state, wchan, " ".join(sysc)))
+    except OSError:
+        pass
+    try:
+        r = subprocess.run([CLI, "-t", str(pid), "backtrace"], capture_output=True,
+                           text=True, timeout=HANG_S)
+        lines.append(r.stdout[-3000:])
+    except subprocess.TimeoutExpired:
+        lines.append("backtrace hung")
+    return "\n".join(lines)
 
 
 def run_one(i, rnd, tmp):
@@ -153,6 +189,7 @@ def run_one(i, rnd, tmp):
             return "%s: inject hung" % what
         if r.returncode != 0:
             return "%s: inject rc=%d: %s" % (what, r.returncode, r.stderr.strip())
+        inject_out = r.stdout
         try:
             r = subprocess.run([CLI, "-t", str(p.pid), "backtrace"], capture_output=True,
                                text=True, timeout=HANG_S)
@@ -168,7 +205,8 @@ def run_one(i, rnd, tmp):
                 return "%s: no verdict: %s" % (what, text()[-300:])
             time.sleep(0.02)
         if "BAD" in text() or "Traceback" in text():
-            return "%s: wrong output: %s" % (what, text()[-500:])
+            return "%s: wrong output: %s\n%s" % (what, text()[-500:],
+                                                 diagnose(p.pid, inject_out))
         if p.poll() is not None:
             return "%s: target died: %s" % (what, text()[-500:])
         return None
