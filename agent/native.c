@@ -33,7 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
 
 enum { SLOT_FREE, SLOT_ASKED, SLOT_BUSY, SLOT_READY, SLOT_RELEASED };
 
@@ -49,7 +48,12 @@ static struct {
 static struct sigaction prev_action;
 static _Atomic int installed; /* our handler is in place */
 static _Atomic int active;    /* captures allowed */
-static _Atomic long outstanding; /* signals sent, handler not yet run */
+/* Threads with a signal of ours pending (sent, not yet handled): a
+ * standard signal sent again while one is pending is merged into it, so
+ * such a thread is never sent another; its pending one serves the next
+ * request.  Slots are claimed by the sampler and freed by the handler. */
+#define PENDING_MAX 64
+static _Atomic long pending[PENDING_MAX];
 static pid_t my_pid;
 static uintptr_t eval_lo, eval_hi;
 static struct native_stats stats;
@@ -85,6 +89,16 @@ static void wait_while(_Atomic int *word, int val, int64_t deadline)
 }
 
 /* ---- the handler (async-signal-safe from here to on_signal) ----------- */
+
+static void pending_clear(long tid)
+{
+	for (int i = 0; i < PENDING_MAX; i++) {
+		long t = tid;
+
+		if (atomic_compare_exchange_strong(&pending[i], &t, 0))
+			return;
+	}
+}
 
 /* Unwinds the interrupted context uc into the slot. */
 static size_t unwind(void *uc)
@@ -145,7 +159,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
-	atomic_fetch_sub(&outstanding, 1);
+	pending_clear(syscall(SYS_gettid));
 	/* The re-entrancy guard: only one handler owns the slot, and only
 	 * for the thread it was meant for. */
 	if (atomic_load(&slot.tid) != syscall(SYS_gettid) ||
@@ -228,13 +242,40 @@ void native_stop(void)
 	/* A signal of ours still pending somewhere (a thread that blocks
 	 * it) must find our handler, not SIGPROF's default (which ends the
 	 * process): then ours stays, passing others on. */
-	if (atomic_load(&outstanding) > 0)
-		return;
+	for (int i = 0; i < PENDING_MAX; i++) {
+		long t = atomic_load(&pending[i]);
+
+		/* A thread that ended took its pending signal with it. */
+		if (t && syscall(SYS_tgkill, my_pid, (pid_t)t, 0) < 0 &&
+		    errno == ESRCH)
+			pending_clear(t);
+		else if (t)
+			return;
+	}
 	if (sigaction(NATIVE_SIGNAL, NULL, &cur) == 0 &&
 	    cur.sa_sigaction != on_signal)
 		return; /* someone replaced us: theirs stays */
 	if (sigaction(NATIVE_SIGNAL, &prev_action, NULL) == 0)
 		atomic_store(&installed, 0);
+}
+
+static int is_pending(long tid)
+{
+	for (int i = 0; i < PENDING_MAX; i++)
+		if (atomic_load(&pending[i]) == tid)
+			return 1;
+	return 0;
+}
+
+static int pending_add(long tid)
+{
+	for (int i = 0; i < PENDING_MAX; i++) {
+		long t = 0;
+
+		if (atomic_compare_exchange_strong(&pending[i], &t, tid))
+			return 0;
+	}
+	return -EBUSY; /* 64 threads that do not take signals: enough */
 }
 
 int native_capture(long tid, uintptr_t *ips, size_t max, size_t *n,
@@ -263,12 +304,16 @@ int native_capture(long tid, uintptr_t *ips, size_t max, size_t *n,
 	si.si_pid = my_pid;
 	si.si_uid = getuid();
 	si.si_value.sival_ptr = (void *)&slot;
-	atomic_fetch_add(&outstanding, 1);
-	if (syscall(SYS_rt_tgsigqueueinfo, my_pid, (pid_t)tid, NATIVE_SIGNAL,
-		    &si) < 0) {
+	if (is_pending(tid)) {
+		/* Its earlier signal, still pending, answers this request. */
+	} else if (pending_add(tid) < 0) {
+		atomic_store(&slot.state, SLOT_FREE);
+		return -EBUSY;
+	} else if (syscall(SYS_rt_tgsigqueueinfo, my_pid, (pid_t)tid,
+			   NATIVE_SIGNAL, &si) < 0) {
 		int e = errno;
 
-		atomic_fetch_sub(&outstanding, 1);
+		pending_clear(tid);
 		atomic_store(&slot.state, SLOT_FREE);
 		return e == ESRCH ? -ESRCH : -e;
 	}
@@ -321,6 +366,7 @@ void native_atfork_child(void)
 	 * are gone with its threads. */
 	atomic_store(&slot.state, SLOT_FREE);
 	atomic_store(&active, 0);
-	atomic_store(&outstanding, 0);
+	for (int i = 0; i < PENDING_MAX; i++)
+		atomic_store(&pending[i], 0);
 	my_pid = getpid();
 }

@@ -23,7 +23,11 @@
  * Only write()-free, allocation-free, lock-free code runs in the handler.
  * A thread that blocks the signal or does not answer in time is given
  * up on (-ETIMEDOUT); its late handler finds the request withdrawn and
- * returns at once.
+ * returns at once.  Such a thread is not sent another signal while one
+ * of ours is pending for it (a second would merge into the first): the
+ * pending one answers the next request.  native_stop() leaves our
+ * handler installed while any is pending (SIGPROF's default action ends
+ * the process), passing every other signal on.
  *
  * Symbolization happens later, elsewhere: native_sym.h.
  *
@@ -45,8 +49,9 @@
 /* Installs the handler.  0, or -errno with err (e.g. libunwind missing). */
 int native_start(char *err, size_t errlen);
 
-/* Puts the previous handler back (unless someone replaced ours since).
- * Safe when not started. */
+/* Stops captures and puts the previous handler back, unless someone
+ * replaced ours since or a signal of ours is still pending (then ours
+ * stays; a later native_stop() may restore).  Safe when not started. */
 void native_stop(void);
 
 typedef void (*native_held_fn)(void *arg);
