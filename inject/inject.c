@@ -20,8 +20,10 @@
 
 #define POLL_FIRST_US 50
 #define POLL_MAX_US 2000
-#define SHELL_MAX 8192		 /* shellcode + path, at most */
-#define INJECT_STOP_WAIT_MS 1000 /* for one thread's stops, at most */
+#define SHELL_MAX 8192		  /* shellcode + path, at most */
+#define INJECT_STOP_WAIT_MS 1000  /* for one thread's stops, at most */
+#define INJECT_LOST_MAX 16	  /* threads that did not stop, kept */
+#define INJECT_LOST_GRACE_MS 2000 /* waiting for them at the end */
 
 struct run {
 	pid_t pid;
@@ -37,6 +39,10 @@ struct run {
 	int64_t start;
 	int64_t stopped_at;  /* the interrupt of the stop that was used */
 	int64_t released_at; /* its detach */
+	/* Threads seized that did not stop in time: detached as soon as
+	 * they stop (inject_tracee_reap), so none stays stopped. */
+	pid_t lost[INJECT_LOST_MAX];
+	int nlost;
 };
 
 static void sleep_us(long us)
@@ -119,9 +125,9 @@ static int run_on(struct run *r, char *err, size_t errlen)
 static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 		      size_t errlen)
 {
-	const char *why = "never stopped";
+	const char *why = "not stopped in time";
 	char last[256] = "";
-	int rc;
+	int rc, stops = 0;
 
 	r->stopped_at = inject_now_ns();
 	rc = inject_tracee_seize(&r->t, tid, err, errlen);
@@ -137,6 +143,7 @@ static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 			if ((rc = inject_tracee_interrupt(&r->t, err, errlen)))
 				goto fail;
 		}
+		stops++;
 		if ((rc = r->arch->regs_get(&r->t, &r->regs, err, errlen)) ||
 		    (rc = r->arch->where(&r->t, &r->regs, &r->where, err,
 					 errlen)))
@@ -152,12 +159,40 @@ static int try_thread(struct run *r, pid_t tid, int tries, char *err,
 		snprintf(last, sizeof(last), "%s", err);
 		why = last;
 	}
-	snprintf(err, errlen, "thread %d was %s at each of %d stops", (int)tid,
-		 why, tries);
+	snprintf(err, errlen, "thread %d was %s (%d stops)", (int)tid, why,
+		 stops);
 	rc = 1;
 fail:
 	inject_tracee_release(&r->t);
+	if (r->t.tid) {
+		/* Still running with our interrupt pending: it will stop
+		 * later; remember it so that it is let go then. */
+		if (r->nlost < INJECT_LOST_MAX)
+			r->lost[r->nlost++] = r->t.tid;
+		r->t.tid = 0;
+		r->t.stop = INJECT_STOP_RUNNING;
+	}
 	return rc;
+}
+
+/* Detaches the lost threads that have stopped; with wait, waits up to
+ * INJECT_LOST_GRACE_MS for the others. */
+static void reap_lost(struct run *r, int wait)
+{
+	int64_t until = inject_now_ns() + INJECT_LOST_GRACE_MS * 1000000LL;
+
+	for (;;) {
+		int left = 0;
+
+		for (int i = 0; i < r->nlost; i++) {
+			if (r->lost[i] && inject_tracee_reap(r->lost[i]))
+				r->lost[i] = 0;
+			left += r->lost[i] != 0;
+		}
+		if (!left || !wait || inject_now_ns() >= until)
+			return;
+		sleep_us(1000);
+	}
 }
 
 static int explain(struct run *r, int rc, const char *what, char *err,
@@ -558,6 +593,7 @@ int inject_library(pid_t pid, const char *path, const struct inject_opts *opts,
 		goto out;
 	}
 	rc = stop_safely(r, err, errlen);
+	reap_lost(r, 0);
 	if (rc)
 		goto out;
 	step(r, "attach");
@@ -585,6 +621,7 @@ out:
 	/* A thread still stopped here has not been sent into the shellcode
 	 * (or has, and then it runs it): close() detaches either way. */
 	inject_tracee_close(&r->t);
+	reap_lost(r, 1);
 	if (r->copied[0] && (!entered || rc != -ETIMEDOUT))
 		unlink(r->copied);
 	res->total_ms = ms_since(r->start, inject_now_ns());

@@ -236,6 +236,24 @@ void inject_tracee_release(struct inject_tracee *t)
 								      : 0);
 }
 
+int inject_tracee_reap(pid_t tid)
+{
+	int status, sig = 0;
+	pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
+
+	if (r == 0)
+		return 0;
+	if (r < 0)
+		return errno == EINTR ? 0 : 1; /* ECHILD: not ours any more */
+	if (!WIFSTOPPED(status))
+		return 1; /* exited */
+	if (((unsigned)status >> 16) == 0 &&
+	    WSTOPSIG(status) != (SIGTRAP | 0x80))
+		sig = WSTOPSIG(status);
+	ptrace(PTRACE_DETACH, tid, 0, sig);
+	return 1;
+}
+
 void inject_tracee_close(struct inject_tracee *t)
 {
 	inject_tracee_release(t);

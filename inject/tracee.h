@@ -62,6 +62,14 @@ int inject_tracee_open(struct inject_tracee *t, pid_t pid, int64_t deadline,
  */
 void inject_tracee_release(struct inject_tracee *t);
 
+/*
+ * For a thread that was seized but did not stop (in time) and is no
+ * longer in a tracee: if it has stopped by now, detaches it (passing on a
+ * signal it stopped for).  Never blocks.  Returns 1 when the thread is
+ * let go (or gone), 0 when it still has not stopped.
+ */
+int inject_tracee_reap(pid_t tid);
+
 /* inject_tracee_release, then closes the memory file.  Safe on a tracee
  * never opened (zeroed, with memfd -1). */
 void inject_tracee_close(struct inject_tracee *t);
