@@ -223,13 +223,15 @@ static int stop_safely(struct run *r, char *err, size_t errlen)
 
 		/* T/t: stopped, Z/X: gone.  D is fine: the interrupt waits
 		 * for it to leave (a vfork parent does, as soon as its child
-		 * execs), but only INJECT_STOP_WAIT_MS per thread. */
+		 * execs), but only INJECT_STOP_WAIT_MS per thread while
+		 * another thread is left to try; the last one gets all the
+		 * time there is. */
 		if (st == 'T' || st == 't' || st == 'Z' || st == 'X' ||
 		    st == '?')
 			continue;
 		r->t.deadline =
 			inject_now_ns() + INJECT_STOP_WAIT_MS * 1000000LL;
-		if (r->t.deadline > deadline)
+		if (r->t.deadline > deadline || i == n - 1)
 			r->t.deadline = deadline;
 		rc = try_thread(r, tids[i],
 				i == 0 ? INJECT_TRIES_MAIN : INJECT_TRIES_OTHER,
