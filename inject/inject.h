@@ -12,7 +12,11 @@
  *   2. PTRACE_SEIZE + PTRACE_INTERRUPT of one thread — the main thread
  *      unless it keeps stopping in an unsafe place (inside libc or the
  *      loader, where it may hold the malloc or loader lock; see
- *      safe_point() in inject.c), then the others.
+ *      safe_point() in inject.c), then the others.  A thread gets
+ *      INJECT_TRIES_* stops and 1 s to make them (the last candidate gets
+ *      the whole deadline); one that did not stop in time is detached as
+ *      soon as it does, before inject_library returns (waiting up to 2 s
+ *      for it), so that no thread is left stopped.
  *   3. R', the registers that continue the thread as the kernel would
  *      have (the interrupted system call restarted: no EINTR, no errno
  *      512-516), computed by the architecture (arch.h).
