@@ -157,6 +157,14 @@ static int record(struct cmd_ctx *ctx, const struct fg_opts *o,
 	hz = (int)num(st, "hz", 0);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "running"))) {
 		/* Someone else's profile: use its samples, leave it be. */
+		int native = cJSON_IsTrue(
+			cJSON_GetObjectItemCaseSensitive(st, "native"));
+
+		if ((o->native && !native) || (o->hz && o->hz != hz))
+			cli_error(CLI_OK,
+				  "note: the profiler already runs at %d Hz%s; "
+				  "its samples are used as they are",
+				  hz, native ? " with native stacks" : "");
 		samples0 = num(st, "samples", 0);
 		*since = t0;
 	} else {

@@ -1,7 +1,7 @@
 """The sampling profiler: accuracy, thread states, output formats read by
 the tools people use, native stacks, a soak of signals, the CLI's errors.
 
-Workloads spend known shares of their time in known functions; the
+Workloads spend known shares of their CPU time in known functions; the
 profiler must find those shares (within 5 points), mark idle threads
 idle and show GIL waits.  Outputs are checked by independent readers
 (tests/profile/formats.py): a folded-stack parser, the Trace Event
@@ -36,8 +36,11 @@ def hot_b():
     return x
 
 def spin(fn, seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    # CPU seconds of this thread, not wall ones: on a busy machine a phase
+    # timed by the wall clock runs on past its end while the thread waits
+    # for a CPU, the short phase relatively longer than the long one.
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
         fn()
 
 def work():
@@ -114,17 +117,29 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
     folded = tmp_path / "profile.folded"
     # Two threads: 1600 samples are about 800 of the worker.
     record_samples(t, 1600)
-    r = probing("flamegraph", "--recorded", "-d", "120s", "-o", folded, target=t.pid)
+    r = probing("flamegraph", "--recorded", "-d", "120s", "--lines", "-o", folded,
+                target=t.pid)
     assert r.rc == 0, r
     assert "wrote" in r.err
 
-    # 70/30 within 5 points, on the CPU samples of the working thread.
+    # 70/30 within 5 points, on the CPU samples of the working thread:
+    # the time under each of work()'s two calls (the phase, loop included).
+    lines = SPLIT.splitlines()
+    line_a = 1 + next(i for i, l in enumerate(lines) if "spin(hot_a" in l)
+    line_b = 1 + next(i for i, l in enumerate(lines) if "spin(hot_b" in l)
     stacks = formats.parse_folded(folded.read_text())
-    leaves = leaf_counts(stacks)
-    a, b = leaves.get("hot_a", 0), leaves.get("hot_b", 0)
-    assert a + b >= 500, leaves
+    phase = {}
+    for frames, n in stacks:
+        for f in frames:
+            if f.startswith("work ("):
+                ln = int(f.rsplit(":", 1)[1].rstrip(")"))
+                phase[ln] = phase.get(ln, 0) + n
+    a, b = phase.get(line_a, 0), phase.get(line_b, 0)
+    assert a + b >= 500, phase
     share = a / (a + b)
-    assert abs(share - 0.70) <= 0.05, (share, leaves)
+    assert abs(share - 0.70) <= 0.05, (share, phase)
+    leaves = leaf_counts(stacks)
+    assert leaves.get("hot_a", 0) > leaves.get("hot_b", 0) > 0, leaves
     # Every stack of the work goes through it.
     assert all(any(f.startswith("work (") for f in fr) for fr, _ in stacks
                if fr[-1].split(" (")[0] in ("hot_a", "hot_b"))
