@@ -17,6 +17,8 @@ struct entry {
 	PyObject *key; /* the module's address (not a reference) */
 	PyObject *wr;  /* a weak reference to it, owned */
 	struct torch_module m;
+	int provisional; /* named as a root by its class: a walk from a
+			    real root may still name it */
 };
 
 static struct entry *table;
@@ -150,7 +152,8 @@ static void sweep(void)
 }
 
 /* Caches module as name; fills out whether cached or not. */
-static void add(PyObject *module, const char *name, struct torch_module *out)
+static void add(PyObject *module, const char *name, int provisional,
+		struct torch_module *out)
 {
 	struct entry *e = find(module);
 	PyObject *wr;
@@ -185,6 +188,7 @@ static void add(PyObject *module, const char *name, struct torch_module *out)
 	e->key = module;
 	e->wr = wr;
 	e->m = *out;
+	e->provisional = provisional;
 }
 
 static const char *class_name(PyObject *o)
@@ -194,7 +198,13 @@ static const char *class_name(PyObject *o)
 	return dot ? dot + 1 : n;
 }
 
-/* Names every module under root that has no name yet. */
+/*
+ * Names every module under root that has no name yet; root itself (the
+ * item named "") by its class, provisionally.  A module named
+ * provisionally before (it was called with no traced module around it,
+ * e.g. while tracing was being switched on in the middle of its parent's
+ * forward) takes its name under this root.
+ */
 static void walk(PyObject *root)
 {
 	PyObject *gen, *item;
@@ -210,8 +220,14 @@ static void walk(PyObject *root)
 		PyObject *mod = name ? PyTuple_GET_ITEM(item, 1) : NULL;
 		const char *text = name && PyUnicode_Check(name)
 					   ? PyUnicode_AsUTF8(name) : NULL;
-		if (text && mod && !valid(find(mod), mod))
-			add(mod, *text ? text : class_name(mod), &m);
+		struct entry *e = mod ? find(mod) : NULL;
+
+		if (text && mod && !valid(e, mod)) {
+			add(mod, *text ? text : class_name(mod), !*text, &m);
+		} else if (text && *text && e->provisional) {
+			e->m.name = torch_names_intern(text);
+			e->provisional = 0;
+		}
 		Py_DECREF(item);
 	}
 	Py_XDECREF(it);
@@ -247,7 +263,7 @@ int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
 			 class_name(module));
 	else
 		snprintf(name, sizeof(name), "%s", class_name(module));
-	add(module, name, out);
+	add(module, name, root == NULL, out);
 	return 0;
 }
 

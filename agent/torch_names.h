@@ -17,7 +17,10 @@
  * The cache holds weak references: a module that dies is not kept alive,
  * and a new module that happens to get a dead one's address is not taken
  * for it.  A name already given is kept (a later root walk does not
- * rename a module: wrapping a model in another keeps the names it had).
+ * rename a module: wrapping a model in another keeps the names it had),
+ * except a root's: a module named as a root only because nothing traced
+ * ran around it (tracing switched on in the middle of its parent's
+ * forward) takes its real name from the first walk that finds it.
  *
  * Caps: TORCH_MODULES_MAX modules cached (past it, dead entries are swept;
  * then modules are named by class without caching), TORCH_NAMES_MAX

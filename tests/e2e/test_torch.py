@@ -273,7 +273,9 @@ def test_perf_torch_cli(spawn):
     assert ("encoder.layers.0.self_attn", "forward") in got
     assert ("head", "backward") in got and ("SGD", "step") in got
     calls = {(row[0], row[1]): row[2] for row in rows}
-    assert calls[("Net", "forward")] == calls[("SGD", "step")] > 5
+    # The window may cut one step in two.
+    assert abs(calls[("Net", "forward")] - calls[("SGD", "step")]) <= 1
+    assert calls[("SGD", "step")] > 5
     # It was off before, so it is off again.
     assert status(t) == "off"
     r = probing("perf", "--torch", "--duration", "500", target=t.pid)
@@ -319,11 +321,14 @@ print("READY", flush=True)''')
     t.wait_line("READY", timeout=60)
     t.wait_agent()
     t.wait_line("DONE", timeout=60)
+    # From step 2: tracing may have been switched on in the middle of a
+    # forward of the inference thread, whose modules are then named as
+    # roots until a call of their real root names them.
     rows = rows_settled(t, "SELECT step, module, stage FROM python.torch_trace "
-                           "WHERE step < 40")
+                           "WHERE step BETWEEN 2 AND 39")
     names = {r["module"] for r in rows}
     assert names == set(MODULES) | {"Other", "body", "body.0", "body.1", "SGD"}, names
-    for step in range(40):
+    for step in range(2, 40):
         fwd = [r["module"] for r in rows
                if r["step"] == step and r["stage"] == "forward"
                and r["module"] in MODULES]
