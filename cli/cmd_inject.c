@@ -335,7 +335,7 @@ const struct cmd_entry cmd_inject_entry = {
 	.summary = "Put the agent into a running Python process (ptrace)",
 	.help = "Loads libprobing.so into process TARGET (a pid; CPython 3.11) "
 		"with ptrace:\n"
-		"one thread is stopped for well under a millisecond, calls "
+		"one thread is stopped for about a millisecond, calls "
 		"dlopen() through\n"
 		"a small trampoline, and goes on exactly where it was (a "
 		"sleeping system\n"
