@@ -168,8 +168,7 @@ static void tensors_fn(void *arg)
 	tensors_put(j);
 }
 
-static int tensors_rows(struct livetab_rows *rows,
-			const struct tensors_job *j)
+static int tensors_rows(struct livetab_rows *rows, const struct tensors_job *j)
 {
 	int rc = 0;
 
@@ -184,8 +183,8 @@ static int tensors_rows(struct livetab_rows *rows,
 		    (rc = livetab_rows_int(rows, t->requires_grad)) ||
 		    (rc = livetab_rows_text(rows, t->grad_fn[0] ? t->grad_fn
 								: NULL)) ||
-		    (rc = livetab_rows_text(rows, t->holder[0] ? t->holder
-							       : NULL)))
+		    (rc = livetab_rows_text(rows,
+					    t->holder[0] ? t->holder : NULL)))
 			break;
 	}
 	return rc;
@@ -295,9 +294,10 @@ int memory_start(struct store *st, char *err, size_t errlen)
 	struct recorder_opts o = {
 		.schema = "process",
 		.name = "memory",
-		.columns = "ts REAL, rss REAL, vms REAL, shared REAL, peak REAL, "
-			   "swap REAL, threads INTEGER, py_blocks INTEGER, "
-			   "cuda_allocated REAL, cuda_reserved REAL",
+		.columns =
+			"ts REAL, rss REAL, vms REAL, shared REAL, peak REAL, "
+			"swap REAL, threads INTEGER, py_blocks INTEGER, "
+			"cuda_allocated REAL, cuda_reserved REAL",
 		.doc = "the process's memory every memory.interval_ms (MB; "
 		       "ts in Unix seconds)",
 		.max_rows = (size_t)config_int("memory.max_rows"),

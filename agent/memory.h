@@ -28,8 +28,8 @@
 
 struct store;
 
-/* Creates process.memory and python.tensors and starts the thread.  0, or a negative error
- * with err. */
+/* Creates process.memory and python.tensors and starts the thread.  0, or a
+ * negative error with err. */
 int memory_start(struct store *st, char *err, size_t errlen);
 
 /* Stops the thread: joins it for at most a second (it may be waiting for

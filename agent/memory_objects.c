@@ -16,11 +16,11 @@
 
 PyAPI_FUNC(Py_ssize_t) _Py_GetAllocatedBlocks(void);
 
-#define CHECK_EVERY 4096      /* objects between deadline checks */
+#define CHECK_EVERY 4096       /* objects between deadline checks */
 #define HOLDERS_MAX (1u << 18) /* tensors given a holder */
-#define MODULES_MAX 65536     /* modules looked at for holders */
-#define ITEMS_MAX 10000	      /* items of a list/dict variable looked at */
-#define FRAMES_MAX 64	      /* frames per thread looked at */
+#define MODULES_MAX 65536      /* modules looked at for holders */
+#define ITEMS_MAX 10000	       /* items of a list/dict variable looked at */
+#define FRAMES_MAX 64	       /* frames per thread looked at */
 
 static double now_ms(void)
 {
@@ -122,11 +122,11 @@ struct type_stat {
 };
 
 struct walk {
-	struct ptrmap types;   /* type -> struct type_stat * */
+	struct ptrmap types; /* type -> struct type_stat * */
 	struct type_stat *stats;
 	size_t nstats;
 	struct type_stat other;
-	struct ptrmap seen;    /* untracked objects counted */
+	struct ptrmap seen; /* untracked objects counted */
 	int incomplete;
 	uint64_t untracked, bytes;
 };
@@ -209,8 +209,8 @@ static int by_bytes_desc(const void *a, const void *b)
 }
 
 static struct memory_type_stat *top_list(struct type_stat *s, size_t n,
-					 size_t top, int (*cmp)(const void *,
-								const void *))
+					 size_t top,
+					 int (*cmp)(const void *, const void *))
 {
 	struct memory_type_stat *out;
 
@@ -317,9 +317,8 @@ static double cuda_mb(PyObject *cuda, const char *fn, int dev)
 static void cuda_stats(struct memory_report *r)
 {
 	PyObject *cuda = get_module("torch.cuda");
-	PyObject *init = cuda ? PyObject_CallMethod(cuda, "is_initialized",
-						    NULL)
-			      : NULL;
+	PyObject *init =
+		cuda ? PyObject_CallMethod(cuda, "is_initialized", NULL) : NULL;
 	long long n = init == Py_True ? call_ll(cuda, "device_count") : 0;
 
 	for (int d = 0; d < n && d < MEMORY_CUDA_MAX; d++) {
@@ -338,8 +337,8 @@ static void cuda_stats(struct memory_report *r)
 static PyObject *gc_objects(char *err, size_t errlen)
 {
 	PyObject *gc = PyImport_ImportModule("gc");
-	PyObject *objs = gc ? PyObject_CallMethod(gc, "get_objects", NULL)
-			    : NULL;
+	PyObject *objs =
+		gc ? PyObject_CallMethod(gc, "get_objects", NULL) : NULL;
 
 	Py_XDECREF(gc);
 	if (!objs || !PyList_Check(objs)) {
@@ -477,10 +476,11 @@ static void hold_items(struct holders *h, PyTypeObject *tensor, PyObject *v,
 				hold(h, item, "%s[%zd]", name, i);
 		}
 	} else if (PyDict_Check(v)) {
-		for (int i = 0; i < ITEMS_MAX && PyDict_Next(v, &pos, &key, &item);
-		     i++) {
+		for (int i = 0;
+		     i < ITEMS_MAX && PyDict_Next(v, &pos, &key, &item); i++) {
 			const char *k = PyUnicode_Check(key)
-						? PyUnicode_AsUTF8(key) : NULL;
+						? PyUnicode_AsUTF8(key)
+						: NULL;
 			if (k && PyObject_TypeCheck(item, tensor))
 				hold(h, item, "%s['%s']", name, k);
 		}
@@ -498,8 +498,8 @@ static void hold_namespace(struct holders *h, PyTypeObject *tensor,
 	if (!ns || !PyDict_Check(ns))
 		return;
 	while (PyDict_Next(ns, &pos, &key, &v)) {
-		const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key)
-						     : NULL;
+		const char *k =
+			PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
 		if (!k || k[0] == '_')
 			continue;
 		snprintf(name, sizeof(name), "%s%s", prefix, k);
@@ -509,8 +509,8 @@ static void hold_namespace(struct holders *h, PyTypeObject *tensor,
 }
 
 /* Parameters and buffers of module m (named path), and its children. */
-static void hold_module(struct holders *h, PyTypeObject *tensor,
-			PyObject *m, const char *path, int depth)
+static void hold_module(struct holders *h, PyTypeObject *tensor, PyObject *m,
+			const char *path, int depth)
 {
 	static const char *const dicts[] = {"_parameters", "_buffers"};
 	PyObject *key, *v, *grad;
@@ -525,7 +525,8 @@ static void hold_module(struct holders *h, PyTypeObject *tensor,
 		while (dict && PyDict_Check(dict) &&
 		       PyDict_Next(dict, &pos, &key, &v)) {
 			const char *k = PyUnicode_Check(key)
-						? PyUnicode_AsUTF8(key) : NULL;
+						? PyUnicode_AsUTF8(key)
+						: NULL;
 			if (!k || !PyObject_TypeCheck(v, tensor))
 				continue;
 			hold(h, v, "%s.%s", path, k);
@@ -539,9 +540,10 @@ static void hold_module(struct holders *h, PyTypeObject *tensor,
 	}
 	PyObject *mods = PyObject_GetAttrString(m, "_modules");
 	pos = 0;
-	while (mods && PyDict_Check(mods) && PyDict_Next(mods, &pos, &key, &v)) {
-		const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key)
-						     : NULL;
+	while (mods && PyDict_Check(mods) &&
+	       PyDict_Next(mods, &pos, &key, &v)) {
+		const char *k =
+			PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
 		if (!k || v == Py_None)
 			continue;
 		snprintf(name, sizeof(name), "%s.%s", path, k);
@@ -556,7 +558,7 @@ static void hold_module(struct holders *h, PyTypeObject *tensor,
 #define SPACES_MAX 1024
 
 struct spaces {
-	PyObject *dict[SPACES_MAX]; /* owned */
+	PyObject *dict[SPACES_MAX];  /* owned */
 	char prefix[SPACES_MAX][80]; /* "" or "func:" */
 	size_t n;
 };
@@ -574,9 +576,8 @@ static void spaces_add(struct spaces *sp, PyObject *dict, const char *prefix)
 static void spaces_fill(struct spaces *sp, PyObject *main_dict)
 {
 	PyObject *sys = PyImport_ImportModule("sys");
-	PyObject *frames = sys ? PyObject_CallMethod(sys, "_current_frames",
-						     NULL)
-			       : NULL;
+	PyObject *frames =
+		sys ? PyObject_CallMethod(sys, "_current_frames", NULL) : NULL;
 	PyObject *key, *f;
 	Py_ssize_t pos = 0;
 	char prefix[80];
@@ -600,7 +601,8 @@ static void spaces_fill(struct spaces *sp, PyObject *main_dict)
 			PyCodeObject *co = PyFrame_GetCode(stack[depth]);
 			const char *fn = PyUnicode_AsUTF8(co->co_name);
 			if (fn && strcmp(fn, "<module>")) {
-				PyObject *locals = PyFrame_GetLocals(stack[depth]);
+				PyObject *locals =
+					PyFrame_GetLocals(stack[depth]);
 				snprintf(prefix, sizeof(prefix), "%s:", fn);
 				spaces_add(sp, locals, prefix);
 				Py_XDECREF(locals);
@@ -667,7 +669,8 @@ static void hold_modules(struct holders *h, PyTypeObject *tensor,
 			continue;
 		mods[nmods++] = o;
 		sub = PyObject_GetAttrString(o, "_modules");
-		while (sub && PyDict_Check(sub) && PyDict_Next(sub, &pos, &key, &v))
+		while (sub && PyDict_Check(sub) &&
+		       PyDict_Next(sub, &pos, &key, &v))
 			ptrmap_add(&children, v, NULL);
 		Py_XDECREF(sub);
 		PyErr_Clear();
@@ -695,18 +698,17 @@ static void shape_text(PyObject *t, char *out, size_t outlen)
 	for (Py_ssize_t i = 0; shape && PyTuple_Check(shape) &&
 			       i < PyTuple_GET_SIZE(shape) && k < outlen;
 	     i++)
-		k += (size_t)snprintf(out + k, outlen - k, "%s%lld",
-				      i ? ", " : "",
-				      PyLong_AsLongLong(
-					      PyTuple_GET_ITEM(shape, i)));
+		k += (size_t)snprintf(
+			out + k, outlen - k, "%s%lld", i ? ", " : "",
+			PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i)));
 	if (k < outlen)
 		snprintf(out + k, outlen - k, "]");
 	Py_XDECREF(shape);
 	PyErr_Clear();
 }
 
-int memory_objects_tensors(int budget_ms, struct memory_tensor **out,
-			   size_t *n, int *complete, char *err, size_t errlen)
+int memory_objects_tensors(int budget_ms, struct memory_tensor **out, size_t *n,
+			   int *complete, char *err, size_t errlen)
 {
 	double deadline = now_ms() + budget_ms;
 	PyTypeObject *tensor = torch_type("torch", "Tensor");
@@ -758,8 +760,8 @@ int memory_objects_tensors(int budget_ms, struct memory_tensor **out,
 			break;
 		}
 		if (nrows == cap) {
-			struct memory_tensor *r = realloc(rows, 2 * cap *
-							  sizeof(*rows));
+			struct memory_tensor *r =
+				realloc(rows, 2 * cap * sizeof(*rows));
 			if (!r)
 				break;
 			rows = r;
@@ -777,14 +779,16 @@ int memory_objects_tensors(int budget_ms, struct memory_tensor **out,
 		Py_XDECREF(rg);
 		gf = PyObject_GetAttrString(o, "grad_fn");
 		if (gf && gf != Py_None) {
-			const char *tn = Py_TYPE(gf)->tp_name, *dot = strrchr(tn, '.');
+			const char *tn = Py_TYPE(gf)->tp_name,
+				   *dot = strrchr(tn, '.');
 			snprintf(m->grad_fn, sizeof(m->grad_fn), "%s",
 				 dot ? dot + 1 : tn);
 		}
 		Py_XDECREF(gf);
 		PyErr_Clear();
 		holder = ptrmap_get(&h.map, o);
-		snprintf(m->holder, sizeof(m->holder), "%s", holder ? holder : "");
+		snprintf(m->holder, sizeof(m->holder), "%s",
+			 holder ? holder : "");
 	}
 	if (!rows) {
 		rc = -ENOMEM;

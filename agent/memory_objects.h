@@ -25,14 +25,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MEMORY_WALK_MAX 20000000   /* objects walked at most */
-#define MEMORY_SEEN_MAX (1u << 21) /* untracked objects told apart */
-#define MEMORY_TYPES_MAX 16384	   /* distinct types counted */
-#define MEMORY_TOP_MAX 1000	   /* types in each top list */
+#define MEMORY_WALK_MAX 20000000    /* objects walked at most */
+#define MEMORY_SEEN_MAX (1u << 21)  /* untracked objects told apart */
+#define MEMORY_TYPES_MAX 16384	    /* distinct types counted */
+#define MEMORY_TOP_MAX 1000	    /* types in each top list */
 #define MEMORY_TENSOR_KINDS_MAX 256 /* device/dtype pairs */
-#define MEMORY_CUDA_MAX 64	   /* devices reported */
-#define MEMORY_TENSORS_MAX 100000  /* rows of python.tensors */
-#define MEMORY_NAME_MAX 160	   /* bytes of a type or holder name */
+#define MEMORY_CUDA_MAX 64	    /* devices reported */
+#define MEMORY_TENSORS_MAX 100000   /* rows of python.tensors */
+#define MEMORY_NAME_MAX 160	    /* bytes of a type or holder name */
 
 struct memory_type_stat {
 	char name[MEMORY_NAME_MAX]; /* "dict", "torch.Tensor", "__main__.Foo" */
@@ -51,19 +51,19 @@ struct memory_cuda {
 };
 
 struct memory_report {
-	int complete;	     /* every object was seen and counted */
-	uint64_t objects;    /* tracked objects walked */
-	uint64_t untracked;  /* untracked objects counted */
-	uint64_t bytes;	     /* their sizes, summed */
-	uint64_t py_blocks;  /* sys.getallocatedblocks() */
+	int complete;	    /* every object was seen and counted */
+	uint64_t objects;   /* tracked objects walked */
+	uint64_t untracked; /* untracked objects counted */
+	uint64_t bytes;	    /* their sizes, summed */
+	uint64_t py_blocks; /* sys.getallocatedblocks() */
 	double elapsed_ms;
 	struct memory_type_stat *by_count, *by_size; /* owned */
-	size_t ntop;	     /* entries in each */
+	size_t ntop;				     /* entries in each */
 	struct memory_tensor_stat *tensors;	     /* owned */
 	size_t ntensors;
-	int torch;	     /* torch is imported */
+	int torch; /* torch is imported */
 	struct memory_cuda cuda[MEMORY_CUDA_MAX];
-	size_t ncuda;	     /* 0: CUDA not initialised */
+	size_t ncuda; /* 0: CUDA not initialised */
 };
 
 /* Walks the heap and fills out (release with memory_report_release),
@@ -76,13 +76,13 @@ void memory_report_release(struct memory_report *r);
 
 /* One live tensor (python.tensors). */
 struct memory_tensor {
-	uint64_t id;	    /* id() */
-	char shape[64];	    /* "[64, 32]" */
+	uint64_t id;	/* id() */
+	char shape[64]; /* "[64, 32]" */
 	char dtype[32];
 	char device[32];
 	uint64_t bytes;
 	int requires_grad;
-	char grad_fn[64];   /* "AddmmBackward0", or "" */
+	char grad_fn[64];	      /* "AddmmBackward0", or "" */
 	char holder[MEMORY_NAME_MAX]; /* "model.encoder.0.weight",
 					 "losses[3]", "train:x", or "" */
 };
@@ -97,7 +97,7 @@ struct memory_tensor {
  * length; *complete is cleared when the list was cut.  0, -ENOENT (torch
  * is not imported) or -ENOMEM, with err.
  */
-int memory_objects_tensors(int budget_ms, struct memory_tensor **out,
-			   size_t *n, int *complete, char *err, size_t errlen);
+int memory_objects_tensors(int budget_ms, struct memory_tensor **out, size_t *n,
+			   int *complete, char *err, size_t errlen);
 
 #endif

@@ -27,8 +27,8 @@ static long long field(const char *line, const char *key)
 
 int memory_proc_parse(const char *status, struct memory_proc *out)
 {
-	static const char *const keys[] = {"VmRSS", "VmSize", "RssFile",
-					   "RssShmem", "VmHWM", "VmSwap",
+	static const char *const keys[] = {"VmRSS",    "VmSize", "RssFile",
+					   "RssShmem", "VmHWM",	 "VmSwap",
 					   "Threads"};
 	long long v[7] = {-1, -1, -1, -1, -1, -1, -1};
 	const char *p = status;

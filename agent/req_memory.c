@@ -108,8 +108,10 @@ static void add_python(cJSON *body, const struct job *j)
 			break;
 		cJSON_AddStringToObject(o, "device", r->tensors[i].device);
 		cJSON_AddStringToObject(o, "dtype", r->tensors[i].dtype);
-		cJSON_AddNumberToObject(o, "count", (double)r->tensors[i].count);
-		cJSON_AddNumberToObject(o, "bytes", (double)r->tensors[i].bytes);
+		cJSON_AddNumberToObject(o, "count",
+					(double)r->tensors[i].count);
+		cJSON_AddNumberToObject(o, "bytes",
+					(double)r->tensors[i].bytes);
 		cJSON_AddItemToArray(arr, o);
 	}
 	arr = t ? cJSON_AddArrayToObject(t, "cuda") : NULL;
@@ -142,8 +144,10 @@ static void run_memory(struct request *req)
 		return;
 	}
 	if (top < 1 || top > MEMORY_TOP_MAX || budget < 10 || budget > 60000) {
-		request_fail(req, 1, "top must be in [1, %d] and budgetMs in "
-			     "[10, 60000]", MEMORY_TOP_MAX);
+		request_fail(req, 1,
+			     "top must be in [1, %d] and budgetMs in "
+			     "[10, 60000]",
+			     MEMORY_TOP_MAX);
 		return;
 	}
 	j = calloc(1, sizeof(*j));

@@ -28,9 +28,9 @@
 
 static struct recorder *trace_rec, *var_rec;
 static _Atomic int changed;
-static int waiting;	   /* on, but torch is not imported yet */
+static int waiting; /* on, but torch is not imported yet */
 static int waited_ms;
-static int last_error;	   /* the last install failed (not just "wait") */
+static int last_error; /* the last install failed (not just "wait") */
 static char error_text[200];
 static int listening;
 
@@ -53,13 +53,15 @@ int torch_init(struct store *st, char *err, size_t errlen)
 	struct recorder_opts t = {
 		.schema = "python",
 		.name = "torch_trace",
-		.columns = "step INTEGER, seq INTEGER, module TEXT, stage TEXT, "
-			   "duration REAL, allocated REAL, max_allocated REAL, "
-			   "cached REAL, max_cached REAL, time_offset REAL, "
-			   "rank INTEGER",
+		.columns =
+			"step INTEGER, seq INTEGER, module TEXT, stage TEXT, "
+			"duration REAL, allocated REAL, max_allocated REAL, "
+			"cached REAL, max_cached REAL, time_offset REAL, "
+			"rank INTEGER",
 		.doc = "torch module forward/backward and optimizer step times "
 		       "(torch.profiling=on); seconds, memory in MB",
-	}, v = {
+	};
+	struct recorder_opts v = {
 		.schema = "python",
 		.name = "variables",
 		.columns = "step INTEGER, func TEXT, name TEXT, value",
@@ -187,7 +189,8 @@ static void drain_trace(void)
 	do {
 		const char *module = torch_names_text(r.module);
 		const char *stage = r.stage >= 0 && r.stage <= TORCH_STEP
-					    ? stage_names[r.stage] : "?";
+					    ? stage_names[r.stage]
+					    : "?";
 		store_stmt_int(s, 1, r.step);
 		store_stmt_int(s, 2, r.seq);
 		store_stmt_text(s, 3, module);
@@ -225,8 +228,9 @@ static void drain_vars(void)
 			store_stmt_real(s, 4, r.num);
 		else
 			store_stmt_text(s, 4, r.value);
-		if (recorder_add(var_rec, 8 + strlen(r.func) + strlen(r.name) +
-					  (r.is_num ? 8 : strlen(r.value)),
+		if (recorder_add(var_rec,
+				 8 + strlen(r.func) + strlen(r.name) +
+					 (r.is_num ? 8 : strlen(r.value)),
 				 err, sizeof(err)))
 			break;
 	} while (++n < DRAIN_MAX && torch_hooks_pop_var(&r) == 0);
@@ -248,7 +252,8 @@ static void set_status(void)
 			 in.modules, in.step_hook,
 			 (unsigned long long)in.dropped);
 	else if (waiting)
-		snprintf(text, sizeof(text), "waiting for torch to be imported");
+		snprintf(text, sizeof(text),
+			 "waiting for torch to be imported");
 	else if (last_error && config_bool("torch.profiling"))
 		snprintf(text, sizeof(text), "error: %s", error_text);
 	else
@@ -274,8 +279,8 @@ int torch_tick(void)
 	set_status();
 	torch_hooks_info(&in);
 	if (waiting) {
-		interval = waited_ms < WAIT_FAST_FOR ? WAIT_FAST_MS
-						     : WAIT_SLOW_MS;
+		interval =
+			waited_ms < WAIT_FAST_FOR ? WAIT_FAST_MS : WAIT_SLOW_MS;
 		waited_ms += interval;
 		return interval;
 	}

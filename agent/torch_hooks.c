@@ -61,7 +61,7 @@ static struct {
 	PyTypeObject *tensor_type;
 	PyObject *engine;
 	PyObject *cuda_is_init, *cuda_stats, *cuda_device;
-	PyObject *step_handle, *step_pre_handle; /* torch 2.x */
+	PyObject *step_handle, *step_pre_handle;  /* torch 2.x */
 	PyObject *optimizer_cls, *orig_step_code; /* torch 1.x */
 	PyObject *function_cls, *orig_register, *odict_type;
 	int register_own; /* _register_hook was Function's own attribute */
@@ -86,8 +86,8 @@ static struct {
  * in flight may still call one after removal; they then do nothing). */
 static PyObject *pre_fn, *post_fn, *step_fn, *step_method, *step_pre_fn,
 	*register_fn;
-static PyObject *s_grad_fn, *s_register_prehook, *s_queue_callback,
-	*s_remove, *s_step_code, *s_register_hook;
+static PyObject *s_grad_fn, *s_register_prehook, *s_queue_callback, *s_remove,
+	*s_step_code, *s_register_hook;
 
 static double now(void)
 {
@@ -127,12 +127,13 @@ int torch_hooks_pop_var(struct torch_var_rec *rec)
 
 static double stat_mb(PyObject *stats, const char *key, const char *which)
 {
-	PyObject *d = PyDict_Check(stats) ? PyDict_GetItemString(stats, key)
-					  : NULL;
-	PyObject *all = d && PyDict_Check(d) ? PyDict_GetItemString(d, "all")
-					     : NULL;
+	PyObject *d =
+		PyDict_Check(stats) ? PyDict_GetItemString(stats, key) : NULL;
+	PyObject *all =
+		d && PyDict_Check(d) ? PyDict_GetItemString(d, "all") : NULL;
 	PyObject *v = all && PyDict_Check(all)
-			      ? PyDict_GetItemString(all, which) : NULL;
+			      ? PyDict_GetItemString(all, which)
+			      : NULL;
 
 	if (!v || !PyLong_Check(v))
 		return 0;
@@ -160,8 +161,7 @@ static void memory(double mem[4])
 	PyErr_Clear();
 }
 
-static void emit(int stage, int64_t seq, int32_t name, double start,
-		 double end)
+static void emit(int stage, int64_t seq, int32_t name, double start, double end)
 {
 	struct torch_trace_rec r = {
 		.step = T.step,
@@ -245,8 +245,8 @@ static PyObject *first_grad_fn(PyObject *o)
 		return g;
 	}
 	if (PyDict_Check(o)) {
-		for (int i = 0; !g && i < GRAD_ITEMS_MAX &&
-				PyDict_Next(o, &pos, &key, &v);
+		for (int i = 0;
+		     !g && i < GRAD_ITEMS_MAX && PyDict_Next(o, &pos, &key, &v);
 		     i++)
 			g = grad_fn_of(v);
 		return g;
@@ -263,8 +263,7 @@ static PyObject *first_grad_fn(PyObject *o)
 #define HOOK_ACTIONS 8
 
 struct bwd_hook {
-	PyObject_HEAD
-	uint32_t gen;
+	PyObject_HEAD uint32_t gen;
 	int n;
 	struct {
 		int16_t slot;
@@ -328,9 +327,8 @@ static PyObject *fast_register(PyObject *self, PyObject *const *args,
 	Py_ssize_t pos = 0;
 
 	(void)self;
-	if (nargs != 2 || Py_TYPE(args[1]) != &bwd_hook_type ||
-	    !T.odict_type || !T.orig_register ||
-	    (args[0] != Py_None && !PyDict_Check(args[0])))
+	if (nargs != 2 || Py_TYPE(args[1]) != &bwd_hook_type || !T.odict_type ||
+	    !T.orig_register || (args[0] != Py_None && !PyDict_Check(args[0])))
 		return T.orig_register
 			       ? PyObject_Vectorcall(T.orig_register, args,
 						     (size_t)nargs, NULL)
@@ -390,8 +388,8 @@ static void attach_backward(int32_t name, PyObject *input, PyObject *output)
 	Py_DECREF(g);
 	if (!PyTuple_Check(input))
 		return;
-	for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(input) && i < GRAD_ITEMS_MAX;
-	     i++) {
+	for (Py_ssize_t i = 0;
+	     i < PyTuple_GET_SIZE(input) && i < GRAD_ITEMS_MAX; i++) {
 		g = grad_fn_of(PyTuple_GET_ITEM(input, i));
 		if (g && g != prev)
 			attach(g, slot, HOOK_END);
@@ -486,8 +484,7 @@ static void queue_end(void)
 	Py_XDECREF(t);
 }
 
-static PyObject *bwd_hook_call(PyObject *self, PyObject *args,
-			       PyObject *kwargs)
+static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	struct bwd_hook *h = (struct bwd_hook *)self;
 	double t = 0;
@@ -628,9 +625,9 @@ static void forward_hooks(int on)
 		return;
 	if (on) {
 		T.pre_handle = PyObject_CallOneArg(T.reg_pre, pre_fn);
-		T.post_handle = T.pre_handle
-					? PyObject_CallOneArg(T.reg_post, post_fn)
-					: NULL;
+		T.post_handle =
+			T.pre_handle ? PyObject_CallOneArg(T.reg_post, post_fn)
+				     : NULL;
 		if (!T.post_handle) {
 			PyErr_Clear();
 			on = 0; /* undo below */
@@ -688,12 +685,12 @@ static PyObject *step_hook(PyObject *self, PyObject *const *args,
 		Py_RETURN_NONE;
 	PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
 	if (T.traced) {
-		const char *cls = nargs >= 1 ? Py_TYPE(args[0])->tp_name
-					     : "optimizer";
+		const char *cls =
+			nargs >= 1 ? Py_TYPE(args[0])->tp_name : "optimizer";
 		const char *dot = strrchr(cls, '.');
-		start = T.step_pre	 ? T.step_pre
-			: T.bwd_end	 ? T.bwd_end
-					 : T.last_end;
+		start = T.step_pre  ? T.step_pre
+			: T.bwd_end ? T.bwd_end
+				    : T.last_end;
 		emit(TORCH_STEP, T.seq++,
 		     torch_names_intern(dot ? dot + 1 : cls), start, t);
 		record_watches();
@@ -743,8 +740,7 @@ static int make_statics(void)
 	s_queue_callback = PyUnicode_InternFromString("queue_callback");
 	s_remove = PyUnicode_InternFromString("remove");
 	if (!pre_fn || !post_fn || !step_fn || !step_pre_fn || !step_method ||
-	    !s_grad_fn || !s_register_prehook || !s_queue_callback ||
-	    !s_remove)
+	    !s_grad_fn || !s_register_prehook || !s_queue_callback || !s_remove)
 		return -ENOMEM;
 	s_step_code = PyUnicode_InternFromString("_optimizer_step_code");
 	return s_step_code ? 0 : -ENOMEM;
@@ -818,8 +814,8 @@ static int install_step_hook(char *err, size_t errlen)
 	if (reg) {
 		T.step_handle = PyObject_CallOneArg(reg, step_fn);
 		if (T.step_handle && reg_pre)
-			T.step_pre_handle = PyObject_CallOneArg(reg_pre,
-								step_pre_fn);
+			T.step_pre_handle =
+				PyObject_CallOneArg(reg_pre, step_pre_fn);
 		PyErr_Clear();
 		Py_DECREF(reg);
 		Py_XDECREF(reg_pre);
@@ -828,9 +824,9 @@ static int install_step_hook(char *err, size_t errlen)
 	}
 	Py_XDECREF(reg_pre);
 	T.optimizer_cls = attr_path("torch.optim.optimizer", "Optimizer");
-	T.orig_step_code = T.optimizer_cls
-				   ? PyObject_GetAttr(T.optimizer_cls, s_step_code)
-				   : NULL;
+	T.orig_step_code =
+		T.optimizer_cls ? PyObject_GetAttr(T.optimizer_cls, s_step_code)
+				: NULL;
 	if (!T.orig_step_code ||
 	    PyObject_SetAttr(T.optimizer_cls, s_step_code, step_method)) {
 		PyErr_Clear();

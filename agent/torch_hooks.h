@@ -39,20 +39,20 @@
 
 #include "watch.h"
 
-#define TORCH_DEPTH_MAX 256	 /* nested module calls tracked */
-#define TORCH_BWD_MAX 8192	 /* backward slots per step */
+#define TORCH_DEPTH_MAX 256	    /* nested module calls tracked */
+#define TORCH_BWD_MAX 8192	    /* backward slots per step */
 #define TORCH_TRACE_RING (1u << 16) /* records waiting for the recorder */
 #define TORCH_VAR_RING 1024
-#define TORCH_VALUE_MAX 1024	 /* bytes of a watched value's text */
+#define TORCH_VALUE_MAX 1024 /* bytes of a watched value's text */
 
 enum torch_stage { TORCH_FORWARD = 0, TORCH_BACKWARD, TORCH_STEP };
 
 struct torch_trace_rec {
 	int64_t step, seq, rank;
-	int32_t module; /* torch_names id */
-	int32_t stage;	/* enum torch_stage */
+	int32_t module;		 /* torch_names id */
+	int32_t stage;		 /* enum torch_stage */
 	double duration, offset; /* seconds */
-	double mem[4];	/* MB: allocated, max_allocated, cached, max_cached */
+	double mem[4]; /* MB: allocated, max_allocated, cached, max_cached */
 };
 
 struct torch_var_rec {
@@ -73,11 +73,11 @@ struct torch_opts {
 
 struct torch_hooks_info {
 	int installed;
-	int64_t step;		/* the step running now */
-	int traced;		/* is it traced */
-	int modules;		/* modules named so far */
-	const char *step_hook;	/* how steps are detected */
-	uint64_t dropped;	/* records lost to a full ring */
+	int64_t step;	       /* the step running now */
+	int traced;	       /* is it traced */
+	int modules;	       /* modules named so far */
+	const char *step_hook; /* how steps are detected */
+	uint64_t dropped;      /* records lost to a full ring */
 };
 
 /* Makes the rings.  On the agent thread, before any GIL thread or

@@ -215,11 +215,14 @@ static void walk(PyObject *root)
 	PyObject *it = gen ? PyObject_GetIter(gen) : NULL;
 	Py_XDECREF(gen);
 	while (it && count++ < TORCH_MODULES_MAX && (item = PyIter_Next(it))) {
-		PyObject *name = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2
-					 ? PyTuple_GET_ITEM(item, 0) : NULL;
+		PyObject *name =
+			PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2
+				? PyTuple_GET_ITEM(item, 0)
+				: NULL;
 		PyObject *mod = name ? PyTuple_GET_ITEM(item, 1) : NULL;
 		const char *text = name && PyUnicode_Check(name)
-					   ? PyUnicode_AsUTF8(name) : NULL;
+					   ? PyUnicode_AsUTF8(name)
+					   : NULL;
 		struct entry *e = mod ? find(mod) : NULL;
 
 		if (text && mod && !valid(e, mod)) {

@@ -17,13 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TORCH_RING_CAP_MAX (1u << 22)  /* records */
-#define TORCH_RING_ELEM_MAX 4096       /* bytes per record */
+#define TORCH_RING_CAP_MAX (1u << 22) /* records */
+#define TORCH_RING_ELEM_MAX 4096      /* bytes per record */
 
 struct torch_ring {
 	unsigned char *buf;
-	size_t cap;  /* records, a power of two */
-	size_t size; /* bytes per record */
+	size_t cap;	     /* records, a power of two */
+	size_t size;	     /* bytes per record */
 	_Atomic size_t head; /* next to write (producer) */
 	_Atomic size_t tail; /* next to read (consumer) */
 	_Atomic uint64_t dropped;

@@ -37,8 +37,8 @@ static int is_blank(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-static int parse_item(const char *s, size_t n, struct watch_item *it,
-		      char *err, size_t errlen)
+static int parse_item(const char *s, size_t n, struct watch_item *it, char *err,
+		      size_t errlen)
 {
 	const char *at;
 
@@ -86,8 +86,10 @@ int watch_parse(const char *text, struct watch_list *out, char *err,
 			b++;
 		if (b < n) { /* empty items (";;", a trailing ';') are fine */
 			if (out->n == WATCH_MAX) {
-				snprintf(err, errlen, "watch: more than %d "
-					 "variables", WATCH_MAX);
+				snprintf(err, errlen,
+					 "watch: more than %d "
+					 "variables",
+					 WATCH_MAX);
 				out->n = 0;
 				return -EINVAL;
 			}

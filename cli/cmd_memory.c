@@ -72,8 +72,7 @@ static void types_table(const cJSON *arr, enum cli_format fmt)
 
 static void tensors_table(const cJSON *arr, enum cli_format fmt)
 {
-	static const char *const cols[] = {"device", "dtype", "count",
-					   "bytes"};
+	static const char *const cols[] = {"device", "dtype", "count", "bytes"};
 	struct cli_table *t = cli_table_new(4, cols);
 	const cJSON *e;
 
@@ -167,12 +166,12 @@ static int show(const cJSON *b, enum cli_format fmt)
 	section("Top types by size", &first);
 	types_table(cJSON_GetObjectItemCaseSensitive(py, "bySize"), fmt);
 	if (cJSON_IsObject(torch)) {
-		const cJSON *cuda = cJSON_GetObjectItemCaseSensitive(torch,
-								     "cuda");
+		const cJSON *cuda =
+			cJSON_GetObjectItemCaseSensitive(torch, "cuda");
 		section("Tensors", &first);
-		tensors_table(cJSON_GetObjectItemCaseSensitive(torch,
-							       "tensors"),
-			      fmt);
+		tensors_table(
+			cJSON_GetObjectItemCaseSensitive(torch, "tensors"),
+			fmt);
 		if (cJSON_GetArraySize(cuda) > 0) {
 			section("CUDA allocator", &first);
 			cuda_table(cuda, fmt);
@@ -222,7 +221,8 @@ static int cmd_memory_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(&cmd_memory_entry,
-				       "unexpected argument '%s'", argv[optind]);
+				       "unexpected argument '%s'",
+				       argv[optind]);
 	if (fmt == CLI_FORMAT_CSV)
 		return cli_usage_error(&cmd_memory_entry,
 				       "-f csv is not supported here (several "

@@ -43,8 +43,8 @@ static int config(struct cmd_ctx *ctx, cJSON *set, struct dap_message **resp)
 
 static const char *setting(const struct dap_message *resp, const char *name)
 {
-	const cJSON *s, *arr = cJSON_GetObjectItemCaseSensitive(resp->body,
-								"settings");
+	const cJSON *s,
+		*arr = cJSON_GetObjectItemCaseSensitive(resp->body, "settings");
 
 	cJSON_ArrayForEach(s, arr)
 	{
@@ -60,8 +60,8 @@ static const char *setting(const struct dap_message *resp, const char *name)
 static int show_settings(const struct dap_message *resp, enum cli_format fmt)
 {
 	static const char *const cols[] = {"name", "value"};
-	const cJSON *s, *arr = cJSON_GetObjectItemCaseSensitive(resp->body,
-								"settings");
+	const cJSON *s,
+		*arr = cJSON_GetObjectItemCaseSensitive(resp->body, "settings");
 	struct cli_table *t = cli_table_new(2, cols);
 
 	if (!t)
@@ -84,7 +84,8 @@ static int show_settings(const struct dap_message *resp, enum cli_format fmt)
 }
 
 /* Runs sql; *resp on CLI_OK. */
-static int query(struct cmd_ctx *ctx, const char *sql, struct dap_message **resp)
+static int query(struct cmd_ctx *ctx, const char *sql,
+		 struct dap_message **resp)
 {
 	cJSON *args = cJSON_CreateObject();
 	int rc;
@@ -101,7 +102,8 @@ static int query(struct cmd_ctx *ctx, const char *sql, struct dap_message **resp
 
 static long long first_int(const struct dap_message *resp)
 {
-	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
+	const cJSON *rows =
+		cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
 	const cJSON *row = cJSON_GetArrayItem(rows, 0);
 	const cJSON *v = cJSON_GetArrayItem(row, 0);
 
@@ -110,9 +112,10 @@ static long long first_int(const struct dap_message *resp)
 
 static int show_rows(const struct dap_message *resp, enum cli_format fmt)
 {
-	const cJSON *cols = cJSON_GetObjectItemCaseSensitive(resp->body,
-							     "columns");
-	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
+	const cJSON *cols =
+		cJSON_GetObjectItemCaseSensitive(resp->body, "columns");
+	const cJSON *rows =
+		cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
 	const cJSON *c, *row, *v;
 	const char *names[16];
 	int n = 0;
@@ -122,8 +125,8 @@ static int show_rows(const struct dap_message *resp, enum cli_format fmt)
 	{
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
 		if (n < 16)
-			names[n++] = cJSON_IsString(name) ? name->valuestring
-							  : "?";
+			names[n++] =
+				cJSON_IsString(name) ? name->valuestring : "?";
 	}
 	if (fmt == CLI_FORMAT_JSON) {
 		char *text = cJSON_Print(rows);
@@ -237,7 +240,8 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(&cmd_perf_entry,
-				       "unexpected argument '%s'", argv[optind]);
+				       "unexpected argument '%s'",
+				       argv[optind]);
 	if (stop && (duration || step_rate || module_rate || watch))
 		return cli_usage_error(&cmd_perf_entry,
 				       "--torch --stop takes no other option");
@@ -261,8 +265,10 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 	resp = NULL;
 	before = 0;
 	if (duration) {
-		rc = query(ctx, "SELECT coalesce(max(rowid), 0) FROM "
-				"python.torch_trace", &resp);
+		rc = query(ctx,
+			   "SELECT coalesce(max(rowid), 0) FROM "
+			   "python.torch_trace",
+			   &resp);
 		if (rc != CLI_OK)
 			return rc;
 		before = first_int(resp);
@@ -288,8 +294,10 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 	dap_message_free(resp);
 	resp = NULL;
 	if (fmt != CLI_FORMAT_JSON)
-		fprintf(stderr, "tracing torch modules for %.1f s "
-			"(Ctrl-C ends early)...\n", duration / 1000.0);
+		fprintf(stderr,
+			"tracing torch modules for %.1f s "
+			"(Ctrl-C ends early)...\n",
+			duration / 1000.0);
 	cli_sigint_catch();
 	wait_or_interrupt(duration);
 	if (!was_on) {
@@ -306,10 +314,11 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 	rc = query(ctx, sql, &resp);
 	if (rc != CLI_OK)
 		return rc;
-	if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(resp->body,
-								  "rows")) &&
+	if (!cJSON_GetArraySize(
+		    cJSON_GetObjectItemCaseSensitive(resp->body, "rows")) &&
 	    fmt != CLI_FORMAT_JSON)
-		fprintf(stderr, "probing: no torch module ran meanwhile (is "
+		fprintf(stderr,
+			"probing: no torch module ran meanwhile (is "
 			"torch imported, and the model training?  'probing "
 			"config' shows torch.status)\n");
 	rc = show_rows(resp, fmt);

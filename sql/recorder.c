@@ -19,9 +19,9 @@ struct recorder {
 	struct store_stmt *insert;
 	struct store_stmt *trim; /* DELETE ... WHERE rowid < ?1 */
 	size_t max_rows, max_bytes;
-	int64_t first;		 /* rowid of the oldest row kept */
-	uint64_t rows, bytes;	 /* committed */
-	uint64_t prow, pbytes;	 /* added in the open batch */
+	int64_t first;	       /* rowid of the oldest row kept */
+	uint64_t rows, bytes;  /* committed */
+	uint64_t prow, pbytes; /* added in the open batch */
 	uint64_t added, trimmed;
 };
 
@@ -64,24 +64,28 @@ static int is_name(const char *s)
 }
 
 /* Picks up a table that exists already: its rowid range. */
-static int find_range(struct recorder *r, const char *schema,
-		      const char *name, char *err, size_t errlen)
+static int find_range(struct recorder *r, const char *schema, const char *name,
+		      char *err, size_t errlen)
 {
 	char sql[SQL_MAX];
 	struct store_stmt *q = NULL;
 	int64_t lo = 0, hi = 0;
 	int rc;
 
-	snprintf(sql, sizeof(sql), "SELECT coalesce(min(rowid), 0) FROM "
-		 "\"%s\".\"%s\"", schema, name);
+	snprintf(sql, sizeof(sql),
+		 "SELECT coalesce(min(rowid), 0) FROM "
+		 "\"%s\".\"%s\"",
+		 schema, name);
 	rc = store_stmt_new(r->st, sql, &q, err, errlen);
 	if (!rc)
 		rc = store_stmt_int_result(q, &lo, err, errlen);
 	store_stmt_free(q);
 	if (rc)
 		return rc;
-	snprintf(sql, sizeof(sql), "SELECT coalesce(max(rowid), 0) FROM "
-		 "\"%s\".\"%s\"", schema, name);
+	snprintf(sql, sizeof(sql),
+		 "SELECT coalesce(max(rowid), 0) FROM "
+		 "\"%s\".\"%s\"",
+		 schema, name);
 	rc = store_stmt_new(r->st, sql, &q, err, errlen);
 	if (!rc)
 		rc = store_stmt_int_result(q, &hi, err, errlen);
@@ -100,15 +104,17 @@ static int find_range(struct recorder *r, const char *schema,
 
 /* Lists the table in probing.tables unless it is there already (a
  * recorder made again for a table that exists). */
-static int catalog(struct recorder *r, const struct recorder_opts *o,
-		   char *err, size_t errlen)
+static int catalog(struct recorder *r, const struct recorder_opts *o, char *err,
+		   size_t errlen)
 {
 	struct store_stmt *q = NULL;
 	int64_t n = 0;
 	int rc;
 
-	rc = store_stmt_new(r->st, "SELECT count(*) FROM probing.tables "
-			    "WHERE schema = ?1 AND name = ?2", &q, err, errlen);
+	rc = store_stmt_new(r->st,
+			    "SELECT count(*) FROM probing.tables "
+			    "WHERE schema = ?1 AND name = ?2",
+			    &q, err, errlen);
 	if (!rc && !(rc = store_stmt_text(q, 1, o->schema)) &&
 	    !(rc = store_stmt_text(q, 2, o->name)))
 		rc = store_stmt_int_result(q, &n, err, errlen);
@@ -135,8 +141,7 @@ int recorder_new(struct store *st, const struct recorder_opts *o,
 		return -EINVAL;
 	}
 	ncols = count_columns(o->columns);
-	if (ncols > RECORDER_COLS_MAX ||
-	    strlen(o->columns) > SQL_MAX - 200) {
+	if (ncols > RECORDER_COLS_MAX || strlen(o->columns) > SQL_MAX - 200) {
 		set_err(err, errlen, "recorder: %s.%s has too many columns",
 			o->schema, o->name);
 		return -EINVAL;
@@ -149,16 +154,19 @@ int recorder_new(struct store *st, const struct recorder_opts *o,
 	r->st = st;
 	r->max_rows = o->max_rows;
 	r->max_bytes = o->max_bytes;
-	snprintf(sql, sizeof(sql), "CREATE TABLE IF NOT EXISTS \"%s\".\"%s\"(%s)",
-		 o->schema, o->name, o->columns);
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE IF NOT EXISTS \"%s\".\"%s\"(%s)", o->schema,
+		 o->name, o->columns);
 	rc = store_exec(st, sql, err, errlen);
 	if (rc)
 		goto fail;
 	rc = find_range(r, o->schema, o->name, err, errlen);
 	if (rc)
 		goto fail;
-	n = (size_t)snprintf(sql, sizeof(sql), "INSERT INTO \"%s\".\"%s\" "
-			     "VALUES (", o->schema, o->name);
+	n = (size_t)snprintf(sql, sizeof(sql),
+			     "INSERT INTO \"%s\".\"%s\" "
+			     "VALUES (",
+			     o->schema, o->name);
 	for (int i = 1; i <= ncols && n < sizeof(sql); i++)
 		n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s?%d",
 				      i > 1 ? ", " : "", i);
@@ -223,8 +231,7 @@ int recorder_add(struct recorder *r, size_t bytes, char *err, size_t errlen)
 }
 
 /* Rows to remove so that rows/bytes fit 90% of the bounds (0: fits). */
-static uint64_t excess(const struct recorder *r, uint64_t rows,
-		       uint64_t bytes)
+static uint64_t excess(const struct recorder *r, uint64_t rows, uint64_t bytes)
 {
 	uint64_t keep = rows, avg;
 

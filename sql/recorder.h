@@ -41,7 +41,7 @@ struct recorder;
 #define RECORDER_COLS_MAX 64
 
 struct recorder_opts {
-	const char *schema;  /* "python", "process", ... */
+	const char *schema; /* "python", "process", ... */
 	const char *name;
 	const char *columns; /* CREATE TABLE column list */
 	const char *doc;     /* one line for probing.tables; may be NULL */
@@ -79,10 +79,10 @@ int recorder_commit(struct recorder *r, char *err, size_t errlen);
 void recorder_rollback(struct recorder *r);
 
 struct recorder_stats {
-	uint64_t rows;	   /* rows in the table now */
-	uint64_t bytes;	   /* their estimated bytes */
-	uint64_t added;	   /* rows added since recorder_new */
-	uint64_t trimmed;  /* rows removed by the bounds */
+	uint64_t rows;	  /* rows in the table now */
+	uint64_t bytes;	  /* their estimated bytes */
+	uint64_t added;	  /* rows added since recorder_new */
+	uint64_t trimmed; /* rows removed by the bounds */
 };
 
 void recorder_stats(const struct recorder *r, struct recorder_stats *out);

@@ -19,11 +19,20 @@ shared machine wall time swings between identical runs, the CPU time of
 the thread much less, and a tracer that costs the training thread shows
 there.  Wall time is printed too.  The agent's own threads (the recorder
 that writes the rows into SQLite) run beside it; their CPU time is the
-"agent CPU" column (process CPU minus the training thread's).  Ratios are
-medians over baseline's median.
+"agent CPU" column (process CPU minus the training thread's).  "ratio"
+is the median over the baseline's median; "paired" the median of each
+round's variant / baseline (drift cancels); "best" min over min (the run
+least disturbed by other work on the machine).
+
+--instructions: the same variants, once each under valgrind's callgrind,
+counting the instructions the training thread executes in the timed loop
+(counters zeroed when it starts and dumped when it ends, through
+callgrind_control).  Deterministic where time is not: a machine shared
+with other jobs changes times by tens of percent, instructions by a
+fraction of one.  Slow (a few minutes per variant, mostly `import torch`).
 
 Usage: PROBING_BUILD=build python3 tests/bench/torch_trace.py [--runs 7]
-       [--steps 4000]
+       [--steps 4000] [--instructions]
 Prints a Markdown table (docs/benchmarks.md has the last one).
 """
 import argparse
@@ -54,6 +63,11 @@ if variant in ("full", "sampled"):
             sys.exit("tracing did not start")
         time.sleep(0.01)
 train.train(50, 64, 0)                    # warm-up
+if len(sys.argv) > 3:                     # --instructions: sync with the bench
+    import os
+    print("GO", flush=True)
+    while not os.path.exists(sys.argv[3] + ".go"):
+        time.sleep(0.01)
 ctx = None
 if variant == "profiler":
     from torch.profiler import profile, ProfilerActivity
@@ -65,6 +79,9 @@ w1, t1, p1 = time.perf_counter(), time.thread_time(), time.process_time()
 if ctx is not None:
     ctx.__exit__(None, None, None)
 print("ELAPSED", t1 - t0, w1 - w0, (p1 - p0) - (t1 - t0), flush=True)
+if len(sys.argv) > 3:
+    while not os.path.exists(sys.argv[3] + ".end"):
+        time.sleep(0.01)
 """
 
 VARIANTS = {
@@ -93,13 +110,76 @@ def run(variant, steps):
     return cpu, wall, other
 
 
+def run_counted(variant, steps, tmp):
+    """Instructions of the training thread in the timed loop, under
+    callgrind."""
+    e = dict(os.environ)
+    for k in ("PROBING", "PROBING_TORCH_PROFILING"):
+        e.pop(k, None)
+    e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
+    e.update(VARIANTS[variant])
+    code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
+    # The ELAPSED line comes before the dump: when a GIL thread takes the
+    # GIL, its instructions count in its own thread, not the training one.
+    base = os.path.join(tmp, variant)
+    code = code.replace('print("ELAPSED"', 'print("ELAPSED_"')
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+         "--callgrind-out-file=" + base + ".cg", PY, "-c", code, variant,
+         str(steps), base], env=e, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True)
+    zeroed = False
+    for line in proc.stdout:
+        if line.startswith("GO"):
+            subprocess.run(["callgrind_control", "-z", str(proc.pid)],
+                           capture_output=True, check=True)
+            zeroed = True
+            open(base + ".go", "w").close()
+        elif line.startswith("ELAPSED_") and zeroed:
+            subprocess.run(["callgrind_control", "-d", str(proc.pid)],
+                           capture_output=True, check=True)
+            open(base + ".end", "w").close()
+    proc.wait()
+    # The dump of thread 1 (the training thread) after the zeroing.
+    dumps = sorted(f for f in os.listdir(tmp)
+                   if f.startswith(variant + ".cg.") and f.endswith("-01"))
+    if not dumps:
+        sys.exit("%s: no callgrind dump" % variant)
+    with open(os.path.join(tmp, dumps[0])) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    sys.exit("%s: no totals in the dump" % variant)
+
+
+def instructions(names, steps):
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="torch_trace_cg.")
+    counts = {}
+    for n in names:
+        counts[n] = run_counted(n, steps, tmp)
+        print("%s done" % n, file=sys.stderr)
+    base = counts[names[0]]
+    print("Instructions of the training thread, %d steps, under callgrind\n"
+          % steps)
+    print("| variant | instructions per step | ratio |")
+    print("|---|---|---|")
+    for n in names:
+        print("| %s | %.0f | %.4fx |" % (n, counts[n] / steps, counts[n] / base))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions under callgrind instead")
     args = ap.parse_args()
     names = args.variants.split(",")
+    if args.instructions:
+        instructions(names, args.steps)
+        return
     res = {n: [] for n in names}
     for i in range(args.runs):
         order = names[i % len(names):] + names[:i % len(names)]
@@ -112,16 +192,18 @@ def main():
           % (platform.machine(), os.cpu_count(), platform.python_version()))
     print("Loop: examples/train.py train(), %d steps, %d runs each, "
           "alternating\n" % (args.steps, args.runs))
-    print("| variant | thread CPU median (s) | ratio | min..max ratio | "
+    base_min = min(r[0] for r in res[names[0]])
+    print("| variant | thread CPU median (s) | ratio | paired | best | "
           "wall median (s) | wall ratio | agent CPU (s) | us/step added |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in names:
         cpu = [r[0] for r in res[n]]
         wall = [r[1] for r in res[n]]
         other = [r[2] for r in res[n]]
+        paired = statistics.median(c / b[0] for c, b in zip(cpu, res[names[0]]))
         m = statistics.median(cpu)
-        print("| %s | %.3f | %.3fx | %.3f..%.3f | %.3f | %.3fx | %.3f | %.1f |"
-              % (n, m, m / base, min(cpu) / base, max(cpu) / base,
+        print("| %s | %.3f | %.3fx | %.3fx | %.3fx | %.3f | %.3fx | %.3f | %.1f |"
+              % (n, m, m / base, paired, min(cpu) / base_min,
                  statistics.median(wall), statistics.median(wall) / base_wall,
                  statistics.median(other), (m - base) / args.steps * 1e6))
 

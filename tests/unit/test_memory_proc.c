@@ -6,20 +6,19 @@
 #include "memory_proc.h"
 #include "test.h"
 
-static const char status[] =
-	"Name:\tpython3\n"
-	"Umask:\t0022\n"
-	"State:\tS (sleeping)\n"
-	"VmPeak:\t  600000 kB\n"
-	"VmSize:\t  524288 kB\n"
-	"VmLck:\t       0 kB\n"
-	"VmHWM:\t  204800 kB\n"
-	"VmRSS:\t  102400 kB\n"
-	"RssAnon:\t   81920 kB\n"
-	"RssFile:\t   19456 kB\n"
-	"RssShmem:\t    1024 kB\n"
-	"VmSwap:\t       0 kB\n"
-	"Threads:\t7\n";
+static const char status[] = "Name:\tpython3\n"
+			     "Umask:\t0022\n"
+			     "State:\tS (sleeping)\n"
+			     "VmPeak:\t  600000 kB\n"
+			     "VmSize:\t  524288 kB\n"
+			     "VmLck:\t       0 kB\n"
+			     "VmHWM:\t  204800 kB\n"
+			     "VmRSS:\t  102400 kB\n"
+			     "RssAnon:\t   81920 kB\n"
+			     "RssFile:\t   19456 kB\n"
+			     "RssShmem:\t    1024 kB\n"
+			     "VmSwap:\t       0 kB\n"
+			     "Threads:\t7\n";
 
 static void test_parse(void)
 {

@@ -36,8 +36,11 @@ static void add_rows(struct recorder *r, int from, int n, size_t bytes)
 static void test_rows_bound(void)
 {
 	struct recorder_opts o = {
-		.schema = "process", .name = "t", .columns = "i INTEGER, s TEXT",
-		.doc = "test table", .max_rows = 100,
+		.schema = "process",
+		.name = "t",
+		.columns = "i INTEGER, s TEXT",
+		.doc = "test table",
+		.max_rows = 100,
 	};
 	struct store *st = NULL;
 	struct recorder *r = NULL;
@@ -47,8 +50,8 @@ static void test_rows_bound(void)
 	CHECK(store_new(&st, err, sizeof(err)) == 0);
 	CHECK(recorder_new(st, &o, &r, err, sizeof(err)) == 0);
 	CHECK(count(st, "SELECT count(*) FROM probing.tables WHERE "
-		    "schema = 'process' AND name = 't' AND kind = 'recorded'") ==
-	      1);
+			"schema = 'process' AND name = 't' AND kind = "
+			"'recorded'") == 1);
 	add_rows(r, 0, 60, 10);
 	CHECK(count(st, "SELECT count(*) FROM process.t") == 60);
 	add_rows(r, 60, 60, 10);
@@ -64,7 +67,7 @@ static void test_rows_bound(void)
 	CHECK(count(st, "SELECT max(i) FROM process.t") == 120 + 50 * 7 - 1);
 	/* Rows stay contiguous: the newest ones. */
 	CHECK(count(st, "SELECT max(i) - min(i) + 1 - count(*) FROM "
-		    "process.t") == 0);
+			"process.t") == 0);
 	/* A query may not write into the table. */
 	struct store_result res = {0};
 	CHECK(store_query(st, "DELETE FROM process.t", NULL, &res, err,
@@ -79,7 +82,7 @@ static void test_rows_bound(void)
 	CHECK(count(st, "SELECT count(*) FROM process.t") == 90);
 	CHECK(count(st, "SELECT max(i) FROM process.t") == 1199);
 	CHECK(count(st, "SELECT count(*) FROM probing.tables WHERE "
-		    "name = 't'") == 1);
+			"name = 't'") == 1);
 	recorder_free(r);
 	store_free(st);
 }
@@ -87,7 +90,9 @@ static void test_rows_bound(void)
 static void test_bytes_bound(void)
 {
 	struct recorder_opts o = {
-		.schema = "python", .name = "b", .columns = "i INTEGER, s TEXT",
+		.schema = "python",
+		.name = "b",
+		.columns = "i INTEGER, s TEXT",
 		.max_bytes = 10000,
 	};
 	struct store *st = NULL;
@@ -121,10 +126,14 @@ static void test_bytes_bound(void)
 static void test_errors(void)
 {
 	struct recorder_opts bad = {
-		.schema = "python", .name = "x; DROP", .columns = "a",
+		.schema = "python",
+		.name = "x; DROP",
+		.columns = "a",
 	};
 	struct recorder_opts ok = {
-		.schema = "python", .name = "y", .columns = "a INTEGER",
+		.schema = "python",
+		.name = "y",
+		.columns = "a INTEGER",
 	};
 	struct store *st = NULL;
 	struct recorder *r = NULL;

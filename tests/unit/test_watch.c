@@ -32,8 +32,8 @@ static void test_parse(void)
 static void test_reject(void)
 {
 	static const char *bad[] = {
-		"loss", "@train", "loss@", "1x@f", "a b@f", "x@f.", "x@.f",
-		"x@f..g", "x.y@f", "x@f(1)", "x@@f",
+		"loss", "@train", "loss@", "1x@f",   "a b@f", "x@f.",
+		"x@.f", "x@f..g", "x.y@f", "x@f(1)", "x@@f",
 	};
 	struct watch_list l;
 	char err[256];
