@@ -263,7 +263,8 @@ static PyObject *first_grad_fn(PyObject *o)
 #define HOOK_ACTIONS 8
 
 struct bwd_hook {
-	PyObject_HEAD uint32_t gen;
+	PyObject ob_base; /* PyObject_HEAD */
+	uint32_t gen;
 	int n;
 	struct {
 		int16_t slot;
