@@ -49,12 +49,22 @@ class Tty:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 return os.waitstatus_to_exitcode(status)
-            try:
-                os.read(self.fd, 4096)
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("repl did not exit")
+            # drain the terminal without ever blocking on it
+            r, _, _ = select.select([self.fd], [], [], 0.05)
+            if r:
+                try:
+                    self.buf += os.read(self.fd, 4096)
+                except OSError:
+                    pass
+        self.kill()
+        raise AssertionError("repl did not exit: %r" % self.buf[-2000:])
+
+    def kill(self):
+        try:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
 
 
 def test_repl_on_a_terminal(spawn, python, tmp_path):
@@ -63,6 +73,13 @@ def test_repl_on_a_terminal(spawn, python, tmp_path):
     t.wait_agent()
     env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
     tty = Tty([CLI, "-t", str(t.pid), "repl"], env)
+    try:
+        _session(tty, t, tmp_path)
+    finally:
+        tty.kill()
+
+
+def _session(tty, t, tmp_path):
     tty.expect(">>> ")
     tty.send(b"x = 6\r")
     tty.expect(">>> ")
