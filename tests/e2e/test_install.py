@@ -17,8 +17,11 @@ def test_install_into_a_site_dir_and_autostart(tmp_path):
     # change to the program.
     code = ("import site, sys, time; site.addsitedir(sys.argv[1]); "
             "print('READY', flush=True); time.sleep(60)")
+    env = dict(os.environ, PROBING="1")
+    if os.environ.get("PROBING_TARGET_PRELOAD"):
+        env["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]  # ASan build
     p = subprocess.Popen(["/usr/bin/python3", "-c", code, str(site)],
-                         env=dict(os.environ, PROBING="1"), stdout=subprocess.PIPE, text=True)
+                         env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "READY"
         wait_for(lambda: agent_listening(p.pid), 20, "agent")
