@@ -308,7 +308,8 @@ int flamegraph_add_thread(struct flamegraph *fg, uint64_t thread_id,
 }
 
 int flamegraph_add_sample(struct flamegraph *fg, double ts, uint64_t thread_id,
-			  uint32_t stack, enum flamegraph_state state)
+			  uint32_t stack, enum flamegraph_state state,
+			  uint64_t weight)
 {
 	uint32_t t;
 	struct fg_sample *s;
@@ -322,6 +323,7 @@ int flamegraph_add_sample(struct flamegraph *fg, double ts, uint64_t thread_id,
 	s->ts = ts;
 	s->stack = stack;
 	s->thread = t;
+	s->weight = weight > UINT32_MAX ? UINT32_MAX : (uint32_t)weight;
 	s->state = (uint8_t)(state <= FLAMEGRAPH_IDLE ? state
 						       : FLAMEGRAPH_IDLE);
 	return 0;
@@ -532,18 +534,22 @@ static int tree_build(struct flamegraph *fg)
 	fg->nodes[0].name = UINT32_MAX;
 	fg->nnodes = 1;
 	for (size_t i = 0; i < fg->nsamples && !fg->err; i++) {
-		size_t n = fg_path(fg, &fg->samples[i]);
+		uint64_t w = fg->o->cpu ? fg->samples[i].weight : 1;
+		size_t n;
 		uint32_t node = 0;
 
-		fg->nodes[0].total++;
+		if (!w)
+			continue;
+		n = fg_path(fg, &fg->samples[i]);
+		fg->nodes[0].total += w;
 		for (size_t k = 0; k < n && !fg->err; k++) {
 			node = tree_child(fg, node, fg->path[k]);
 			if (node == UINT32_MAX)
 				break;
-			fg->nodes[node].total++;
+			fg->nodes[node].total += w;
 		}
 		if (!fg->err)
-			fg->nodes[node].self++;
+			fg->nodes[node].self += w;
 	}
 	if (fg->err)
 		return fg->err;

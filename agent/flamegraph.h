@@ -20,6 +20,11 @@
  * merge.  With states on, idle and GIL-waiting samples end in a synthetic
  * "(idle)" or "(waiting for the GIL)" frame.
  *
+ * Weights: a sample counts 1, or with opts.cpu the CPU time its thread
+ * used since its previous sample (folded counts and SVG widths are then
+ * microseconds of CPU, speedscope weights seconds of CPU); the Chrome
+ * trace is a timeline and ignores weights.
+ *
  * Caps: FLAMEGRAPH_SAMPLES_MAX samples (more: -E2BIG), stacks deeper than
  * FLAMEGRAPH_DEPTH_MAX lose their innermost frames, output larger than
  * FLAMEGRAPH_OUTPUT_MAX bytes fails with -E2BIG and a message.
@@ -55,6 +60,8 @@ struct flamegraph_opts {
 	int threads;	   /* folded, svg: a root frame per thread */
 	int states;	   /* "(idle)" / "(waiting for the GIL)" leaves */
 	double interval;   /* seconds a sample stands for (> 0) */
+	int cpu;	   /* sample weights are microseconds of CPU time (the
+			      thread's since its previous sample), not 1 */
 	const char *title; /* svg title, speedscope name; may be NULL */
 	long pid;	   /* chrome: the process id */
 };
@@ -77,10 +84,12 @@ int flamegraph_add_thread(struct flamegraph *fg, uint64_t thread_id,
 			  long native_id, const char *name);
 
 /* A sample of thread_id (declared or not) at ts (seconds) with stack
- * (0: empty).  Unknown stacks and frames render as "[unknown]".  0,
+ * (0: empty) and weight (1, or microseconds of CPU with opts.cpu; capped
+ * at UINT32_MAX).  Unknown stacks and frames render as "[unknown]".  0,
  * -ENOMEM or -E2BIG. */
 int flamegraph_add_sample(struct flamegraph *fg, double ts, uint64_t thread_id,
-			  uint32_t stack, enum flamegraph_state state);
+			  uint32_t stack, enum flamegraph_state state,
+			  uint64_t weight);
 
 size_t flamegraph_samples(const struct flamegraph *fg);
 

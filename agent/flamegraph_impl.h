@@ -57,7 +57,7 @@ struct fg_thread {
 
 struct fg_sample {
 	double ts;
-	uint32_t stack, thread;
+	uint32_t stack, thread, weight;
 	uint8_t state;
 };
 

@@ -120,14 +120,17 @@ int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b)
 		fg_puts(&prof, "],\"weights\":[");
 		for (size_t j = start, w = 0; j < i; w++) {
 			const struct fg_sample *s = &fg->samples[order[j]];
-			size_t run = 0;
+			double run = 0;
 
 			while (j < i && fg->samples[order[j]].stack == s->stack &&
-			       fg->samples[order[j]].state == s->state)
-				j++, run++;
-			fg_printf(&prof, w ? ",%.9g" : "%.9g",
-				  (double)run * interval);
-			total += (double)run * interval;
+			       fg->samples[order[j]].state == s->state) {
+				run += fg->o->cpu
+					       ? fg->samples[order[j]].weight / 1e6
+					       : interval;
+				j++;
+			}
+			fg_printf(&prof, w ? ",%.9g" : "%.9g", run);
+			total += run;
 		}
 		fg_printf(&prof, "],\"startValue\":0,\"endValue\":%.9g}",
 			  total);

@@ -173,9 +173,15 @@ static void frame(struct fg_buf *b, const struct flamegraph *fg,
 	fg_printf(b, "\" data-x=\"%.0f\" data-w=\"%llu\" data-d=\"%u\"><title>",
 		  x, (unsigned long long)nd->total, nd->depth);
 	fg_xml_str(b, n->label);
-	fg_printf(b, " (%llu sample%s, %.2f%%)</title>",
-		  (unsigned long long)nd->total, nd->total == 1 ? "" : "s",
-		  100.0 * (double)nd->total / total);
+	if (fg->o->cpu)
+		fg_printf(b, " (%.3f ms of CPU, %.2f%%)</title>",
+			  (double)nd->total / 1e3,
+			  100.0 * (double)nd->total / total);
+	else
+		fg_printf(b, " (%llu sample%s, %.2f%%)</title>",
+			  (unsigned long long)nd->total,
+			  nd->total == 1 ? "" : "s",
+			  100.0 * (double)nd->total / total);
 	fg_printf(b,
 		  "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
 		  "fill=\"%s\" data-c=\"%s\" rx=\"2\"/><text x=\"%.2f\" "

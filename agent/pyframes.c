@@ -140,6 +140,27 @@ static int safe_read(void *dst, uintptr_t src, size_t len)
 	return -EFAULT;
 }
 
+/* Reads n regions in one system call where it can: 0 when all were read,
+ * else -EFAULT (what was read is in place; the caller decides).  Falls
+ * back to region by region through safe_read. */
+static int gather_read(struct iovec *local, struct iovec *remote, size_t n)
+{
+	size_t total = 0;
+	ssize_t r = -1;
+
+	for (size_t i = 0; i < n; i++)
+		total += local[i].iov_len;
+	if (!atomic_load_explicit(&pipe_mode, memory_order_relaxed))
+		r = process_vm_readv(self_pid(), local, n, remote, n, 0);
+	if (r == (ssize_t)total)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (safe_read(local[i].iov_base, (uintptr_t)remote[i].iov_base,
+			      local[i].iov_len))
+			return -EFAULT;
+	return 0;
+}
+
 void pyframes_force_pipe(int on)
 {
 	atomic_store(&pipe_mode, on ? 1 : 0);
@@ -176,8 +197,23 @@ uint64_t pyframes_main_thread(void)
 #define INTERP_HEAD                                                            \
 	(offsetof(PyInterpreterState, threads.head) + sizeof(void *))
 
-int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
-		     char *err, size_t errlen)
+/* Fills out from a thread state's copy. */
+static void thread_from(struct pyframes_thread *o, uintptr_t at,
+			const PyThreadState *t)
+{
+	o->thread_id = t->thread_id;
+	o->native_id = (long)t->native_thread_id;
+	o->tstate = at;
+	o->cframe = (uintptr_t)t->cframe;
+	o->stack_chunk = (uintptr_t)t->datastack_chunk;
+	o->stack_top = (uintptr_t)t->datastack_top;
+}
+
+/* The walk of pyframes_threads(); *ninterps counts the interpreters,
+ * *first is the first one. */
+static int list_threads(struct pyframes_thread *out, size_t max, size_t *n,
+			size_t *ninterps, uintptr_t *first, char *err,
+			size_t errlen)
 {
 	unsigned char rt[RUNTIME_HEAD];
 	uintptr_t interp = 0, fin = 0;
@@ -185,6 +221,8 @@ int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
 	int init = 0;
 
 	*n = 0;
+	*ninterps = 0;
+	*first = 0;
 #define FIELD(dst, buf, type, field)                                           \
 	memcpy(&(dst), (buf) + offsetof(type, field), sizeof(dst))
 	if (safe_read(rt, (uintptr_t)&_PyRuntime, sizeof(rt)) == 0) {
@@ -196,10 +234,12 @@ int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
 		set_err(err, errlen, "Python is not initialised");
 		return -ENOENT;
 	}
+	*first = interp;
 	while (interp && ni++ < PYFRAMES_INTERPS_MAX) {
 		unsigned char ib[INTERP_HEAD];
 		uintptr_t ts, prev = 0;
 
+		(*ninterps)++;
 		if (safe_read(ib, interp, sizeof(ib)))
 			goto fault;
 		FIELD(ts, ib, PyInterpreterState, threads.head);
@@ -212,12 +252,7 @@ int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
 			    (uintptr_t)t.prev != prev)
 				goto fault;
 			prev = ts;
-			out[*n].thread_id = t.thread_id;
-			out[*n].native_id = (long)t.native_thread_id;
-			out[*n].tstate = ts;
-			out[*n].cframe = (uintptr_t)t.cframe;
-			out[*n].stack_chunk = (uintptr_t)t.datastack_chunk;
-			out[*n].stack_top = (uintptr_t)t.datastack_top;
+			thread_from(&out[*n], ts, &t);
 			(*n)++;
 			ts = (uintptr_t)t.next;
 		}
@@ -228,6 +263,15 @@ int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
 fault:
 	set_err(err, errlen, "interpreter or thread list unreadable");
 	return -EFAULT;
+}
+
+int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
+		     char *err, size_t errlen)
+{
+	size_t ni;
+	uintptr_t first;
+
+	return list_threads(out, max, n, &ni, &first, err, errlen);
 }
 
 /* Is ts one of the thread states of some interpreter now? */
@@ -584,6 +628,7 @@ fault:
 #define CODE_HEAD offsetof(PyCodeObject, co_code_adaptive)
 #define FRAME_HEAD offsetof(_PyInterpreterFrame, localsplus)
 #define GATHER_MAX 512 /* iovecs per process_vm_readv (IOV_MAX 1024) */
+#define LIST_CACHE_MAX 48 /* thread states checked in one read */
 
 struct pyframes_scratch {
 	unsigned char bulk[BULK_MAX];
@@ -595,6 +640,13 @@ struct pyframes_scratch {
 	unsigned char trusted[PYFRAMES_RAW_MAX];
 	unsigned char entry[PYFRAMES_RAW_MAX], owner[PYFRAMES_RAW_MAX];
 	struct iovec local[GATHER_MAX], remote[GATHER_MAX];
+	/* pyframes_threads_fast's list of the previous call (one
+	 * interpreter only), checked again in one read. */
+	uintptr_t interp, ts[LIST_CACHE_MAX];
+	size_t nts;
+	PyThreadState tcopy[LIST_CACHE_MAX];
+	unsigned char rt[RUNTIME_HEAD], ib[INTERP_HEAD];
+	struct _gil_runtime_state gil;
 };
 
 struct pyframes_scratch *pyframes_scratch_new(void)
@@ -658,19 +710,30 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 	/* The thread state as the listing read it a moment ago. */
 	if (!t->cframe)
 		return 0;
-	if (safe_read(&cf, t->cframe, sizeof(cf)))
-		return -EFAULT;
-	/* The frames of the current chunk, innermost at the top, in one
-	 * copy; frames elsewhere (older chunks, generators) are read one
-	 * by one.  The top may have moved since the listing: what lies
-	 * outside the copy is read on its own. */
+	/* Its _PyCFrame and the frames of its current data-stack chunk
+	 * (innermost at the top) in one system call; frames elsewhere (older
+	 * chunks, generators) are read one by one.  The top may have moved
+	 * since the listing: what lies outside the copy is read on its own. */
 	if (t->stack_chunk && t->stack_top) {
 		uintptr_t base = t->stack_chunk + offsetof(_PyStackChunk, data);
 
 		hi = t->stack_top;
 		lo = hi > base + BULK_MAX ? hi - BULK_MAX : base;
-		if (hi <= lo || safe_read(s->bulk, lo, hi - lo))
+		if (hi <= lo)
 			lo = hi = 0;
+	}
+	s->local[0].iov_base = &cf;
+	s->local[0].iov_len = sizeof(cf);
+	s->remote[0].iov_base = (void *)t->cframe;
+	s->remote[0].iov_len = sizeof(cf);
+	s->local[1].iov_base = s->bulk;
+	s->local[1].iov_len = hi - lo;
+	s->remote[1].iov_base = (void *)lo;
+	s->remote[1].iov_len = hi - lo;
+	if (gather_read(s->local, s->remote, hi > lo ? 2 : 1)) {
+		if (safe_read(&cf, t->cframe, sizeof(cf)))
+			return -EFAULT;
+		lo = hi = 0;
 	}
 	f = (uintptr_t)cf.current_frame;
 	while (f) {
@@ -839,4 +902,89 @@ void pyframes_gil_range(uintptr_t *lo, uintptr_t *hi)
 {
 	*lo = (uintptr_t)&_PyRuntime.ceval.gil;
 	*hi = *lo + sizeof(_PyRuntime.ceval.gil);
+}
+
+/* The cached list still as it was: the same thread states in the same
+ * order, linked to each other and to the one interpreter.  out filled. */
+static int list_cached(struct pyframes_scratch *s, struct pyframes_thread *out,
+		       size_t max, size_t *n, uintptr_t *gil_tstate)
+{
+	size_t k = 0;
+	uintptr_t interp = 0, next = 1, head = 0, fin = 1;
+	int init = 0;
+
+	if (!s->interp || !s->nts || s->nts > max)
+		return -EAGAIN;
+	s->local[k] = (struct iovec){s->rt, sizeof(s->rt)};
+	s->remote[k++] = (struct iovec){(void *)&_PyRuntime, sizeof(s->rt)};
+	s->local[k] = (struct iovec){&s->gil, sizeof(s->gil)};
+	s->remote[k++] = (struct iovec){(void *)&_PyRuntime.ceval.gil,
+					sizeof(s->gil)};
+	s->local[k] = (struct iovec){s->ib, sizeof(s->ib)};
+	s->remote[k++] = (struct iovec){(void *)s->interp, sizeof(s->ib)};
+	for (size_t i = 0; i < s->nts; i++) {
+		s->local[k] = (struct iovec){&s->tcopy[i], sizeof(s->tcopy[i])};
+		s->remote[k++] = (struct iovec){(void *)s->ts[i],
+						sizeof(s->tcopy[i])};
+	}
+	if (gather_read(s->local, s->remote, k))
+		return -EAGAIN;
+	memcpy(&init, s->rt + offsetof(_PyRuntimeState, initialized),
+	       sizeof(init));
+	memcpy(&fin, s->rt + offsetof(_PyRuntimeState, _finalizing),
+	       sizeof(fin));
+	memcpy(&interp, s->rt + offsetof(_PyRuntimeState, interpreters.head),
+	       sizeof(interp));
+	memcpy(&next, s->ib + offsetof(PyInterpreterState, next),
+	       sizeof(next));
+	memcpy(&head, s->ib + offsetof(PyInterpreterState, threads.head),
+	       sizeof(head));
+	if (!init || fin)
+		return -ENOENT;
+	if (interp != s->interp || next || head != s->ts[0])
+		return -EAGAIN;
+	for (size_t i = 0; i < s->nts; i++) {
+		const PyThreadState *t = &s->tcopy[i];
+
+		if ((uintptr_t)t->interp != interp ||
+		    (uintptr_t)t->prev != (i ? s->ts[i - 1] : 0) ||
+		    (uintptr_t)t->next != (i + 1 < s->nts ? s->ts[i + 1] : 0))
+			return -EAGAIN;
+		thread_from(&out[i], s->ts[i], t);
+	}
+	*n = s->nts;
+	*gil_tstate = s->gil.locked._value == 1
+			      ? (uintptr_t)s->gil.last_holder._value
+			      : 0;
+	return 0;
+}
+
+int pyframes_threads_fast(struct pyframes_scratch *s,
+			  struct pyframes_thread *out, size_t max, size_t *n,
+			  uintptr_t *gil_tstate)
+{
+	size_t ni;
+	uintptr_t first;
+	int rc;
+
+	*n = 0;
+	*gil_tstate = 0;
+	rc = list_cached(s, out, max, n, gil_tstate);
+	if (rc != -EAGAIN)
+		return rc;
+	/* Changed (a thread came or went) or never listed: walk, and
+	 * remember the list when it is short and of one interpreter. */
+	s->nts = 0;
+	s->interp = 0;
+	rc = list_threads(out, max, n, &ni, &first, NULL, 0);
+	if (rc)
+		return rc;
+	*gil_tstate = pyframes_gil_tstate();
+	if (ni == 1 && *n && *n <= LIST_CACHE_MAX) {
+		for (size_t i = 0; i < *n; i++)
+			s->ts[i] = out[i].tstate;
+		s->nts = *n;
+		s->interp = first;
+	}
+	return 0;
 }

@@ -165,6 +165,18 @@ int pyframes_line_decode(const unsigned char *table, size_t len,
 /* The same, reading the table in place (for tables too long to copy). */
 int pyframes_line_remote(const struct pyframes_raw *r);
 
+/*
+ * pyframes_threads() for a caller that lists the threads again and again
+ * (the sampler): the list of its previous call (one interpreter, at most
+ * 48 threads) is checked in one system call, together with the runtime's
+ * state and the GIL, and walked again only when it changed.
+ * *gil_tstate is as pyframes_gil_tstate().  Returns 0, -ENOENT (Python
+ * not running) or -EFAULT.
+ */
+int pyframes_threads_fast(struct pyframes_scratch *s,
+			  struct pyframes_thread *out, size_t max, size_t *n,
+			  uintptr_t *gil_tstate);
+
 /* The thread state holding the GIL now, unchecked (compare it with
  * pyframes_thread.tstate); 0 when the GIL is free or unreadable. */
 uintptr_t pyframes_gil_tstate(void);

@@ -142,6 +142,7 @@ const struct handler handler_profile = {
 struct window {
 	double since, until;
 	int idle;
+	int cpu;	/* weights: CPU microseconds, not 1 */
 	int64_t thread; /* 0: all */
 };
 
@@ -151,7 +152,7 @@ static int load(struct store *st, const struct window *w,
 		struct flamegraph *fg, char *err, size_t errlen)
 {
 	static const char samples_sql[] =
-		"SELECT ts, thread_id, stack_id, state FROM profile.samples "
+		"SELECT ts, thread_id, stack_id, state, cpu_us FROM profile.samples "
 		"WHERE ts >= ?1 AND ts <= ?2 AND (?3 OR state = 'running') "
 		"AND (?4 = 0 OR thread_id = ?4) ORDER BY ts";
 	static const char stacks_sql[] =
@@ -191,10 +192,13 @@ static int load(struct store *st, const struct window *w,
 			s = FLAMEGRAPH_IDLE;
 		else if (state && !strcmp(state, "gil_wait"))
 			s = FLAMEGRAPH_GIL_WAIT;
+		int64_t cpu = store_stmt_col_int(q[0], 4);
+
 		rc = flamegraph_add_sample(
 			fg, store_stmt_col_real(q[0], 0),
 			(uint64_t)store_stmt_col_int(q[0], 1),
-			(uint32_t)store_stmt_col_int(q[0], 2), s);
+			(uint32_t)store_stmt_col_int(q[0], 2), s,
+			w->cpu ? (uint64_t)(cpu > 0 ? cpu : 0) : 1);
 		if (rc == -E2BIG)
 			snprintf(err, errlen,
 				 "more than %d samples in the window: take a "
@@ -287,7 +291,7 @@ static void program_name(char *out, size_t len)
 
 static void run_flamegraph(struct request *req)
 {
-	const char *fmt = "folded", *title = NULL;
+	const char *fmt = "folded", *title = NULL, *weight = "samples";
 	struct flamegraph_opts o = {0};
 	struct window w = {0};
 	struct sampler_status st;
@@ -312,10 +316,18 @@ static void run_flamegraph(struct request *req)
 	    dap_arg_bool(req->args, "threads", &threads, err, sizeof(err)) <
 		    0 ||
 	    dap_arg_int(req->args, "thread", &thread, err, sizeof(err)) < 0 ||
-	    dap_arg_string(req->args, "title", &title, err, sizeof(err)) < 0) {
+	    dap_arg_string(req->args, "title", &title, err, sizeof(err)) < 0 ||
+	    dap_arg_string(req->args, "weight", &weight, err, sizeof(err)) <
+		    0) {
 		request_fail(req, 1, "%s", err);
 		return;
 	}
+	if (strcmp(weight, "samples") && strcmp(weight, "cpu")) {
+		request_fail(req, 1, "weight must be samples or cpu, not '%s'",
+			     weight);
+		return;
+	}
+	w.cpu = !strcmp(weight, "cpu");
 	if (flamegraph_format_parse(fmt, &format) < 0) {
 		request_fail(req, 1, "format must be folded, speedscope, "
 				     "chrome or svg, not '%s'",
@@ -359,6 +371,7 @@ static void run_flamegraph(struct request *req)
 	o.lines = lines;
 	o.threads = threads;
 	o.states = w.idle;
+	o.cpu = w.cpu;
 	o.interval = st.hz > 0 ? 1.0 / st.hz : 0.01;
 	o.title = title;
 	o.pid = getpid();
@@ -376,6 +389,7 @@ static void run_flamegraph(struct request *req)
 		cJSON_AddNumberToObject(body, "since", w.since);
 		cJSON_AddNumberToObject(body, "until", w.until);
 		cJSON_AddNumberToObject(body, "hz", st.hz);
+		cJSON_AddStringToObject(body, "weight", w.cpu ? "cpu" : "samples");
 		cJSON_AddStringToObject(body, "data", out);
 	}
 out:

@@ -1,12 +1,13 @@
 /*
  * sampler: the profiler's thread and its hot path.  See sampler.h.
  *
- * The hot path per tick: list the thread states (one read each), read the
- * GIL holder, then per thread: its state (one pread of a /proc file kept
- * open), its CPU clock, its raw frames (pyframes_walk_raw: a few system
- * calls however deep the stack), code objects to frame ids through the
- * code cache, and the stack id, reusing the nodes of the thread's
- * previous stack for the frames it shares with it.  Nothing allocates
+ * The hot path per tick: the thread states and the GIL holder (one read,
+ * pyframes_threads_fast), then per thread: its state (one pread of a
+ * /proc file kept open), its CPU clock, its raw frames (pyframes_walk_raw:
+ * one read for its C frame and data stack, one for the code objects of
+ * the frames that changed), code objects to frame ids through the code
+ * cache, and the stack id, reusing the nodes of the thread's previous
+ * stack for the frames it shares with it.  Nothing allocates
  * once the caches are warm; nothing blocks but the handful of system
  * calls.
  */
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -525,12 +527,11 @@ static void tick(void)
 
 	S.tick++;
 	for (int i = 0; i < WALK_TRIES; i++) {
-		rc = pyframes_threads(S.threads, PYSTACK_THREADS_MAX, &n, NULL,
-				      0);
+		rc = pyframes_threads_fast(S.scratch, S.threads,
+					   PYSTACK_THREADS_MAX, &n, &gil_ts);
 		if (rc != -EFAULT)
 			break;
 	}
-	gil_ts = pyframes_gil_tstate();
 	for (size_t i = 0; i < n; i++) {
 		const struct pyframes_thread *pt = &S.threads[i];
 
@@ -570,8 +571,14 @@ static void tick(void)
 static void *sampler_main(void *arg)
 {
 	int64_t period = 1000000000LL / S.o.hz, next = mono_ns(), end = 0;
+	struct sched_param sp = {0};
 
 	(void)arg;
+	/* A batch thread: its wake-ups do not preempt the target's threads
+	 * (at 1 kHz that would be a thousand switches a second, each leaving
+	 * a colder cache to the preempted thread); it runs when a CPU is
+	 * free or at the next scheduling tick.  No privilege needed. */
+	pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
 	if (S.o.duration_ms > 0)
 		end = next + S.o.duration_ms * 1000000LL;
 	pthread_mutex_lock(&S.lock);

@@ -28,7 +28,7 @@
 struct fg_opts {
 	int duration_ms;
 	int hz;	     /* 0: the agent's profile.hz */
-	int native, idle, lines, threads, recorded;
+	int native, idle, lines, threads, recorded, cpu;
 	int top;
 	const char *output;
 	const char *format; /* the agent's name of it */
@@ -252,6 +252,9 @@ static int show_top(const char *folded, const struct fg_opts *o,
 {
 	static const char *const names[] = {"self%", "total%", "self",
 					    "total", "function", "where"};
+	static const char *const cpu_names[] = {"self%", "total%", "self ms",
+						"total ms", "function",
+						"where"};
 	struct folded_top t;
 	struct cli_table *tab;
 	char err[256], cells[6][512];
@@ -264,7 +267,7 @@ static int show_top(const char *folded, const struct fg_opts *o,
 		return cli_error(CLI_EFAIL, "the profile does not read back: "
 				 "%s", err);
 	}
-	tab = cli_table_new(6, names);
+	tab = cli_table_new(6, o->cpu ? cpu_names : names);
 	if (!tab) {
 		folded_top_release(&t);
 		return cli_error(CLI_EFAIL, "out of memory");
@@ -275,10 +278,18 @@ static int show_top(const char *folded, const struct fg_opts *o,
 
 		pct(cells[0], sizeof(cells[0]), f->self, t.samples);
 		pct(cells[1], sizeof(cells[1]), f->total, t.samples);
-		snprintf(cells[2], sizeof(cells[2]), "%llu",
-			 (unsigned long long)f->self);
-		snprintf(cells[3], sizeof(cells[3]), "%llu",
-			 (unsigned long long)f->total);
+		if (o->cpu) {
+			/* Microseconds of CPU, shown in milliseconds. */
+			snprintf(cells[2], sizeof(cells[2]), "%.1f",
+				 (double)f->self / 1e3);
+			snprintf(cells[3], sizeof(cells[3]), "%.1f",
+				 (double)f->total / 1e3);
+		} else {
+			snprintf(cells[2], sizeof(cells[2]), "%llu",
+				 (unsigned long long)f->self);
+			snprintf(cells[3], sizeof(cells[3]), "%llu",
+				 (unsigned long long)f->total);
+		}
 		folded_label_split(f->label, cells[4], sizeof(cells[4]),
 				   cells[5], sizeof(cells[5]));
 		for (int c = 0; c < 6; c++)
@@ -290,7 +301,12 @@ static int show_top(const char *folded, const struct fg_opts *o,
 	cli_table_upper_header(tab);
 	cli_table_print(tab, stdout, o->table_fmt, tty);
 	cli_table_free(tab);
-	if (tty && o->table_fmt <= CLI_FORMAT_TABLE)
+	if (tty && o->table_fmt <= CLI_FORMAT_TABLE && o->cpu)
+		printf("%.3f s of CPU time over %.1f s at %.0f Hz\n",
+		       (double)t.samples / 1e6,
+		       num(body, "until", 0) - num(body, "since", 0),
+		       num(body, "hz", 0));
+	else if (tty && o->table_fmt <= CLI_FORMAT_TABLE)
 		printf("%llu samples%s over %.1f s at %.0f Hz; %s\n",
 		       (unsigned long long)t.samples,
 		       o->idle ? "" : " on CPU",
@@ -321,6 +337,8 @@ static int render(struct cmd_ctx *ctx, const struct fg_opts *o, double since,
 	cJSON_AddBoolToObject(args, "idle", o->idle);
 	cJSON_AddBoolToObject(args, "lines", o->lines);
 	cJSON_AddBoolToObject(args, "threads", o->threads);
+	if (o->cpu)
+		cJSON_AddStringToObject(args, "weight", "cpu");
 	rc = cli_request(ctx, "probing/flamegraph", args, wait, &resp);
 	if (rc != CLI_OK)
 		return rc;
@@ -364,6 +382,7 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{"lines", no_argument, NULL, 'l'},
 		{"threads", no_argument, NULL, 'T'},
 		{"recorded", no_argument, NULL, 'r'},
+		{"cpu", no_argument, NULL, 'C'},
 		{"format", required_argument, NULL, 'f'},
 		{NULL, 0, NULL, 0},
 	};
@@ -420,6 +439,9 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		case 'r':
 			o.recorded = 1;
 			break;
+		case 'C':
+			o.cpu = 1;
+			break;
 		case 'f':
 			if (cli_format_parse(optarg, &o.table_fmt))
 				return CLI_EUSAGE;
@@ -468,8 +490,8 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_flamegraph_entry = {
 	.name = "flamegraph",
 	.alias = "fg",
-	.usage = "[-d DURATION] [--hz N] [--native] [--idle] [-o FILE] "
-		 "[--top N]",
+	.usage = "[-d DURATION] [--hz N] [--native] [--idle] [--cpu] "
+		 "[-o FILE] [--top N]",
 	.summary = "Sample the target's stacks for a while and show where "
 		   "the time goes",
 	.help = "Records every thread's stack DURATION long (default 10s) at "
@@ -508,6 +530,9 @@ const struct cmd_entry cmd_flamegraph_entry = {
 		"      --threads     a root frame per thread (folded, svg)\n"
 		"      --recorded    record nothing: use the samples of the "
 		"last DURATION\n"
+		"      --cpu         weigh each sample by the CPU time its "
+		"thread used since\n"
+		"                    the one before (CPU time, not samples)\n"
 		"  -f, --format F    the table as table, json or csv\n"
 		"\n"
 		"Examples:\n"

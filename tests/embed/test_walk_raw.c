@@ -98,6 +98,20 @@ static PyObject *walk_compare(PyObject *m, PyObject *a)
 	(void)a;
 	Py_BEGIN_ALLOW_THREADS
 	CHECK(pyframes_threads(ts, 64, &n, NULL, 0) == 0);
+	/* The cached listing gives the same, walked or checked. */
+	for (int k = 0; k < 3; k++) {
+		static struct pyframes_thread fast[64];
+		size_t nf = 0;
+		uintptr_t gil = 1;
+
+		CHECK(pyframes_threads_fast(s, fast, 64, &nf, &gil) == 0);
+		CHECK(nf == n);
+		for (size_t i = 0; i < n && i < nf; i++)
+			CHECK(fast[i].tstate == ts[i].tstate &&
+			      fast[i].thread_id == ts[i].thread_id &&
+			      fast[i].cframe == ts[i].cframe);
+		CHECK(gil == pyframes_gil_tstate());
+	}
 	for (size_t i = 0; i < n; i++)
 		if (ts[i].thread_id != PyThread_get_thread_ident())
 			compare_thread(&ts[i], s);
@@ -108,7 +122,9 @@ static PyObject *walk_compare(PyObject *m, PyObject *a)
 		size_t nraw;
 		int trunc;
 
-		pyframes_threads(ts, 64, &n, NULL, 0);
+		uintptr_t gil;
+
+		pyframes_threads_fast(s, ts, 64, &n, &gil);
 		for (size_t i = 0; i < n; i++)
 			pyframes_walk_raw(&ts[i], s, NULL, raw, MAXF, &nraw,
 					  &trunc);

@@ -118,20 +118,20 @@ static struct flamegraph *sample_profile(void)
 	CHECK(flamegraph_add_thread(fg, 200, 4243, "worker") == 0);
 	for (int i = 0; i < 4; i++)
 		CHECK(flamegraph_add_sample(fg, 10.0 + i * 0.01, 100, 2,
-					    FLAMEGRAPH_RUNNING) == 0);
+					    FLAMEGRAPH_RUNNING, 1) == 0);
 	for (int i = 4; i < 7; i++)
 		CHECK(flamegraph_add_sample(fg, 10.0 + i * 0.01, 100, 4,
-					    FLAMEGRAPH_RUNNING) == 0);
+					    FLAMEGRAPH_RUNNING, 1) == 0);
 	for (int i = 0; i < 2; i++)
 		CHECK(flamegraph_add_sample(fg, 10.0 + i * 0.01, 200, 3,
-					    FLAMEGRAPH_RUNNING) == 0);
-	CHECK(flamegraph_add_sample(fg, 10.02, 200, 5, FLAMEGRAPH_RUNNING) ==
+					    FLAMEGRAPH_RUNNING, 1) == 0);
+	CHECK(flamegraph_add_sample(fg, 10.02, 200, 5, FLAMEGRAPH_RUNNING, 1) ==
 	      0);
-	CHECK(flamegraph_add_sample(fg, 10.03, 200, 3, FLAMEGRAPH_GIL_WAIT) ==
+	CHECK(flamegraph_add_sample(fg, 10.03, 200, 3, FLAMEGRAPH_GIL_WAIT, 1) ==
 	      0);
 	for (int i = 4; i < 6; i++)
 		CHECK(flamegraph_add_sample(fg, 10.0 + i * 0.01, 200, 1,
-					    FLAMEGRAPH_IDLE) == 0);
+					    FLAMEGRAPH_IDLE, 1) == 0);
 	CHECK(flamegraph_samples(fg) == 13);
 	return fg;
 }
@@ -186,10 +186,10 @@ static void test_folded_escapes_and_unknown(void)
 	flamegraph_add_frame(fg, 1, "a;b\nc", "f.py", 1, 0);
 	flamegraph_add_stack(fg, 1, 0, 1);
 	flamegraph_add_stack(fg, 2, 1, 99); /* frame 99 never declared */
-	flamegraph_add_sample(fg, 1, 1, 1, FLAMEGRAPH_RUNNING);
-	flamegraph_add_sample(fg, 1, 1, 2, FLAMEGRAPH_RUNNING);
-	flamegraph_add_sample(fg, 1, 1, 77, FLAMEGRAPH_RUNNING);
-	flamegraph_add_sample(fg, 1, 1, 0, FLAMEGRAPH_RUNNING);
+	flamegraph_add_sample(fg, 1, 1, 1, FLAMEGRAPH_RUNNING, 1);
+	flamegraph_add_sample(fg, 1, 1, 2, FLAMEGRAPH_RUNNING, 1);
+	flamegraph_add_sample(fg, 1, 1, 77, FLAMEGRAPH_RUNNING, 1);
+	flamegraph_add_sample(fg, 1, 1, 0, FLAMEGRAPH_RUNNING, 1);
 	out = render(fg, FLAMEGRAPH_FOLDED, &o);
 	CHECK_STR(out, "[unknown] 1\n"
 		       "a:b c (f.py) 1\n"
@@ -358,11 +358,55 @@ static void test_cap(void)
 		flamegraph_add_frame(fg, i, name, "f.py", 1, 0);
 		flamegraph_add_stack(fg, i, 0, i);
 		flamegraph_add_stack(fg, 100000 + i, i, i);
-		flamegraph_add_sample(fg, 1, 1, 100000 + i, FLAMEGRAPH_RUNNING);
+		flamegraph_add_sample(fg, 1, 1, 100000 + i, FLAMEGRAPH_RUNNING, 1);
 	}
 	CHECK(flamegraph_render(fg, FLAMEGRAPH_FOLDED, NULL, &out, &len, err,
 				sizeof(err)) == -E2BIG);
 	CHECK(out == NULL && strstr(err, "larger than"));
+	flamegraph_free(fg);
+}
+
+static void test_cpu_weights(void)
+{
+	struct flamegraph *fg = flamegraph_new();
+	struct flamegraph_opts o = {.interval = 0.01, .cpu = 1};
+	char *out;
+	cJSON *doc;
+	double total = 0;
+	const cJSON *w;
+
+	flamegraph_add_frame(fg, 1, "main", "a.py", 1, 0);
+	flamegraph_add_frame(fg, 2, "f", "a.py", 2, 0);
+	flamegraph_add_stack(fg, 1, 0, 1);
+	flamegraph_add_stack(fg, 2, 1, 2);
+	/* f used 9 ms of CPU in two samples, main 1 ms, a sample with no
+	 * CPU counts nothing. */
+	flamegraph_add_sample(fg, 1.00, 7, 2, FLAMEGRAPH_RUNNING, 4000);
+	flamegraph_add_sample(fg, 1.01, 7, 2, FLAMEGRAPH_RUNNING, 5000);
+	flamegraph_add_sample(fg, 1.02, 7, 1, FLAMEGRAPH_RUNNING, 1000);
+	flamegraph_add_sample(fg, 1.03, 7, 1, FLAMEGRAPH_IDLE, 0);
+	out = render(fg, FLAMEGRAPH_FOLDED, &o);
+	CHECK_STR(out, "main (a.py) 1000\nmain (a.py);f (a.py) 9000\n");
+	free(out);
+	out = render(fg, FLAMEGRAPH_SVG, &o);
+	CHECK(strstr(out, "data-total=\"10000\"") != NULL);
+	CHECK(strstr(out, "f (a.py) (9.000 ms of CPU, 90.00%)") != NULL);
+	free(out);
+	out = render(fg, FLAMEGRAPH_SPEEDSCOPE, &o);
+	doc = cJSON_Parse(out);
+	cJSON_ArrayForEach(w, cJSON_GetObjectItem(
+				      cJSON_GetArrayItem(
+					      cJSON_GetObjectItem(doc, "profiles"),
+					      0),
+				      "weights")) total += w->valuedouble;
+	CHECK(fabs(total - 0.010) < 1e-9);
+	cJSON_Delete(doc);
+	free(out);
+	/* Without cpu, the same samples count one each. */
+	o.cpu = 0;
+	out = render(fg, FLAMEGRAPH_FOLDED, &o);
+	CHECK_STR(out, "main (a.py) 2\nmain (a.py);f (a.py) 2\n");
+	free(out);
 	flamegraph_free(fg);
 }
 
@@ -379,4 +423,5 @@ static void test_formats(void)
 }
 
 TEST_MAIN(test_map, test_intern, test_folded, test_folded_escapes_and_unknown,
-	  test_speedscope, test_chrome, test_svg, test_cap, test_formats)
+	  test_speedscope, test_chrome, test_svg, test_cap, test_cpu_weights,
+	  test_formats)
