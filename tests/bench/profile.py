@@ -1,24 +1,27 @@
 """Benchmarks of the sampling profiler, side by side in one run.
 
-1. Overhead on two workloads, each timed inside the target by the CPU time
-   of the working thread (time.thread_time): on a shared machine wall time
-   of identical runs swings by 2x, the thread's CPU time much less, and a
-   profiler that took cycles from the thread (signals, its handler, cache
-   and memory traffic of the stack reads) would still show.
+1. Overhead on two workloads, timed inside the target by the CPU time of
+   the working thread (time.thread_time): a profiler that took cycles from
+   the thread (signals, its handler, cache and memory traffic of the stack
+   reads) shows there, while wall time on a shared machine mostly shows
+   the other jobs.
      train: examples/train.py's train() loop (torch, one intra-op thread)
      pure:  a CPU-bound pure-Python function, 20 frames deep
-   Modes: the agent loaded with the profiler off (the baseline), sampling
-   at 100 Hz, at 1 kHz, and at 100 Hz with native stacks.  Runs rotate
-   through the modes (so drift favours none), median of N per mode;
-   ratio = mode / baseline.  Also the sampler thread's own CPU time (from
-   /proc, clock-tick resolution) as a share of the timed section: that
-   cost is paid on another core.
+   Modes: the profiler off, sampling at 100 Hz, at 1 kHz, and at 100 Hz
+   with native stacks.  One process per workload runs rounds; a round runs
+   one chunk of the workload per mode, in a shuffled order, switching the
+   profiler through the agent's socket between chunks.  The overhead of a
+   mode is the median over the rounds of its chunk's CPU time divided by
+   the same round's chunk without the profiler: chunks seconds apart see
+   the same machine, processes minutes apart do not.  Also the sampler
+   thread's own CPU time (from /proc, clock-tick resolution) as a share of
+   the chunk's wall time: a cost paid on another core.
 2. Cost of one sample of a 50-frame stack: a thread 50 Python frames deep
    spinning at the bottom, sampled at 100 Hz and at 1 kHz; the sampler's
    own measure (probing perf: microseconds per thread sample), median of
    runs.
 
-Usage: PROBING_BUILD=build python3 tests/bench/profile.py [--runs 7]
+Usage: PROBING_BUILD=build python3 tests/bench/profile.py [--rounds 15]
 Prints a Markdown table (docs/benchmarks.md records it).
 """
 import argparse
@@ -35,25 +38,88 @@ BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "buil
 CLI = os.path.join(BUILD, "cli", "probing")
 PY = "/usr/bin/python3"
 
-TRAIN = """
-import sys, time
+# The driver, inside the target: rounds of chunks of the workload, one
+# chunk per mode in a shuffled order each round, the profiler switched
+# through the agent's own socket between chunks.  Comparing chunks of the
+# same round cancels the machine's drift (other jobs come and go), which
+# separate processes run minutes apart cannot.
+DRIVER = """
+import json, os, random, socket, sys, time
+
+def tasks():
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%%s/comm" %% tid) as f:
+                if f.read().strip() == "probing-sample":
+                    with open("/proc/self/task/%%s/stat" %% tid) as g:
+                        v = g.read().rsplit(")", 1)[1].split()
+                    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            pass
+    return 0.0
+
+class Agent:
+    def __init__(self):
+        self.s = socket.socket(socket.AF_UNIX)
+        for _ in range(200):
+            try:
+                self.s.connect("\\0probing-%%d" %% os.getpid())
+                break
+            except OSError:
+                time.sleep(0.05)
+        self.seq = 0
+    def req(self, cmd, args):
+        self.seq += 1
+        body = json.dumps({"seq": self.seq, "type": "request", "command": cmd,
+                           "arguments": args}).encode()
+        self.s.sendall(b"Content-Length: %%d\\r\\n\\r\\n" %% len(body) + body)
+        buf = b""
+        while True:
+            while b"\\r\\n\\r\\n" not in buf:
+                buf += self.s.recv(65536)
+            head, _, rest = buf.partition(b"\\r\\n\\r\\n")
+            n = int(head.split(b":")[1])
+            while len(rest) < n:
+                rest += self.s.recv(65536)
+            msg, buf = json.loads(rest[:n]), rest[n:]
+            if msg.get("request_seq") == self.seq:
+                assert msg["success"], msg
+                return msg["body"]
+
+%(setup)s
+
+rounds, chunk = int(sys.argv[1]), int(sys.argv[2])
+modes = {"off": None, "100 Hz": {"hz": 100}, "1 kHz": {"hz": 1000},
+         "100 Hz native": {"hz": 100, "native": True}}
+agent = Agent()
+agent.req("initialize", {})
+run(chunk)                                      # warm-up
+res = []
+for r in range(rounds):
+    order = list(modes)
+    random.shuffle(order)
+    for m in order:
+        if modes[m]:
+            agent.req("probing/profile", dict(action="start", **modes[m]))
+        t0, w0 = time.thread_time(), time.perf_counter()
+        run(chunk)
+        t, w = time.thread_time() - t0, time.perf_counter() - w0
+        own = tasks() / w if modes[m] else 0.0
+        if modes[m]:
+            agent.req("probing/profile", {"action": "stop"})
+        res.append({"round": r, "mode": m, "cpu": t, "sampler": own})
+print("RESULT", json.dumps(res), flush=True)
+"""
+
+TRAIN_SETUP = """
 sys.path.insert(0, %(examples)r)
 import torch
 torch.set_num_threads(1)
 import train
-steps = int(sys.argv[1])
-train.train(50, 64, 0)                      # warm-up
-print("READY", flush=True)
-sys.stdin.readline()                        # the profiler is set up
-t0, w0 = time.thread_time(), time.perf_counter()
-train.train(steps, 64, 0)
-print("ELAPSED", time.thread_time() - t0, time.perf_counter() - w0, flush=True)
-sys.stdin.readline()                        # until the harness is done
+run = lambda n: train.train(n, 64, 0)
 """
 
-PURE = """
-import sys, time
-
+PURE_SETUP = """
 def leaf(n):
     s = 0
     for i in range(n):
@@ -63,16 +129,9 @@ def leaf(n):
 def nest(d, n):
     return leaf(n) if d == 0 else nest(d - 1, n)
 
-reps = int(sys.argv[1])
-for _ in range(200):
-    nest(18, 200)                           # warm-up
-print("READY", flush=True)
-sys.stdin.readline()
-t0, w0 = time.thread_time(), time.perf_counter()
-for _ in range(reps):
-    nest(18, 200)
-print("ELAPSED", time.thread_time() - t0, time.perf_counter() - w0, flush=True)
-sys.stdin.readline()                        # until the harness is done
+def run(n):
+    for _ in range(n):
+        nest(18, 200)
 """
 
 DEEP = """
@@ -87,11 +146,6 @@ def deep(n):
 
 deep(48)        # <module> + 49 deep() frames = 50
 """
-
-MODES = [("off", None), ("100 Hz", ["--start", "--hz", "100"]),
-         ("1 kHz", ["--start", "--hz", "1000"]),
-         ("100 Hz native", ["--cc", "--hz", "100"])]
-
 
 def env():
     e = dict(os.environ)
@@ -126,54 +180,29 @@ def read_until(p, prefix):
             return line
 
 
-def sampler_cpu(pid):
-    """CPU seconds of the agent's sampler thread so far (0 when none)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if f.read().strip() != "probing-sample":
-                    continue
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / tick
-        except OSError:
-            continue
-    return 0.0
-
-
-def timed_run(code, arg, mode):
-    """CPU seconds of the working thread, and the sampler's CPU as a share
-    of the timed section's wall time."""
-    p = subprocess.Popen([PY, "-c", code, str(arg)], env=env(), text=True,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def overhead(setup, rounds, chunk):
+    """Per mode: the median CPU time of a chunk, the median over rounds of
+    the chunk's ratio to the round's chunk without the profiler, and the
+    sampler thread's CPU as a share of the chunk's wall time."""
+    code = DRIVER % {"setup": setup}
+    p = subprocess.Popen([PY, "-c", code, str(rounds), str(chunk)], env=env(),
+                         text=True, stdout=subprocess.PIPE)
     try:
-        read_until(p, "READY")
-        wait_agent(p.pid)
-        if mode:
-            cli(p.pid, "perf", *mode)
-        c0 = sampler_cpu(p.pid)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        line = read_until(p, "ELAPSED").split()
-        c1 = sampler_cpu(p.pid)
-        return float(line[1]), (c1 - c0) / float(line[2])
+        res = json.loads(read_until(p, "RESULT").split(" ", 1)[1])
     finally:
         p.kill()
         p.wait()
-
-
-def overhead(code, arg, runs):
-    times = {m: [] for m, _ in MODES}
-    own = {m: [] for m, _ in MODES}
-    for i in range(runs):
-        order = MODES[i % len(MODES):] + MODES[:i % len(MODES)]
-        for name, mode in order:
-            t, cpu = timed_run(code, arg, mode)
-            times[name].append(t)
-            own[name].append(cpu)
-    return ({m: statistics.median(v) for m, v in times.items()},
-            {m: statistics.median(v) for m, v in own.items()})
+    by = {}
+    for r in res:
+        by.setdefault(r["mode"], {})[r["round"]] = r
+    out = {}
+    for m, rs in by.items():
+        out[m] = {
+            "cpu": statistics.median(x["cpu"] for x in rs.values()),
+            "ratio": statistics.median(x["cpu"] / by["off"][k]["cpu"] for k, x in rs.items()),
+            "sampler": statistics.median(x["sampler"] for x in rs.values()),
+        }
+    return out
 
 
 def sample_cost(runs):
@@ -205,31 +234,33 @@ def sample_cost(runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--steps", type=int, default=3000, help="train() steps per run")
-    ap.add_argument("--reps", type=int, default=150000, help="pure-Python calls per run")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=600, help="train() steps per chunk")
+    ap.add_argument("--calls", type=int, default=30000, help="pure-Python calls per chunk")
+    ap.add_argument("--runs", type=int, default=5, help="runs of the 50-frame cost")
     a = ap.parse_args()
-    train_code = TRAIN % {"examples": os.path.join(ROOT, "examples")}
-    work = [("train", "examples/train.py train(), %d steps" % a.steps,
-             overhead(train_code, a.steps, a.runs)),
-            ("pure", "pure Python, 20 frames deep, %d calls" % a.reps,
-             overhead(PURE, a.reps, a.runs))]
-    cost, depth = sample_cost(max(3, a.runs // 2))
-    print("Machine: %s, %d cores, Python %s; %s; %d runs per mode" % (
+    train_setup = TRAIN_SETUP % {"examples": os.path.join(ROOT, "examples")}
+    work = [("examples/train.py train(), %d steps a chunk" % a.steps,
+             overhead(train_setup, a.rounds, a.steps)),
+            ("pure Python, 20 frames deep, %d calls a chunk" % a.calls,
+             overhead(PURE_SETUP, a.rounds, a.calls))]
+    cost, depth = sample_cost(a.runs)
+    print("Machine: %s, %d cores, Python %s; %s; %d rounds" % (
         platform.machine(), os.cpu_count(), platform.python_version(),
-        time.strftime("%Y-%m-%d"), a.runs))
+        time.strftime("%Y-%m-%d"), a.rounds))
     print()
-    print("| workload (CPU s of the working thread, median) | off | 100 Hz | 1 kHz | 100 Hz native |")
+    modes = ["off", "100 Hz", "1 kHz", "100 Hz native"]
+    print("| workload | " + " | ".join(modes) + " |")
     print("|---|---|---|---|---|")
-    for _, label, (t, own) in work:
-        print("| %s | %.3f s | %.3f s | %.3f s | %.3f s |" % (
-            label, t["off"], t["100 Hz"], t["1 kHz"], t["100 Hz native"]))
-        print("| ratio to off (goal: <= 1.01 at 100 Hz, <= 1.05 at 1 kHz) | 1 | %.4f | %.4f | %.4f |" % (
-            t["100 Hz"] / t["off"], t["1 kHz"] / t["off"], t["100 Hz native"] / t["off"]))
-        print("| the sampler thread's CPU, share of one core (another core) | - | %.1f%% | %.1f%% | %.1f%% |" % (
-            own["100 Hz"] * 100, own["1 kHz"] * 100, own["100 Hz native"] * 100))
+    for label, o in work:
+        print("| %s: CPU s of the working thread per chunk (median) | %s |" % (
+            label, " | ".join("%.3f s" % o[m]["cpu"] for m in modes)))
+        print("| ratio to off, median of the rounds' ratios (goal: <= 1.01 at 100 Hz, <= 1.05 at 1 kHz) | %s |" % (
+            " | ".join("%.4f" % o[m]["ratio"] for m in modes)))
+        print("| the sampler thread's CPU, share of one core (on another core) | - | %s |" % (
+            " | ".join("%.1f%%" % (100 * o[m]["sampler"]) for m in modes[1:])))
     print()
-    print("| cost of one sample of a %d-frame stack (median) | 100 Hz | 1 kHz |" % depth)
+    print("| cost of one sample of a %d-frame stack (median of %d runs) | 100 Hz | 1 kHz |" % (depth, a.runs))
     print("|---|---|---|")
     print("| probing perf: microseconds per thread sample | %.1f us | %.1f us |" % (cost[100], cost[1000]))
 
