@@ -90,19 +90,172 @@ static int show_status(struct cmd_ctx *ctx)
 	return CLI_OK;
 }
 
-/* Where the stopped thread is, from its top frame. */
-static void show_stop(struct cmd_ctx *ctx, long long tid)
+/* --pause: how long the CLI waits for the first thread to stop (a thread
+ * running Python stops at its next line, within microseconds; a thread in C
+ * — a lock, a sleep, I/O, a long kernel — only when it returns to Python,
+ * which may be never), then for the other threads to follow.  Neither is
+ * an error when it passes: the pause stays armed and the report says which
+ * threads are still running in C. */
+#define DEBUG_STOP_WAIT_MS 5000
+#define DEBUG_SETTLE_MS 1000
+#define DEBUG_POLL_MS 50
+#define DEBUG_THREADS_MAX 256 /* threads reported */
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The first `stopped` event's thread, also when it comes while the
+ * client waits for a response (dap_client_wait hands events here). */
+static void on_event(const struct dap_message *ev, void *arg)
+{
+	long long *tid = arg;
+
+	if (*tid <= 0 && !strcmp(ev->command, "stopped"))
+		*tid = num(ev->body, "threadId");
+}
+
+/* Waits until *tid is set by a `stopped` event or deadline (monotonic
+ * ms) passes.  Returns 0, or -1 when the connection failed. */
+static int wait_stopped(struct cmd_ctx *ctx, long long *tid, int64_t deadline)
+{
+	char err[256];
+
+	while (*tid <= 0) {
+		struct dap_message *msg = NULL;
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			return 0;
+		if (dap_client_read(ctx->client, (int)left, &msg, NULL, NULL,
+				    err, sizeof(err)) < 0)
+			return -1;
+		if (!msg)
+			return 0;
+		if (msg->type == DAP_EVENT)
+			on_event(msg, tid);
+		dap_message_free(msg);
+	}
+	return 0;
+}
+
+struct pause_thread {
+	long long id;
+	char name[128];
+	int paused;
+};
+
+struct pause_report {
+	struct pause_thread t[DEBUG_THREADS_MAX];
+	size_t n;
+	int listed; /* the `threads` request answered */
+	char why[256];
+};
+
+static struct pause_thread *find_thread(struct pause_report *r, long long id)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->t[i].id == id)
+			return &r->t[i];
+	if (r->n == DEBUG_THREADS_MAX)
+		return NULL;
+	r->t[r->n].id = id;
+	r->t[r->n].name[0] = 0;
+	r->t[r->n].paused = 0;
+	return &r->t[r->n++];
+}
+
+/* The target's Python threads and their names (`threads`; a paused
+ * target answers at once, its threads hold no GIL). */
+static void list_threads(struct cmd_ctx *ctx, struct pause_report *r)
+{
+	struct dap_message *resp = NULL;
+	const cJSON *arr, *it;
+	static const char running[] = " (running)";
+
+	if (cli_request(ctx, "threads", cJSON_CreateObject(), ctx->timeout_ms,
+			&resp) != CLI_OK) {
+		snprintf(r->why, sizeof(r->why), "no answer");
+		return;
+	}
+	if (!resp->success) {
+		snprintf(r->why, sizeof(r->why), "%s", cli_resp_message(resp));
+		dap_message_free(resp);
+		return;
+	}
+	r->listed = 1;
+	arr = cJSON_GetObjectItemCaseSensitive(resp->body, "threads");
+	cJSON_ArrayForEach(it, arr)
+	{
+		const cJSON *name =
+			cJSON_GetObjectItemCaseSensitive(it, "name");
+		struct pause_thread *t = find_thread(r, num(it, "id"));
+		size_t len;
+
+		if (!t || !cJSON_IsString(name))
+			continue;
+		snprintf(t->name, sizeof(t->name), "%s", name->valuestring);
+		/* During a stop a thread in C is named "NAME (running)". */
+		len = strlen(t->name);
+		if (len >= sizeof(running) - 1 &&
+		    !strcmp(t->name + len - (sizeof(running) - 1), running))
+			t->name[len - (sizeof(running) - 1)] = 0;
+	}
+	dap_message_free(resp);
+}
+
+/* Marks the paused threads (probing/debug status).  Returns how many of
+ * the known threads are still running, or -1 when it cannot tell. */
+static int mark_paused(struct cmd_ctx *ctx, struct pause_report *r)
+{
+	struct dap_message *resp = NULL;
+	cJSON *args = cJSON_CreateObject();
+	const cJSON *it;
+	int running = 0;
+
+	cJSON_AddStringToObject(args, "action", "status");
+	if (cli_request(ctx, "probing/debug", args, ctx->timeout_ms, &resp) !=
+		    CLI_OK ||
+	    !resp->success) {
+		dap_message_free(resp);
+		return -1;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		r->t[i].paused = 0;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(
+				       resp->body, "pausedThreads"))
+	{
+		struct pause_thread *t =
+			find_thread(r, (long long)it->valuedouble);
+		if (t)
+			t->paused = 1;
+	}
+	dap_message_free(resp);
+	for (size_t i = 0; i < r->n; i++)
+		running += !r->t[i].paused;
+	return running;
+}
+
+/* One paused thread, where it is (from its top frame). */
+static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 {
 	struct dap_message *resp = NULL;
 	cJSON *args = cJSON_CreateObject();
 	const cJSON *frames, *f, *src;
 	const char *path = "?", *name = "?";
 
-	cJSON_AddNumberToObject(args, "threadId", (double)tid);
+	printf("Paused:  thread %lld", t->id);
+	if (t->name[0])
+		printf(" \"%s\"", t->name);
+	cJSON_AddNumberToObject(args, "threadId", (double)t->id);
 	cJSON_AddNumberToObject(args, "levels", 1);
 	if (cli_request(ctx, "stackTrace", args, ctx->timeout_ms, &resp) ||
 	    !resp->success) {
-		printf("Paused: thread %lld\n", tid);
+		printf("\n");
 		dap_message_free(resp);
 		return;
 	}
@@ -114,40 +267,65 @@ static void show_stop(struct cmd_ctx *ctx, long long tid)
 			       ->valuestring;
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "name")))
 		name = cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring;
-	printf("Paused: thread %lld at %s:%lld (%s)\n", tid, path,
-	       num(f, "line"), name);
+	printf(" at %s:%lld (%s)\n", path, num(f, "line"), name);
 	dap_message_free(resp);
 }
 
-/* Waits up to ms for the `stopped` event; its thread id, or -1. */
-static long long wait_stopped(struct cmd_ctx *ctx, int ms)
+/*
+ * After the pause request: waits for the first stop (DEBUG_STOP_WAIT_MS),
+ * gives the other threads DEBUG_SETTLE_MS to reach a line, and says which
+ * threads are paused (where) and which still run in C.  *tid holds the
+ * first stop seen so far.
+ */
+static void report_pause(struct cmd_ctx *ctx, long long *tid)
 {
-	struct timespec t0, t;
-	char err[256];
+	struct pause_report *r = calloc(1, sizeof(*r));
+	int64_t settle;
+	int running = -1;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		struct dap_message *msg = NULL;
-		long long left;
-		int rc;
-
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = ms - ((t.tv_sec - t0.tv_sec) * 1000LL +
-			     (t.tv_nsec - t0.tv_nsec) / 1000000);
-		if (left <= 0)
-			return -1;
-		rc = dap_client_read(ctx->client, (int)left, &msg, NULL, NULL,
-				     err, sizeof(err));
-		if (rc < 0 || !msg)
-			return -1;
-		if (msg->type == DAP_EVENT &&
-		    !strcmp(msg->command, "stopped")) {
-			long long tid = num(msg->body, "threadId");
-			dap_message_free(msg);
-			return tid;
-		}
-		dap_message_free(msg);
+	if (!r)
+		return;
+	if (wait_stopped(ctx, tid, now_ms() + DEBUG_STOP_WAIT_MS)) {
+		printf("Pause requested; the connection was lost before a "
+		       "thread stopped.\n");
+		free(r);
+		return;
 	}
+	list_threads(ctx, r);
+	settle = now_ms() + DEBUG_SETTLE_MS;
+	for (;;) {
+		running = mark_paused(ctx, r);
+		if (running <= 0 || *tid <= 0 || now_ms() >= settle)
+			break;
+		struct timespec ts = {0, DEBUG_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (*tid <= 0)
+		printf("Pause requested: no thread reached a Python line "
+		       "within "
+		       "%d s.\nThreads in C (a lock, a sleep, I/O, a long "
+		       "computation) stop when they\nreturn to Python; the "
+		       "pause stays armed until then.\n",
+		       DEBUG_STOP_WAIT_MS / 1000);
+	/* The thread that stopped first, then the others. */
+	for (size_t i = 0; i < r->n; i++)
+		if (r->t[i].paused && r->t[i].id == *tid)
+			show_paused(ctx, &r->t[i]);
+	for (size_t i = 0; i < r->n; i++)
+		if (r->t[i].paused && r->t[i].id != *tid)
+			show_paused(ctx, &r->t[i]);
+	for (size_t i = 0; i < r->n; i++)
+		if (!r->t[i].paused)
+			printf("Running: thread %lld%s%s%s, in C: it stops "
+			       "when "
+			       "it returns to Python\n",
+			       r->t[i].id, r->t[i].name[0] ? " \"" : "",
+			       r->t[i].name, r->t[i].name[0] ? "\"" : "");
+	if (!r->listed)
+		printf("(the thread list could not be read: %s)\n", r->why);
+	else if (running < 0)
+		printf("(which threads are paused could not be read)\n");
+	free(r);
 }
 
 static void print_config(long long pid, const char *address)
@@ -176,19 +354,22 @@ static int do_pause(struct cmd_ctx *ctx, const struct debug_opts *o)
 	cJSON *args = cJSON_CreateObject();
 	const cJSON *addr;
 	char address[DEBUG_ADDRESS_MAX] = "";
-	long long pid, tid;
+	long long pid, tid = 0;
 	int rc;
 
 	cJSON_AddStringToObject(args, "action", "pause");
 	cJSON_AddNumberToObject(args, "waitMs", o->wait_s * 1000.0);
 	if (o->address)
 		cJSON_AddStringToObject(args, "address", o->address);
+	/* The first thread can stop before the response comes. */
+	dap_client_on_event(ctx->client, on_event, &tid);
 	rc = cli_request(ctx, "probing/debug", args, ctx->timeout_ms, &resp);
-	if (rc != CLI_OK)
-		return rc;
-	if (!resp->success) {
+	if (rc == CLI_OK && !resp->success) {
 		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
 		dap_message_free(resp);
+	}
+	if (rc != CLI_OK) {
+		dap_client_on_event(ctx->client, NULL, NULL);
 		return rc;
 	}
 	pid = num(resp->body, "pid");
@@ -196,13 +377,8 @@ static int do_pause(struct cmd_ctx *ctx, const struct debug_opts *o)
 	if (cJSON_IsString(addr))
 		snprintf(address, sizeof(address), "%s", addr->valuestring);
 	dap_message_free(resp);
-	tid = wait_stopped(ctx, ctx->timeout_ms);
-	if (tid > 0)
-		show_stop(ctx, tid);
-	else
-		printf("Pause requested: no thread has reached a Python line "
-		       "yet (threads in C\nstop when they return to "
-		       "Python).\n");
+	report_pause(ctx, &tid);
+	dap_client_on_event(ctx->client, NULL, NULL);
 	print_config(pid, address[0] ? address : NULL);
 	printf("\nThe target stays paused for %d s or until a debugger "
 	       "attaches and lets it go;\n`probing -t %lld debug --resume` "
@@ -333,8 +509,14 @@ const struct cmd_entry cmd_debug_entry = {
 		"line and keep\n"
 		"                       the target paused for an editor to "
 		"attach; prints\n"
-		"                       where it stopped and the launch "
-		"configuration\n"
+		"                       which threads stopped (where) and "
+		"which still run\n"
+		"                       in C (they stop when they return to "
+		"Python), and\n"
+		"                       the launch configuration.  Waits at "
+		"most 5 s for\n"
+		"                       the first thread to stop, 1 s for the "
+		"others\n"
 		"  -a, --address HOST:PORT  with --pause: also listen on this "
 		"TCP address\n"
 		"                       (loopback) and print a host/port "
