@@ -48,6 +48,11 @@ static int repl_interrupted;
  * interrupts poll even under SA_RESTART) is seen at once; on Ctrl-C it
  * returns a newline, which makes readline() return, and flags the line as
  * interrupted.
+ *
+ * NUL bytes are dropped: a ^D typed in the instant between the prompt and
+ * libedit's switch to raw mode is stored by the cooked line discipline as
+ * a NUL, which raw mode then hands over; libedit would put it in the line,
+ * and every later ^D would be taken as "delete" on a non-empty line.
  */
 static int repl_getc(FILE *f)
 {
@@ -68,6 +73,8 @@ static int repl_getc(FILE *f)
 			return EOF;
 		}
 		n = read(fileno(f), &ch, 1);
+		if (n == 1 && ch == '\0')
+			continue; /* see above */
 		if (n == 1)
 			return ch;
 		if (n < 0 && errno == EINTR)

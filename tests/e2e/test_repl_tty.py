@@ -106,9 +106,6 @@ def _session(tty, t, tmp_path):
     assert t.alive()
 
 
-@pytest.mark.xfail(strict=False, reason="known bug: in about 1 run in 5 the "
-                   "CLI's libedit prompt ignores Ctrl-D on a pty (it stays "
-                   "in poll() on stdin); see issue 2's note")
 def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
     t = spawn(python, IDLE)
     t.wait_line("READY")
@@ -122,6 +119,8 @@ def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
         # A ^D typed in the instant between the prompt and libedit's switch
         # to raw mode is taken by the cooked line discipline and lost
         # (Python's own prompt does the same); a person presses it again.
+        # What the line discipline leaves of it (a NUL, once raw mode is
+        # on) must not break the next one: test_repl_nul_then_ctrl_d.
         code = None
         for _ in range(5):
             tty.send(b"\x04")
@@ -135,3 +134,28 @@ def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
         tty.kill()
     assert t.alive()
     assert os.path.exists(tmp_path / ".probing_history")
+
+
+def test_repl_nul_then_ctrl_d(spawn, python, tmp_path):
+    """A NUL byte at the prompt (what a ^D typed before raw mode turns
+    into) is ignored, and the next ^D still leaves."""
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
+    tty = Tty([CLI, "-t", str(t.pid), "repl"], env)
+    try:
+        tty.expect(">>> ")
+        tty.send(b"\x00")
+        code = None
+        for _ in range(5):  # as in test_repl_ctrl_d_leaves
+            tty.send(b"\x04")
+            try:
+                code = tty.wait(timeout=3)
+                break
+            except AssertionError:
+                tty.pid_alive_or_fail()
+        assert code == 0
+    finally:
+        tty.kill()
+    assert t.alive()
