@@ -60,6 +60,9 @@ static struct setting settings[] = {
 	 "Python frames kept per stack sample", "", 0},
 	{"profile.idle", K_BOOL, "on", 0, 0,
 	 "record idle and GIL-waiting samples, not only running ones", "", 0},
+	{"profile.native_idle", K_BOOL, "off", 0, 0,
+	 "native stacks of idle and GIL-waiting threads too (the signal "
+	 "interrupts their system call: C code may see EINTR)", "", 0},
 	{"profile.retention_rows", K_INT, "1000000", 1000, 100000000,
 	 "samples kept in profile.samples (the oldest go first)", "", 0},
 	{"profile.retention_bytes", K_INT, "134217728", 1048576,
