@@ -22,6 +22,7 @@
 
 #define INJECT_SET_MAX 64     /* -D settings at once */
 #define CONNECT_RETRY_US 3000 /* between connects while the agent starts */
+#define INJECT_BUSY_TRIES 3   /* injections refused for want of a safe point */
 
 static int64_t now_ms(void)
 {
@@ -301,6 +302,18 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		io.step = on_step;
 	}
 	rc = inject_library(pid, lib, &io, &res, err, sizeof(err));
+	/* -EBUSY: no thread stopped at a safe point in time, and nothing
+	 * was changed (a very busy machine or target).  Trying again is
+	 * safe; a few times, while the timeout allows. */
+	for (int again = 1; rc == -EBUSY && again < INJECT_BUSY_TRIES &&
+			    now_ms() - start < ctx->timeout_ms / 2;
+	     again++) {
+		fprintf(stderr, "probing: %s; trying again (%d of %d)\n", err,
+			again + 1, INJECT_BUSY_TRIES);
+		usleep(100000 * (useconds_t)again);
+		memset(&res, 0, sizeof(res));
+		rc = inject_library(pid, lib, &io, &res, err, sizeof(err));
+	}
 	if (rc == -EALREADY) {
 		/* Loaded, but not answering yet: an agent starting up (say,
 		 * from an injection whose CLI was killed after the thread
