@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "config.h"
 #include "debugger.h"
 #include "log.h"
@@ -142,6 +143,8 @@ static int bring_up(char *err, size_t errlen)
 	config_set_info("agent.pid", pid);
 	if (config_load_env(err, errlen))
 		log_warn("ignoring a setting: %s", err);
+	if (auth_init(err, errlen))
+		log_warn("no token: %s", err);
 
 	rc = server_new(&srv, err, errlen);
 	if (rc)
@@ -228,6 +231,7 @@ static void atfork_child(void)
 	worker_atfork_child();
 	memory_atfork_child();
 	config_atfork_child();
+	auth_atfork_child();
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&cond, NULL);
 	state = NONE;

@@ -13,11 +13,12 @@
 #include "dap_addr.h"
 #include "watch.h"
 
-/* K_TEXT: checked by the setting's check function.  K_SWITCH: on/off with
+/* K_LATCH: a K_BOOL that, once on, cannot be set off (server.readonly).
+ * K_TEXT: checked by the setting's check function.  K_SWITCH: on/off with
  * options, "on,key=value,...": each key names the setting <prefix>.<key>
  * (prefix: the switch's name up to its last dot; see option_alias), set
  * along with it. */
-enum kind { K_INT, K_BOOL, K_ADDR, K_INFO, K_TEXT, K_SWITCH };
+enum kind { K_INT, K_BOOL, K_ADDR, K_INFO, K_TEXT, K_SWITCH, K_LATCH };
 
 typedef int (*check_fn)(const char *text, char *canon, size_t canonlen,
 			char *err, size_t errlen);
@@ -42,6 +43,12 @@ static struct setting settings[] = {
 	 "", 0},
 	{"server.max_clients", K_INT, "64", 1, 1024,
 	 "clients connected at once", "", 0},
+	{"server.readonly", K_LATCH, "off", 0, 0,
+	 "read-only mode: no evaluate, setVariable or debugger (on only: it "
+	 "cannot be switched off at run time; PROBING_READONLY=1)", "", 0},
+	{"server.token", K_INFO, "", 0, 0,
+	 "where the token TCP clients must present comes from (a file, "
+	 "PROBING_TOKEN; empty: none)", "", 0},
 	{"python.gil_timeout_ms", K_INT, "500", 10, 60000,
 	 "wait this long for the GIL before answering without it", "", 0},
 	{"python.repr_max", K_INT, "200", 16, 65536,
@@ -285,6 +292,7 @@ static int validate(const struct setting *s, const char *text, char *out,
 		snprintf(out, CONFIG_VALUE_MAX, "%lld", (long long)i);
 		return 0;
 	case K_BOOL:
+	case K_LATCH:
 		if (parse_bool(text, &b)) {
 			snprintf(err, errlen, "%s: '%s' is not on/off",
 				 s->name, text);
@@ -322,6 +330,18 @@ static int validate(const struct setting *s, const char *text, char *out,
 	return -EINVAL;
 }
 
+/* Lock held.  A latch that is on refuses off. */
+static int latch_refuses(const struct setting *s, const char *canon,
+			 char *err, size_t errlen)
+{
+	if (s->kind != K_LATCH || strcmp(canon, "off") ||
+	    strcmp(current(s), "on"))
+		return 0;
+	snprintf(err, errlen, "%s cannot be switched off while the agent "
+		 "runs", s->name);
+	return -EPERM;
+}
+
 /* Tells the listeners of name (after the lock is let go). */
 static void notify(const char *name)
 {
@@ -356,6 +376,11 @@ int config_set(const char *name, const char *value, char *err, size_t errlen)
 	if (s->kind == K_SWITCH)
 		parse_switch(s, value, &on, opts, &nopts, err, errlen);
 	pthread_mutex_lock(&lock);
+	rc = latch_refuses(s, canon, err, errlen);
+	if (rc) {
+		pthread_mutex_unlock(&lock);
+		return rc;
+	}
 	/* A switch's options first: its listeners then see them all. */
 	for (size_t i = 0; i < nopts; i++) {
 		memcpy(opts[i].s->value, opts[i].value, CONFIG_VALUE_MAX);
@@ -391,12 +416,19 @@ int config_check(const char *name, const char *value, char *err,
 {
 	char canon[CONFIG_VALUE_MAX];
 	struct setting *s = find(name);
+	int rc;
 
 	if (!s) {
 		snprintf(err, errlen, "unknown setting '%s'", name);
 		return -ENOENT;
 	}
-	return validate(s, value, canon, err, errlen);
+	rc = validate(s, value, canon, err, errlen);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&lock);
+	rc = latch_refuses(s, canon, err, errlen);
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 void config_set_info(const char *name, const char *value)
@@ -484,7 +516,14 @@ int config_load_env(char *err, size_t errlen)
 			rc = -EINVAL;
 		}
 	}
-	/* Shorthands: PROBING_LISTEN=addr, PROBING_PORT=n (127.0.0.1:n). */
+	/* Shorthands: PROBING_READONLY=1 (server.readonly), PROBING_LISTEN=addr,
+	 * PROBING_PORT=n (127.0.0.1:n). */
+	v = getenv("PROBING_READONLY");
+	if (v && *v && config_set("server.readonly", v, msg, sizeof(msg))) {
+		if (!rc)
+			snprintf(err, errlen, "PROBING_READONLY: %s", msg);
+		rc = -EINVAL;
+	}
 	v = getenv("PROBING_LISTEN");
 	if (!v && (v = getenv("PROBING_PORT")) && *v) {
 		snprintf(addr, sizeof(addr), "127.0.0.1:%s", v);

@@ -5,8 +5,9 @@
  * one-line doc and a parser that validates a new value.  Sources, later
  * ones winning: defaults; the environment (PROBING_<NAME> with dots and
  * letters upper-cased to '_', e.g. PROBING_QUERY_MAX_ROWS, plus the
- * shorthands PROBING_PORT and PROBING_LISTEN); probing.init(...) and
- * `probing config k=v` at run time.
+ * shorthands PROBING_PORT, PROBING_LISTEN and PROBING_READONLY);
+ * probing.init(...) and `probing config k=v` at run time.  A latch
+ * (server.readonly) goes on and never off again.
  *
  * Threads: all functions are safe from any thread (one mutex); readers get
  * copies.  Not async-signal-safe.
@@ -24,7 +25,8 @@
 int config_load_env(char *err, size_t errlen);
 
 /* Sets name to value (text).  Returns 0, -ENOENT (unknown name), -EINVAL
- * (bad value, reason in err) or -EPERM (read-only).
+ * (bad value, reason in err) or -EPERM (read-only, or a latch that is on
+ * set off).
  *
  * Switches (torch.profiling) take "on", "off" or "on,key=value,...": each
  * option sets the setting it names as well (exprs=... sets torch.watch,

@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "agent.h"
+#include "auth.h"
 #include "config.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -58,16 +59,17 @@ static int apply_settings(PyObject *settings)
 
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = {"listen", "settings", "timeout", NULL};
-	const char *listen = NULL;
+	static char *kwlist[] = {"listen", "settings", "timeout", "token",
+				 NULL};
+	const char *listen = NULL, *token = NULL;
 	PyObject *settings = NULL;
 	double timeout = 5.0;
-	char err[256], canon[256], addrs[1024];
+	char err[1024], canon[256], addrs[1024];
 	int rc;
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOd", kwlist, &listen,
-					 &settings, &timeout))
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOdz", kwlist, &listen,
+					 &settings, &timeout, &token))
 		return NULL;
 	if (apply_settings(settings))
 		return NULL;
@@ -86,6 +88,12 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kwargs)
 		return NULL;
 	}
 	agent_register_atexit();
+	/* After the start: the agent reads PROBING_TOKEN when it starts, and
+	 * the program's own word comes later, so it wins. */
+	if (token && auth_token_set(token, "probing.init", err, sizeof(err))) {
+		PyErr_Format(PyExc_ValueError, "probing: token: %s", err);
+		return NULL;
+	}
 	if (listen && *listen) {
 		Py_BEGIN_ALLOW_THREADS
 		rc = agent_listen(listen, canon, sizeof(canon), err, sizeof(err));
@@ -114,7 +122,7 @@ static PyObject *py_address(PyObject *self, PyObject *unused)
 static PyMethodDef methods[] = {
 	{"init", (PyCFunction)(void (*)(void))py_init,
 	 METH_VARARGS | METH_KEYWORDS,
-	 "init(listen=None, settings=None, timeout=5.0) -> addresses\n"
+	 "init(listen=None, settings=None, timeout=5.0, token=None) -> addresses\n"
 	 "Starts the agent (a no-op when it runs) and waits for it."},
 	{"address", py_address, METH_NOARGS,
 	 "The agent's addresses, comma-separated, or None."},

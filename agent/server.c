@@ -17,11 +17,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "dap_addr.h"
 #include "dap_frame.h"
 #include "dap_msg.h"
+#include "dap_token.h"
 #include "handler.h"
 #include "log.h"
+#include "readonly.h"
 #include "worker.h"
 
 #define READ_CHUNK 65536
@@ -43,6 +46,11 @@ struct session {
 	int inflight;
 	int closing;              /* flush output, then close */
 	int closed;               /* waiting to be reaped */
+	int authed;               /* may make requests (see session_auth) */
+	int refused;              /* told so: reply, then linger and close */
+	int lingering;            /* the reply is out: draining input */
+	ev_timer auth_timer;      /* the time left to give the token, or to
+				     linger */
 	struct server *srv;
 };
 
@@ -93,6 +101,7 @@ static struct server *current_server;
 
 static void session_close(struct session *s);
 static void session_send(struct session *s, struct dap_message *msg);
+static void session_linger(struct session *s);
 
 struct server *server_current(void)
 {
@@ -148,8 +157,8 @@ static int bind_tcp(const struct dap_addr *addr, char *canon, size_t canonlen,
 				 .ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *res, *ai;
-	char port[16];
-	int fd = -1, rc, one = 1;
+	char port[16], why[512];
+	int fd = -1, rc, one = 1, token = 0;
 
 	snprintf(port, sizeof(port), "%d", addr->port);
 	rc = getaddrinfo(addr->host, port, &hints, &res);
@@ -161,15 +170,18 @@ static int bind_tcp(const struct dap_addr *addr, char *canon, size_t canonlen,
 	rc = -EADDRNOTAVAIL;
 	snprintf(err, errlen, "no address for %s", addr->host);
 	for (ai = res; ai; ai = ai->ai_next) {
-		if (!is_loopback(ai->ai_addr)) {
-			/* Tokens come with remote access; until then only
-			 * this machine may connect over TCP. */
-			snprintf(err, errlen,
-				 "refusing to listen on %s: only loopback "
-				 "addresses (127.0.0.1, ::1) are allowed",
-				 addr->host);
-			rc = -EPERM;
-			continue;
+		if (!is_loopback(ai->ai_addr) && !token) {
+			/* Other machines may connect: only with the token,
+			 * which must exist before the first of them. */
+			if (auth_token_ensure(why, sizeof(why))) {
+				snprintf(err, errlen,
+					 "refusing to listen on %s (not "
+					 "loopback) without a token: %s",
+					 addr->host, why);
+				rc = -EPERM;
+				continue;
+			}
+			token = 1;
 		}
 		fd = socket(ai->ai_family,
 			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -220,7 +232,9 @@ static void flush_output(struct session *s)
 		free(b);
 	}
 	ev_io_stop(s->srv->loop, &s->wr);
-	if (s->closing && s->inflight == 0)
+	if (s->refused && !s->lingering)
+		session_linger(s);
+	else if (s->closing && s->inflight == 0)
 		session_close(s);
 }
 
@@ -356,12 +370,79 @@ int server_cancel(struct server *srv, uint64_t session, int64_t seq)
 
 static const cJSON empty_args;
 
+/*
+ * The refusal is out: FIN after it, then read and drop what the client
+ * still sends until it closes or SERVER_LINGER_S pass.  Closing with
+ * unread input would send a reset, which may destroy the reply in the
+ * client's buffer before it is read.
+ */
+static void session_linger(struct session *s)
+{
+	s->lingering = 1;
+	shutdown(s->fd, SHUT_WR);
+	ev_timer_stop(s->srv->loop, &s->auth_timer);
+	ev_timer_set(&s->auth_timer, SERVER_LINGER_S, 0.);
+	ev_timer_start(s->srv->loop, &s->auth_timer);
+}
+
+/* Answers an unauthenticated session with an error; it is closed once
+ * the answer is out (session_linger).  Nothing it sends is read any
+ * more. */
+static void auth_refuse(struct session *s, int64_t seq, const char *command,
+			const char *why)
+{
+	log_info("session %llu: refused: %s", (unsigned long long)s->id, why);
+	s->refused = 1;
+	session_send(s, dap_error_new(seq, command, DAP_ERROR_AUTH, "%s",
+				      why));
+	if (!s->closed && !s->out_head && !s->lingering)
+		session_linger(s);
+}
+
+/*
+ * The first request of a session that must present the token: initialize
+ * or attach with the right arguments.probingToken.  Returns 1 when the
+ * session may go on (msg is then dispatched), else 0 (msg freed, the
+ * session closing).
+ */
+static int session_auth(struct session *s, struct dap_message *msg)
+{
+	const cJSON *t = msg->arguments ? cJSON_GetObjectItemCaseSensitive(
+						  msg->arguments, DAP_TOKEN_ARG)
+					: NULL;
+	const char *why = NULL;
+
+	if (msg->type != DAP_REQUEST || (strcmp(msg->command, "initialize") &&
+					 strcmp(msg->command, "attach")))
+		why = "this agent needs a token: the first request must be "
+		      "initialize (or attach) with arguments." DAP_TOKEN_ARG;
+	else if (!cJSON_IsString(t))
+		why = "this agent needs a token: none was given (give it "
+		      "in arguments." DAP_TOKEN_ARG "; probing: --token or "
+		      "PROBING_TOKEN)";
+	else if (!auth_check(t->valuestring))
+		why = "wrong token: the agent refused it";
+	if (!why) {
+		s->authed = 1;
+		ev_timer_stop(s->srv->loop, &s->auth_timer);
+		s->framer.max_body = DAP_MESSAGE_MAX;
+		return 1;
+	}
+	auth_refuse(s, msg->type == DAP_REQUEST ? msg->seq : 0,
+		    msg->type == DAP_REQUEST ? msg->command : "", why);
+	dap_message_free(msg);
+	return 0;
+}
+
 static void dispatch(struct session *s, struct dap_message *msg)
 {
 	struct server *srv = s->srv;
 	const struct handler *h;
 	struct request *req;
+	char why[512];
 
+	if (!s->authed && !session_auth(s, msg))
+		return;
 	if (msg->type != DAP_REQUEST) {
 		/* Clients send requests only; ignore stray responses. */
 		dap_message_free(msg);
@@ -385,6 +466,11 @@ static void dispatch(struct session *s, struct dap_message *msg)
 	req->msg = msg;
 	req->handler = h;
 	req->args = msg->arguments ? msg->arguments : &empty_args;
+	if (readonly_check(msg->command, msg->arguments, why, sizeof(why))) {
+		request_fail(req, DAP_ERROR_READONLY, "%s", why);
+		request_finish(srv, req);
+		return;
+	}
 	if (h->where == HANDLER_LOOP) {
 		h->run(req);
 		request_finish(srv, req);
@@ -422,6 +508,12 @@ static void handle_message(struct session *s, const char *body, size_t len)
 		dispatch(s, msg);
 		return;
 	}
+	if (!s->authed) {
+		auth_refuse(s, seq < 0 ? 0 : seq, cmd, "this agent needs a "
+			    "token: the first request must be initialize "
+			    "with arguments." DAP_TOKEN_ARG);
+		return;
+	}
 	/* Bad JSON or not a DAP request: answer, keep the connection (the
 	 * framing is intact). */
 	session_send(s, dap_error_new(seq < 0 ? 0 : seq, cmd[0] ? cmd : "",
@@ -437,6 +529,13 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop, (void)revents;
 	n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (s->refused) {
+		/* Dropped unread; the end of it (or the timer) closes. */
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN &&
+			       errno != EWOULDBLOCK))
+			session_close(s);
+		return;
+	}
 	if (n < 0) {
 		if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
 			return;
@@ -469,7 +568,7 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		handle_message(s, body, len);
 		free(body);
-		if (s->closed || s->closing)
+		if (s->closed || s->closing || s->refused)
 			return;
 	}
 }
@@ -483,6 +582,7 @@ static void session_close(struct session *s)
 	s->closed = 1;
 	ev_io_stop(s->srv->loop, &s->rd);
 	ev_io_stop(s->srv->loop, &s->wr);
+	ev_timer_stop(s->srv->loop, &s->auth_timer);
 	close(s->fd);
 	s->fd = -1;
 	/* In-flight requests find no session and drop their replies; a
@@ -533,6 +633,17 @@ static int peer_allowed(int fd)
 	return cred.uid == geteuid() || cred.uid == 0;
 }
 
+static void on_auth_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct session *s = w->data;
+
+	(void)loop, (void)revents;
+	if (!s->refused)
+		log_info("session %llu: no token within %d s, closing",
+			 (unsigned long long)s->id, SERVER_AUTH_TIMEOUT_S);
+	session_close(s);
+}
+
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct listener *l = w->data;
@@ -565,11 +676,18 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	s->id = ++srv->next_session;
 	s->fd = fd;
 	s->srv = srv;
-	dap_framer_init(&s->framer, 0);
+	/* Decided once, now: a TCP client needs the token when the agent
+	 * has one.  Until it is given, little is buffered and not for long. */
+	s->authed = l->is_unix || !auth_token();
+	dap_framer_init(&s->framer, s->authed ? 0 : SERVER_AUTH_MESSAGE_MAX);
 	ev_io_init(&s->rd, on_readable, fd, EV_READ);
 	ev_io_init(&s->wr, on_writable, fd, EV_WRITE);
-	s->rd.data = s->wr.data = s;
+	ev_timer_init(&s->auth_timer, on_auth_timeout,
+		      SERVER_AUTH_TIMEOUT_S, 0.);
+	s->rd.data = s->wr.data = s->auth_timer.data = s;
 	ev_io_start(loop, &s->rd);
+	if (!s->authed)
+		ev_timer_start(loop, &s->auth_timer);
 	srv->sessions[srv->nsessions++] = s;
 }
 
@@ -601,7 +719,8 @@ static void deliver_events(struct server *srv, struct posted_event *ev)
 		next = ev->next;
 		for (int i = 0; i < srv->nsessions; i++) {
 			struct session *s = srv->sessions[i];
-			if (s->closed || (ev->session && ev->session != s->id))
+			if (s->closed || !s->authed ||
+			    (ev->session && ev->session != s->id))
 				continue;
 			struct dap_message *copy = ev->session
 				? ev->msg : dap_message_copy(ev->msg);

@@ -2,8 +2,18 @@
  * server: the agent's DAP server on a private libev loop.
  *
  * Listens on the abstract unix socket @probing-<pid> (peers must have our
- * uid or be root: SO_PEERCRED) and on TCP addresses when asked (loopback
- * only until tokens exist).  Each connection is a session: non-blocking
+ * uid or be root: SO_PEERCRED) and on TCP addresses when asked; one that is
+ * not loopback only with a token (auth.h: auth_token_ensure() makes one
+ * first).  A session accepted on TCP while the agent has a token must
+ * present it in its first request (initialize or attach,
+ * arguments.probingToken); until then it gets no events, its messages are
+ * capped at SERVER_AUTH_MESSAGE_MAX, and it is closed after
+ * SERVER_AUTH_TIMEOUT_S; anything else, or a wrong token, is answered with
+ * error DAP_ERROR_AUTH and the connection closed once that is sent (what
+ * the client sends after it is read and dropped until it closes, for at
+ * most SERVER_LINGER_S).
+ * Requests read-only mode refuses (readonly.h) get DAP_ERROR_READONLY.
+ * Each connection is a session: non-blocking
  * socket, a dap_framer on input, a bounded output queue.  Requests are
  * dispatched to handlers (handler.h): quick ones inline on the loop,
  * blocking ones on the worker pool; the loop itself never blocks, never
@@ -23,6 +33,9 @@
 #define SERVER_LISTENERS_MAX 8
 #define SERVER_INFLIGHT_MAX 32          /* requests in flight per session */
 #define SERVER_OUTPUT_MAX (64u << 20)   /* queued output bytes per session */
+#define SERVER_AUTH_MESSAGE_MAX 65536   /* message cap before the token */
+#define SERVER_AUTH_TIMEOUT_S 10        /* to present the token */
+#define SERVER_LINGER_S 2               /* after a refusal, before closing */
 
 struct server;
 struct ev_loop;
@@ -45,7 +58,8 @@ void server_free(struct server *srv);
 /*
  * Binds a TCP (or unix) listener for text and hands it to the loop.
  * Returns 0 (also when already listening there) with the canonical
- * address in canon, or -errno / -EPERM (non-loopback) with err.
+ * address in canon, or -errno / -EPERM (not loopback, and no token could
+ * be had) with err.
  */
 int server_listen(struct server *srv, const char *text, char *canon,
 		  size_t canonlen, char *err, size_t errlen);

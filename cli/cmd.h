@@ -40,6 +40,7 @@ enum cli_exit {
 	CLI_ENOTPY = 9,	  /* inject: not CPython 3.11, or not ready */
 	CLI_ELOAD = 10,	  /* inject: the library is missing or dlopen failed */
 	CLI_EINJECT = 11, /* inject: the injection itself failed */
+	CLI_EAUTH = 12,	  /* the agent refused the token (missing or wrong) */
 	CLI_EINTR = 130,  /* given up on after Ctrl-C */
 };
 

@@ -4,8 +4,11 @@
  *
  * Messages are copied whole in both directions, framed by Content-Length
  * (a dap_framer on stdin, the client's own framer on the socket); nothing
- * is added, not even `initialize`: the editor speaks for itself.  Ends when
- * either side closes.
+ * is added, not even `initialize`: the editor speaks for itself.  One
+ * exception: when there is a token for the target (target.h), it goes
+ * into the editor's `initialize` and `attach` requests as
+ * arguments.probingToken, since an editor cannot know of it (VS Code
+ * sends its own initialize).  Ends when either side closes.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,6 +21,8 @@
 
 #include "cmd.h"
 #include "dap_frame.h"
+#include "dap_token.h"
+#include "target.h"
 
 #define BRIDGE_CHUNK (64u << 10)
 
@@ -76,8 +81,41 @@ static int agent_to_stdout(struct dap_client *c)
 	}
 }
 
+/*
+ * When token is set and body is an initialize or attach request without
+ * one, returns a new body with arguments.probingToken added (caller
+ * frees), else NULL: the message goes as it is.
+ */
+static char *with_token(const char *body, size_t len, const char *token)
+{
+	cJSON *root, *cmd, *args;
+	char *out = NULL;
+
+	if (!token)
+		return NULL;
+	root = cJSON_ParseWithLength(body, len);
+	cmd = root ? cJSON_GetObjectItemCaseSensitive(root, "command") : NULL;
+	if (!cJSON_IsString(cmd) || (strcmp(cmd->valuestring, "initialize") &&
+				     strcmp(cmd->valuestring, "attach")))
+		goto done;
+	args = cJSON_GetObjectItemCaseSensitive(root, "arguments");
+	if (!args || cJSON_IsNull(args)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(root, "arguments");
+		args = cJSON_AddObjectToObject(root, "arguments");
+	}
+	if (!cJSON_IsObject(args) ||
+	    cJSON_GetObjectItemCaseSensitive(args, DAP_TOKEN_ARG))
+		goto done;
+	cJSON_AddStringToObject(args, DAP_TOKEN_ARG, token);
+	out = cJSON_PrintUnformatted(root);
+done:
+	cJSON_Delete(root);
+	return out;
+}
+
 /* Stdin -> agent.  Returns 0, 1 at end of input, or an exit code. */
-static int stdin_to_agent(struct dap_client *c, struct dap_framer *fr)
+static int stdin_to_agent(struct dap_client *c, struct dap_framer *fr,
+			  const char *token)
 {
 	char buf[BRIDGE_CHUNK], head[64];
 	ssize_t n = read(0, buf, sizeof(buf));
@@ -103,6 +141,12 @@ static int stdin_to_agent(struct dap_client *c, struct dap_framer *fr)
 					 "bad DAP frame on stdin: "
 					 "%s",
 					 dap_strerror(k));
+		char *tok = with_token(body, len, token);
+		if (tok) {
+			free(body);
+			body = tok;
+			len = strlen(tok);
+		}
 		n = dap_frame_header(head, sizeof(head), len);
 		k = dap_client_write_raw(c, head, (size_t)n);
 		if (k == 0)
@@ -124,7 +168,9 @@ static int stdin_to_agent(struct dap_client *c, struct dap_framer *fr)
 static int cmd_dap_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct dap_framer fr;
-	int rc;
+	struct dap_addr addr;
+	char token[DAP_TOKEN_MAX + 1], src[1024], err[512];
+	int rc, has_token = 0;
 
 	(void)argv;
 	if (argc > 1)
@@ -133,6 +179,9 @@ static int cmd_dap_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	rc = cli_connect(ctx, 0);
 	if (rc != CLI_OK)
 		return rc;
+	if (cli_target_resolve(ctx->target, &addr, err, sizeof(err)) == CLI_OK)
+		has_token = cli_target_token(&addr, token, sizeof(token), src,
+					     sizeof(src));
 	signal(SIGPIPE, SIG_IGN);
 	dap_framer_init(&fr, 0);
 	for (int stdin_open = 1;;) {
@@ -153,7 +202,8 @@ static int cmd_dap_exec(struct cmd_ctx *ctx, int argc, char **argv)
 				break;
 		}
 		if (p[0].revents) {
-			rc = stdin_to_agent(ctx->client, &fr);
+			rc = stdin_to_agent(ctx->client, &fr,
+					    has_token ? token : NULL);
 			if (rc == 1) {
 				/* End of input: half-close, so the agent answers
 				 * what is in flight and then closes. */
@@ -181,6 +231,11 @@ const struct cmd_entry cmd_dap_entry = {
 		"unchanged, until\n"
 		"either side closes.  Sends nothing of its own: the editor "
 		"sends initialize.\n"
+		"When there is a token for the target (--token, "
+		"PROBING_TOKEN, or for HOST:PORT\n"
+		"the token file), it is added to the editor's initialize and "
+		"attach requests\n"
+		"(arguments.probingToken).\n"
 		"Errors go to stderr only.  A malformed frame on stdin ends "
 		"the bridge\n"
 		"with exit code 2.\n",

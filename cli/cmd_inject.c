@@ -158,11 +158,14 @@ static const char *setting(const cJSON *body, const char *name)
 	return "";
 }
 
-/* Applies the settings (set may be NULL) and prints the address. */
+/* Applies the settings (set may be NULL) and prints the address, and,
+ * when it listens on TCP with a token, where the token is. */
 static int configure(struct cmd_ctx *ctx, cJSON *set)
 {
 	struct dap_message *resp = NULL;
 	cJSON *args = cJSON_CreateObject();
+	int listen = set && cJSON_GetObjectItemCaseSensitive(set,
+							     "server.listen");
 	int rc;
 
 	if (set)
@@ -177,7 +180,14 @@ static int configure(struct cmd_ctx *ctx, cJSON *set)
 			       cli_resp_message(resp));
 	} else {
 		const char *addr = setting(resp->body, "agent.address");
+		const char *token = setting(resp->body, "server.token");
+
 		printf("agent: %s\n", *addr ? addr : "(address unknown)");
+		if (listen && *token)
+			printf("token: %s (TCP clients present it: --token or "
+			       "PROBING_TOKEN; on this machine the CLI reads "
+			       "the token file by itself)\n",
+			       token);
 	}
 	dap_message_free(resp);
 	return rc;
@@ -360,7 +370,13 @@ const struct cmd_entry cmd_inject_entry = {
 		"\n"
 		"Options:\n"
 		"  -l, --listen ADDR    also listen on TCP (server.listen), "
-		"e.g. 127.0.0.1:9922\n"
+		"e.g. 127.0.0.1:9922;\n"
+		"                       an address other than loopback "
+		"(0.0.0.0:9922) needs a\n"
+		"                       token: the target's PROBING_TOKEN, "
+		"else one generated into\n"
+		"                       the token file, whose path is printed "
+		"(docs/security.md)\n"
 		"  -D, --define K=V     set an agent setting (repeatable; "
 		"'probing config'\n"
 		"                       lists them)\n"

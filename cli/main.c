@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "dap_token.h"
+#include "target.h"
 
 #ifndef PROBING_VERSION
 #define PROBING_VERSION "0.0.0"
@@ -31,6 +33,11 @@ static const char global_help[] =
 	"      --timeout MS     how long to wait for the agent, in "
 	"milliseconds\n"
 	"                       (default $PROBING_TIMEOUT, else 10000)\n"
+	"      --token TOKEN    the token an agent on TCP asks for (default "
+	"$PROBING_TOKEN,\n"
+	"                       else for HOST:PORT the token file "
+	"$XDG_RUNTIME_DIR/probing/token\n"
+	"                       or ~/.probing/token; see docs/security.md)\n"
 	"  -f, --format FORMAT  table, json or csv, for commands that print "
 	"tables\n"
 	"  -h, --help           show this help; 'probing help COMMAND' for "
@@ -59,6 +66,7 @@ static const char global_help[] =
 	"process\n"
 	"  11   inject: the injection failed (no safe point, timeout, "
 	"ptrace error)\n"
+	"  12   the agent refused the token (none given, or a wrong one)\n"
 	"  130  interrupted by Ctrl-C\n"
 	"\n"
 	"Examples:\n"
@@ -71,7 +79,8 @@ static const char global_help[] =
 static void main_usage(FILE *f)
 {
 	fprintf(f, "usage: probing [-t TARGET] [--timeout MS] [-f FORMAT] "
-		   "COMMAND [ARGS...]\n"
+		   "[--token TOKEN]\n"
+		   "               COMMAND [ARGS...]\n"
 		   "       probing help [COMMAND]\n"
 		   "       probing --version\n");
 }
@@ -142,6 +151,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"target", required_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"token", required_argument, NULL, 'K'},
 		{"format", required_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
@@ -149,7 +159,8 @@ int main(int argc, char **argv)
 	};
 	struct cmd_ctx ctx = {.timeout_ms = CLI_TIMEOUT_DEFAULT};
 	const struct cmd_entry *e;
-	const char *env;
+	const char *env, *token = NULL;
+	char why[256];
 	int c, rc;
 
 	opterr = 0; /* cli_option_error says it better */
@@ -179,6 +190,9 @@ int main(int argc, char **argv)
 						 optarg);
 			ctx.timeout_given = 1;
 			break;
+		case 'K':
+			token = optarg;
+			break;
 		case 'f':
 			if (cli_format_parse(optarg, &ctx.format))
 				return CLI_EUSAGE;
@@ -193,6 +207,13 @@ int main(int argc, char **argv)
 			return cli_option_error(NULL, c, argc, argv);
 		}
 	}
+	if (!token && (env = getenv("PROBING_TOKEN")) && *env)
+		token = env;
+	if (token && dap_token_check(token, why, sizeof(why)))
+		return cli_error(CLI_EUSAGE, "%s: %s",
+				 token == env ? "PROBING_TOKEN" : "--token",
+				 why);
+	cli_target_set_token(token);
 	argc -= optind;
 	argv += optind;
 	if (argc < 1) {

@@ -13,6 +13,9 @@
 
 #include "cmd.h"
 #include "dap_frame.h"
+#include "dap_token.h"
+
+static const char *given_token; /* --token or PROBING_TOKEN */
 
 static int proc_exists(pid_t pid)
 {
@@ -194,15 +197,77 @@ int cli_target_lost(int dap_err, const char *what, int timeout_ms, char *err,
 	return CLI_ETIMEOUT;
 }
 
+void cli_target_set_token(const char *token)
+{
+	given_token = token && *token ? token : NULL;
+}
+
+int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
+		     char *src, size_t srclen)
+{
+	char path[DAP_TOKEN_PATH_MAX], why[1024];
+	int rc;
+
+	if (given_token) {
+		snprintf(out, outlen, "%s", given_token);
+		snprintf(src, srclen, "--token or PROBING_TOKEN");
+		return 1;
+	}
+	snprintf(src, srclen, "none given");
+	if (addr->kind != DAP_ADDR_TCP)
+		return 0;
+	rc = dap_token_find(out, outlen, path, sizeof(path), why, sizeof(why));
+	if (rc == 0) {
+		snprintf(src, srclen, "%s", path);
+		return 1;
+	}
+	if (rc != -ENOENT)
+		snprintf(src, srclen, "%s", why);
+	return 0;
+}
+
+/* The agent said no to the token (or its absence). */
+static int auth_failed(const struct dap_addr *addr, int sent, const char *src,
+		       const struct dap_message *resp, char *err,
+		       size_t errlen)
+{
+	char where[DAP_ADDR_TEXT_MAX + 16];
+
+	dap_addr_format(addr, where, sizeof(where));
+	if (sent)
+		snprintf(err, errlen,
+			 "the agent at %s refused the token (from %s): %s",
+			 where, src, cli_resp_message(resp));
+	else
+		snprintf(err, errlen,
+			 "the agent at %s needs a token (%s): give --token "
+			 "TOKEN or set PROBING_TOKEN; an agent that made its "
+			 "own keeps it on its machine in "
+			 "$XDG_RUNTIME_DIR/probing/token or ~/.probing/token",
+			 where, src);
+	return CLI_EAUTH;
+}
+
+/* Its error id: body.error.id, or 0. */
+static int error_id(const struct dap_message *resp)
+{
+	const cJSON *e = resp->body ? cJSON_GetObjectItemCaseSensitive(
+					      resp->body, "error")
+				    : NULL;
+	const cJSON *id = e ? cJSON_GetObjectItemCaseSensitive(e, "id") : NULL;
+
+	return cJSON_IsNumber(id) ? id->valueint : 0;
+}
+
 int cli_target_open(const char *text, int timeout_ms, struct dap_client **out,
 		    cJSON **init_body, char *err, size_t errlen)
 {
 	struct dap_addr addr;
 	struct dap_client *c = NULL;
 	struct dap_message *resp = NULL;
-	char why[256] = "";
+	char why[256] = "", token[DAP_TOKEN_MAX + 1], src[1024];
 	cJSON *args;
-	int rc;
+	int rc, sent;
 
 	*out = NULL;
 	rc = cli_target_resolve(text, &addr, err, errlen);
@@ -222,6 +287,9 @@ int cli_target_open(const char *text, int timeout_ms, struct dap_client **out,
 	cJSON_AddBoolToObject(args, "linesStartAt1", 1);
 	cJSON_AddBoolToObject(args, "columnsStartAt1", 1);
 	cJSON_AddStringToObject(args, "pathFormat", "path");
+	sent = cli_target_token(&addr, token, sizeof(token), src, sizeof(src));
+	if (sent)
+		cJSON_AddStringToObject(args, DAP_TOKEN_ARG, token);
 	rc = dap_client_request(c, "initialize", args, timeout_ms, &resp, why,
 				sizeof(why));
 	if (rc == DAP_ECLOSED) {
@@ -230,6 +298,10 @@ int cli_target_open(const char *text, int timeout_ms, struct dap_client **out,
 	}
 	if (rc < 0) {
 		rc = cli_target_lost(rc, "initialize", timeout_ms, err, errlen);
+		goto fail;
+	}
+	if (!resp->success && error_id(resp) == DAP_ERROR_AUTH) {
+		rc = auth_failed(&addr, sent, src, resp, err, errlen);
 		goto fail;
 	}
 	if (!resp->success) {

@@ -13,6 +13,12 @@
  *   CLI_ETIMEOUT  connected but no answer in time, or the agent closed the
  *                 connection (another user's process: SO_PEERCRED)
  *   CLI_EFAIL     the agent answered `initialize` with success:false
+ *   CLI_EAUTH     ... because the token was missing or wrong
+ *                 (DAP_ERROR_AUTH): the message says where one is found
+ *
+ * The token (docs/security.md): the one given (--token, PROBING_TOKEN) is
+ * sent to every target; else a TCP target gets the one in the per-user
+ * token file (dap_token_find), when there is one.  Unix sockets need none.
  */
 #ifndef CLI_TARGET_H
 #define CLI_TARGET_H
@@ -34,10 +40,24 @@
 int cli_target_resolve(const char *text, struct dap_addr *addr, char *err,
 		       size_t errlen);
 
+/* The token given on the command line or in PROBING_TOKEN (borrowed; NULL:
+ * none), for every later connection.  Called once, by main. */
+void cli_target_set_token(const char *token);
+
+/*
+ * The token to present to the agent at addr, as above.  Returns 1 with it
+ * in out (>= DAP_TOKEN_MAX + 1 bytes) and where it came from in src
+ * ("--token or PROBING_TOKEN", or the file's path), or 0 when there is
+ * none (src then says why, e.g. that a token file was refused).
+ */
+int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
+		     char *src, size_t srclen);
+
 /*
  * Resolves text, connects within timeout_ms and, when init_body is not
  * NULL, sends `initialize` ({clientID: "probing-cli", adapterID:
- * "probing"}) and waits timeout_ms for it.  Returns CLI_OK with a new
+ * "probing", probingToken when cli_target_token has one}) and waits
+ * timeout_ms for it.  Returns CLI_OK with a new
  * client in *out (caller frees) and the response body in *init_body
  * (caller frees; an empty object when the agent sent none), or an exit
  * code from the taxonomy above with the reason in err and nothing to free.

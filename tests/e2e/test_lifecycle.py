@@ -68,13 +68,15 @@ def test_probing_port_env(spawn, python):
 
 
 def test_non_loopback_listen_refused(spawn, python):
+    # Without a usable token (here PROBING_TOKEN is not one); the token
+    # cases are in test_auth.py.
     t = spawn(python, """\
 import probing
 try:
     probing.init(listen="0.0.0.0:%d")
 except OSError as e:
     print("REFUSED", e, flush=True)
-""" % free_port(), agent=None, env={"PYTHONPATH": SITE})
+""" % free_port(), agent=None, env={"PYTHONPATH": SITE, "PROBING_TOKEN": "short"})
     assert t.proc.wait(timeout=60) == 0
     assert "REFUSED" in t.output() and "loopback" in t.output()
 

@@ -12,6 +12,12 @@ serving the Debug Adapter Protocol on the abstract unix socket
     import probing
     probing.init(listen="127.0.0.1:9922")
 
+An address other than loopback needs a token, which clients present
+(``probing --token``, ``PROBING_TOKEN``, or the token file the agent
+writes; see docs/security.md)::
+
+    probing.init(listen="0.0.0.0:9922", token=os.environ["MY_TOKEN"])
+
 ``PROBING=1 python app.py`` does the same at start-up (through the
 ``probing.pth`` file installed next to this package), with the settings
 taken from the environment (``PROBING_PORT``, ``PROBING_<SETTING>``).
@@ -39,11 +45,15 @@ _native = _load()
 __version__ = _native.__version__
 
 
-def init(listen=None, timeout=5.0, **settings):
+def init(listen=None, timeout=5.0, token=None, **settings):
     """Start the agent (a no-op when it already runs) and wait for it.
 
-    listen: also serve on this TCP address, e.g. "127.0.0.1:9922" (only
-        loopback addresses are accepted).
+    listen: also serve on this TCP address, e.g. "127.0.0.1:9922".  An
+        address other than loopback ("0.0.0.0:9922") needs a token: token=,
+        PROBING_TOKEN, or one generated into the per-user token file
+        ($XDG_RUNTIME_DIR/probing/token or ~/.probing/token).
+    token: the token TCP clients must present (16 to 128 printable
+        characters); replaces PROBING_TOKEN.
     settings: agent settings, with '_' for '.', e.g.
         ``init(query_max_rows=100)`` sets ``query.max_rows``; see
         ``probing -t PID config`` for the list.
@@ -52,7 +62,7 @@ def init(listen=None, timeout=5.0, **settings):
     when another copy of the agent already serves this process.
     """
     named = {_setting_name(k): v for k, v in settings.items()}
-    return _native.init(listen, named, timeout)
+    return _native.init(listen, named, timeout, token)
 
 
 def address():
