@@ -10,11 +10,15 @@
  * file's code runs, and breakpoints_file_loaded() reports it verified
  * then.  A file is loaded when a module in sys.modules or a running frame
  * comes from it, or when an `exec` or `compile` audit event names it
- * (debugger.c watches those).
+ * (dbgtrace.c watches those).
  *
  * Files are matched by path as given, then by real path (symbolic links,
  * relative co_filename), and classification is cached per code object by
  * pyhook, so matching costs nothing on the hot path.
+ *
+ * This module is the table and the matching; a file's source (lines with
+ * code, names, loaded or not) is bpsource.h's, one breakpoint's
+ * condition, hit count and log message bp.h's.
  *
  * Threads and locks: every function runs with the GIL held; the table is
  * guarded by it.  Functions that run Python code (conditions, log

@@ -1,6 +1,17 @@
 /*
- * debugger: one debug session at a time — who is attached, which threads
- * are paused and why, pause/continue/step, and what happens on detach.
+ * debugger: which threads are paused and why, the commands that resume
+ * them, and the epochs that make stale handles detectable — the state
+ * every part of the debugger shares, under one lock.  The rest of the
+ * debugger is built on it:
+ *
+ *   dbgsession  who the debugger is, detach, the stop held for the next
+ *   dbgtrace    the C trace function: line, call and exception events,
+ *               the uncaught-exception hooks, files being loaded
+ *   dbgstop     a thread's stop as the thread sees it (GIL side)
+ *   dbgstep     next / stepIn / stepOut, per thread
+ *   dbgevents   the DAP events sent to the attached debugger
+ *   dbgcontrol  the requests that need the GIL (breakpoints, exception
+ *               filters, pause) and the cleanup after a detach
  *
  * The model is "all-stop": when a thread stops (breakpoint, step, pause,
  * exception), every other thread is asked to stop at its next Python line
@@ -21,20 +32,21 @@
  * the GIL: it wakes the paused threads at once and leaves removing the
  * breakpoints, the hook and every trace function to whichever runs first
  * with the GIL — a resumed thread, the next traced line, or a cleanup job
- * on a worker.  Afterwards no trace function of ours and no hook remain.
+ * on a worker (dbgcontrol.h).  Afterwards no trace function of ours and no
+ * hook remain.
  *
- * Threads and locks: one mutex guards the session and pause state (never
- * held while taking the GIL or running Python); breakpoints, pyhook and
- * Python objects are guarded by the GIL.  Which functions need the GIL is
- * said at each.
+ * Threads and locks: one mutex guards the pause state (never held while
+ * taking the GIL or running Python; taken after the session's lock when
+ * both are); every function here takes it briefly and none blocks,
+ * except debugger_wait_resume().  Breakpoints,
+ * pyhook and Python objects are guarded by the GIL.  Which functions need
+ * the GIL is said at each.
  */
 #ifndef DEBUGGER_H
 #define DEBUGGER_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "breakpoints.h"
 
 #define DEBUGGER_PAUSED_MAX 256 /* threads paused at once */
 #define DEBUGGER_FRAMES_MAX 512 /* frames kept per paused thread */
@@ -50,65 +62,6 @@ enum debugger_cmd {
 	DEBUGGER_STEP_IN,
 	DEBUGGER_STEP_OUT,
 };
-
-/* Any thread.  Makes session the debugger.  Returns 0 (also when it is
- * already), or with err -EBUSY when another session is attached, -EAGAIN
- * while the previous session's cleanup is pending (debugger_cleanup()
- * first). */
-int debugger_attach(uint64_t session, char *err, size_t errlen);
-
-/* Is session the attached debugger? */
-int debugger_is_attached(uint64_t session);
-
-/* The attached session, 0 when none. */
-uint64_t debugger_session(void);
-
-/*
- * Ends session's debugging if it is the attached one: resumes every
- * paused thread and schedules the removal of breakpoints and hooks (see
- * above) on a worker — or, when the session asked for debugger_hold(),
- * keeps the stop for the next debugger.  Never blocks.  Loop thread only
- * (it is the server's close hook).
- */
-void debugger_detach(uint64_t session);
-
-/* Registers debugger_detach as a close hook of srv (loop thread or before
- * the loop runs).  Returns 0 or -ENOSPC. */
-struct server;
-int debugger_register(struct server *srv);
-
-/* Worker thread: takes the GIL (bounded) to finish a detach now, if one
- * is pending.  Used before attach and by the cleanup job.  Returns 0 or
- * -ETIMEDOUT etc. with err. */
-int debugger_cleanup(char *err, size_t errlen);
-
-/*
- * Breakpoint configuration; worker thread (takes the GIL, bounded by
- * python.gil_timeout_ms).  Same contracts as breakpoints_set_file /
- * _set_functions, plus -ETIMEDOUT when the GIL did not come.  Afterwards
- * frames of the files concerned that are running already are traced, so
- * a breakpoint in a running loop takes effect at its next line.
- */
-int debugger_set_breakpoints(const char *path, const struct bp_spec *specs,
-			     size_t n, struct bp_result *out, char *err,
-			     size_t errlen);
-int debugger_set_function_breakpoints(const struct bp_spec *specs, size_t n,
-				      struct bp_result *out, char *err,
-				      size_t errlen);
-
-/* Exception breakpoints: stop where an exception is raised (raised), or
- * when one is about to end a thread or the program (uncaught).  Worker
- * thread (GIL, bounded). */
-int debugger_set_exception_filters(int raised, int uncaught, char *err,
-				   size_t errlen);
-
-/*
- * Asks every thread to stop at its next Python line; the `stopped` event
- * follows when the first one does.  Worker thread (GIL, bounded).
- * Returns 0, -ETIMEDOUT (the GIL is held in C: nothing changed), -ENOTCONN
- * (no debugger attached).
- */
-int debugger_pause(char *err, size_t errlen);
 
 /*
  * Resumes every paused thread; thread (a native id) gets cmd, the others
@@ -157,36 +110,13 @@ struct _frame *debugger_frame_object(int64_t id, char *err, size_t errlen);
 struct _object *debugger_exception(long native_id, const char **mode, char *err,
 				   size_t errlen);
 
-/*
- * Hands the stop over to the next debugger: when session (attached) ends,
- * the target stays paused — no resume, breakpoints kept — until another
- * session attaches (it takes the stop over) or wait_ms pass (then the
- * detach happens).  For `probing debug --pause`.  Any thread.  Returns 0
- * or -ENOTCONN when session is not the attached one.
- */
-int debugger_hold(uint64_t session, int wait_ms, char *err, size_t errlen);
+/* ---- the agent's lifecycle ---------------------------------------------- */
 
-/* Resumes every paused thread for any session (`probing debug --resume`);
- * the attached debugger, if another session, gets a `continued` event.  A
- * held stop with no debugger is detached: the caller (a worker) then runs
- * debugger_cleanup().  Never blocks. */
-void debugger_release(uint64_t session);
-
-/* For configurationDone: tells session (now attached) about a stop that
- * was in progress before it came (a held one), with a `stopped` event. */
-void debugger_announce(uint64_t session);
-
-/* The debugger's state, for probing/debug status.  Any thread, no GIL. */
-struct debugger_status {
-	uint64_t session; /* attached session, 0 when none */
-	int held;	  /* paused, waiting for a debugger to attach */
-	int stopped;
-	long paused[DEBUGGER_PAUSED_MAX]; /* native ids of paused threads */
-	size_t npaused;
-	int hook; /* the frame-evaluation hook is installed */
-	int exc_raised, exc_uncaught;
-};
-void debugger_get_status(struct debugger_status *st);
+/* Sets the debugger up on srv: its events, pyhook's classify and trace
+ * functions, the session's close hook (loop thread or before the loop
+ * runs).  Returns 0 or -ENOSPC. */
+struct server;
+int debugger_register(struct server *srv);
 
 /* Agent stop (interpreter exit): detaches whatever session is attached
  * and wakes every paused thread.  Any thread. */
@@ -194,5 +124,70 @@ void debugger_stop(void);
 
 /* In a forked child: forget the parent's session and paused threads. */
 void debugger_atfork_child(void);
+
+/* ---- for the session (dbgsession.c; its lock held) ---------------------- */
+
+/* A debugger attached: active, and a new epoch. */
+void debugger_activate(void);
+
+/* The debugger went away: inactive, no pause wanted, a new epoch, every
+ * paused thread woken with CONTINUE. */
+void debugger_end(void);
+
+/* Resumes every paused thread (CONTINUE), the debugger staying. */
+void debugger_continue_all(void);
+
+/* The first paused thread of the stop in progress, or 0. */
+long debugger_first_paused(void);
+
+/* The paused threads' native ids (at most max); returns whether a stop
+ * is in progress. */
+int debugger_paused_list(long *ids, size_t max, size_t *n);
+
+/* ---- for the debugger's own modules ------------------------------------ */
+
+/* Is a debugger attached (or a stop held for one)?  Any thread, lock-free:
+ * the trace function checks it on every event. */
+int debugger_active(void);
+
+/* Is a pause asked for, or a stop in progress? */
+int debugger_pause_wanted(void);
+
+/* dbgcontrol_pause(): marks a pause as asked for.  Returns 0, 1 when a
+ * stop is in progress already (nothing to do), or -ENOTCONN (inactive). */
+int debugger_pause_begin(void);
+
+/* Forgets a pause asked for (the GIL did not come to arm it). */
+void debugger_pause_cancel(void);
+
+/* A frame of a stopping thread, captured with the GIL (dbgstop.h): text
+ * for stackTrace, and the frame object for scopes and evaluate. */
+struct debugger_pframe {
+	char *func, *file;
+	int line;
+	struct _object *obj; /* PyFrameObject, strong; GIL to release */
+};
+
+/*
+ * GIL held, in the stopping thread (native id tid, Python ident): records
+ * it paused with frames fr[0..n) (taken over on success) and exc (a new
+ * reference is taken), *first set when it starts a round (the first
+ * thread of an all-stop).  Returns the thread's slot, or -ENOTCONN (no
+ * debugger) / -ENOSPC (DEBUGGER_PAUSED_MAX threads paused): fr stays the
+ * caller's.
+ */
+int debugger_enter_stop(long tid, uint64_t ident, struct debugger_pframe *fr,
+			size_t n, struct _object *exc, const char *exc_mode,
+			int *first);
+
+/* The GIL released: waits until slot's thread is resumed or the debugger
+ * goes away.  Returns the command (0: went away) and the epoch it started
+ * in. */
+int debugger_wait_resume(int slot, unsigned *cmd_epoch);
+
+/* GIL held again: frees the slot and hands back its frames and exception
+ * for the caller to release. */
+void debugger_leave_stop(int slot, struct debugger_pframe **fr, size_t *n,
+			 struct _object **exc);
 
 #endif

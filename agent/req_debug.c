@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "dbgcontrol.h"
+#include "dbgsession.h"
 #include "debugger.h"
 #include "gilcall.h"
 #include "handler.h"
@@ -25,7 +27,7 @@
 
 static int require_attached(struct request *req)
 {
-	if (debugger_is_attached(req->session))
+	if (dbgsession_is_attached(req->session))
 		return 0;
 	request_fail(req, 1,
 		     "'%s' needs a debug session: send 'attach' "
@@ -44,15 +46,15 @@ static void run_attach(struct request *req)
 
 	/* Whatever a previous session left is removed before this one
 	 * sets anything. */
-	if (!debugger_is_attached(req->session) &&
-	    debugger_cleanup(err, sizeof(err))) {
+	if (!dbgsession_is_attached(req->session) &&
+	    dbgcontrol_cleanup(err, sizeof(err))) {
 		request_fail(req, 1,
 			     "cannot attach yet: the previous debug "
 			     "session is still being cleaned up (%s)",
 			     err);
 		return;
 	}
-	rc = debugger_attach(req->session, err, sizeof(err));
+	rc = dbgsession_attach(req->session, err, sizeof(err));
 	if (rc) {
 		request_fail(req, 1, "%s", err);
 		return;
@@ -75,7 +77,7 @@ static void run_configuration_done(struct request *req)
 		return;
 	request_ok(req);
 	/* A stop held for this debugger (probing debug --pause). */
-	debugger_announce(req->session);
+	dbgsession_announce(req->session);
 }
 
 const struct handler handler_configuration_done = {
@@ -240,7 +242,7 @@ static void run_set_breakpoints(struct request *req)
 		request_fail(req, 1, "out of memory");
 		return;
 	}
-	rc = debugger_set_breakpoints(path, specs, n, res, err, sizeof(err));
+	rc = dbgcontrol_set_breakpoints(path, specs, n, res, err, sizeof(err));
 	if (rc) {
 		request_fail(req, 1, "cannot set breakpoints: %s", err);
 		goto out;
@@ -288,7 +290,8 @@ static void run_set_function_breakpoints(struct request *req)
 		request_fail(req, 1, "out of memory");
 		return;
 	}
-	rc = debugger_set_function_breakpoints(specs, n, res, err, sizeof(err));
+	rc = dbgcontrol_set_function_breakpoints(specs, n, res, err,
+						 sizeof(err));
 	if (rc) {
 		request_fail(req, 1, "cannot set breakpoints: %s", err);
 		goto out;
@@ -343,8 +346,8 @@ static void run_set_exception_breakpoints(struct request *req)
 			return;
 		}
 	}
-	if (debugger_set_exception_filters(raised, uncaught, err,
-					   sizeof(err))) {
+	if (dbgcontrol_set_exception_filters(raised, uncaught, err,
+					     sizeof(err))) {
 		request_fail(req, 1, "cannot set exception breakpoints: %s",
 			     err);
 		return;
@@ -375,7 +378,7 @@ static void run_pause(struct request *req)
 
 	if (require_attached(req))
 		return;
-	if (debugger_pause(err, sizeof(err))) {
+	if (dbgcontrol_pause(err, sizeof(err))) {
 		request_fail(req, 1, "cannot pause: %s", err);
 		return;
 	}
@@ -576,10 +579,10 @@ const struct handler handler_exception_info = {
 
 static void debug_status(struct request *req)
 {
-	struct debugger_status st;
+	struct dbgsession_status st;
 	cJSON *body, *arr;
 
-	debugger_get_status(&st);
+	dbgsession_get_status(&st);
 	body = request_ok(req);
 	if (!body)
 		return;
@@ -623,19 +626,19 @@ static void debug_pause(struct request *req)
 		request_fail(req, 1, "cannot listen on %s: %s", address, err);
 		return;
 	}
-	if (!debugger_is_attached(req->session) &&
-	    debugger_cleanup(err, sizeof(err))) {
+	if (!dbgsession_is_attached(req->session) &&
+	    dbgcontrol_cleanup(err, sizeof(err))) {
 		request_fail(req, 1,
 			     "the previous debug session is still "
 			     "being cleaned up (%s)",
 			     err);
 		return;
 	}
-	rc = debugger_attach(req->session, err, sizeof(err));
+	rc = dbgsession_attach(req->session, err, sizeof(err));
 	if (!rc)
-		rc = debugger_pause(err, sizeof(err));
+		rc = dbgcontrol_pause(err, sizeof(err));
 	if (!rc)
-		rc = debugger_hold(req->session, (int)wait, err, sizeof(err));
+		rc = dbgsession_hold(req->session, (int)wait, err, sizeof(err));
 	if (rc) {
 		request_fail(req, 1, "cannot pause: %s", err);
 		return;
@@ -664,10 +667,10 @@ static void run_probing_debug(struct request *req)
 	} else if (!strcmp(action, "pause")) {
 		debug_pause(req);
 	} else if (!strcmp(action, "resume")) {
-		debugger_release(req->session);
+		dbgsession_release(req->session);
 		/* A released hold leaves a cleanup; best effort here (the
 		 * next traced line or attach does it otherwise). */
-		debugger_cleanup(err, sizeof(err));
+		dbgcontrol_cleanup(err, sizeof(err));
 		request_ok(req);
 	} else {
 		request_fail(req, 1,

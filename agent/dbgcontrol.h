@@ -1,0 +1,66 @@
+/*
+ * dbgcontrol: the debugger's requests that need the GIL — breakpoint
+ * configuration, exception filters, pause — and the cleanup that finishes
+ * a detach.
+ *
+ * The request functions run on a worker thread and take the GIL through
+ * pygil (bounded by python.gil_timeout_ms; our code only, never
+ * interrupted).  When the GIL does not come, nothing changed and the
+ * error names the thread holding it.
+ *
+ * Cleanup: a detach (debugger.h) never waits for the GIL; it leaves a
+ * cleanup pending.  The first code to run with the GIL afterwards does it
+ * — a resumed thread, the next traced line (dbgcontrol_cleanup_now()), a
+ * configuration request, the next attach, or the job that
+ * dbgcontrol_submit_cleanup() queues on a worker: breakpoints, steps,
+ * exception filters and hooks, the frame-evaluation hook and variable
+ * references go, once.
+ */
+#ifndef DBGCONTROL_H
+#define DBGCONTROL_H
+
+#include <stddef.h>
+
+#include "breakpoints.h"
+
+/*
+ * Breakpoint configuration; worker thread.  Same contracts as
+ * breakpoints_set_file / _set_functions, plus -ETIMEDOUT when the GIL did
+ * not come and -ENOTCONN when no debugger is attached.  Afterwards frames
+ * of the files concerned that are running already are traced, so a
+ * breakpoint in a running loop takes effect at its next line.
+ */
+int dbgcontrol_set_breakpoints(const char *path, const struct bp_spec *specs,
+			       size_t n, struct bp_result *out, char *err,
+			       size_t errlen);
+int dbgcontrol_set_function_breakpoints(const struct bp_spec *specs, size_t n,
+					struct bp_result *out, char *err,
+					size_t errlen);
+
+/* Exception breakpoints: stop where an exception is raised (raised), or
+ * when one is about to end a thread or the program (uncaught).  Worker
+ * thread. */
+int dbgcontrol_set_exception_filters(int raised, int uncaught, char *err,
+				     size_t errlen);
+
+/*
+ * Asks every thread to stop at its next Python line; the `stopped` event
+ * follows when the first one does.  Worker thread.  Returns 0 (also when
+ * a stop is in progress already), -ETIMEDOUT (the GIL is held in C:
+ * nothing changed), -ENOTCONN (no debugger attached).
+ */
+int dbgcontrol_pause(char *err, size_t errlen);
+
+/* Worker thread: takes the GIL (bounded) to finish a detach now, if one
+ * is pending.  Used before attach and by the cleanup job.  Returns 0 or
+ * -ETIMEDOUT etc. with err. */
+int dbgcontrol_cleanup(char *err, size_t errlen);
+
+/* GIL held: finishes a pending detach, if any (once). */
+void dbgcontrol_cleanup_now(void);
+
+/* Any thread: queues the cleanup on a worker (it retries while the GIL
+ * is held elsewhere).  Never blocks. */
+void dbgcontrol_submit_cleanup(void);
+
+#endif
