@@ -11,6 +11,8 @@ export interface Resolved {
 	cli: string;      // the probing command line tool
 	inject: boolean;  // inject an agent into a process that has none
 	timeout: number;  // ms to wait for the agent
+	token?: string;   // the agent's token (docs/security.md); absent: the
+	                  // tool's own (PROBING_TOKEN, else the token file)
 }
 
 export type Resolution = { resolved: Resolved } | { error: string };
@@ -30,6 +32,15 @@ export function initialConfiguration(): Record<string, unknown> {
 
 function isInt(v: unknown): v is number {
 	return typeof v === 'number' && Number.isInteger(v);
+}
+
+// A token as the agent takes it: 16 to 128 printable ASCII characters,
+// no spaces (dap/dap_token.h).
+export function tokenError(v: unknown): string | null {
+	if (typeof v !== 'string' || !/^[\x21-\x7e]{16,128}$/.test(v)) {
+		return '"token" must be the agent\'s token: 16 to 128 printable characters without spaces.';
+	}
+	return null;
 }
 
 // Checks cfg (variables already substituted) and resolves it.  cliDefault
@@ -62,6 +73,12 @@ export function resolveAttach(cfg: Record<string, unknown>, cliDefault: string):
 		if (typeof cfg.inject !== 'boolean') return { error: '"inject" must be true or false.' };
 		inject = cfg.inject;
 	}
+	const extra: { token?: string } = {};
+	if (cfg.token !== undefined && cfg.token !== null && cfg.token !== '') {
+		const e = tokenError(cfg.token);
+		if (e) return { error: e };
+		extra.token = cfg.token as string;
+	}
 	if (hasPid) {
 		let pid: number;
 		if (isInt(cfg.processId)) {
@@ -74,7 +91,7 @@ export function resolveAttach(cfg: Record<string, unknown>, cliDefault: string):
 			return { error: `"processId" must be a process id, not ${JSON.stringify(cfg.processId)}.` };
 		}
 		if (pid <= 0 || pid > 0x7fffffff) return { error: `"processId" ${pid} is not a process id.` };
-		return { resolved: { target: { kind: 'process', pid }, cli, inject, timeout } };
+		return { resolved: { target: { kind: 'process', pid }, cli, inject, timeout, ...extra } };
 	}
 	if (hasPort) {
 		if (!isInt(cfg.port) || cfg.port < 1 || cfg.port > 65535) {
@@ -87,7 +104,7 @@ export function resolveAttach(cfg: Record<string, unknown>, cliDefault: string):
 			}
 			host = cfg.host.trim();
 		}
-		return { resolved: { target: { kind: 'tcp', host, port: cfg.port }, cli, inject: false, timeout } };
+		return { resolved: { target: { kind: 'tcp', host, port: cfg.port }, cli, inject: false, timeout, ...extra } };
 	}
 	if (cfg.host !== undefined) return { error: '"host" needs a "port".' };
 	return { error: 'Say what to attach to: "processId" (a pid, or "${command:pickProcess}"), or "host" and "port".' };
@@ -99,9 +116,18 @@ export function targetArg(t: Target): string {
 	return t.host.includes(':') && !t.host.startsWith('[') ? `[${t.host}]:${t.port}` : `${t.host}:${t.port}`;
 }
 
-// The debug adapter a process target runs: the CLI's stdio bridge.
+// The debug adapter every target runs: the CLI's stdio bridge.  Over TCP
+// it puts the token into VS Code's initialize request (VS Code's own
+// arguments cannot carry it): the configuration's, else the tool finds
+// its own (PROBING_TOKEN, the token file).
 export function adapterArgs(r: Resolved): string[] {
 	return ['-t', targetArg(r.target), '--timeout', String(r.timeout), 'dap'];
+}
+
+// The environment added for the probing tool: the token goes there, not
+// on its command line, where other users could read it (/proc).
+export function toolEnv(r: Resolved | undefined): Record<string, string> | undefined {
+	return r && r.token ? { PROBING_TOKEN: r.token } : undefined;
 }
 
 export function injectArgs(pid: number, timeout: number): string[] {
@@ -119,6 +145,7 @@ export function exitMeaning(code: number | null): string {
 	case 9: return 'not a CPython 3.11 process, or Python is not ready';
 	case 10: return 'the agent library is missing, or dlopen failed in the process';
 	case 11: return 'the injection failed';
+	case 12: return 'the agent refused the token (set "token" in the configuration, or PROBING_TOKEN)';
 	default: return `exit code ${code}`;
 	}
 }

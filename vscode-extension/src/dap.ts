@@ -16,12 +16,16 @@ export class StdioDap {
 	private stderr = '';
 	private ended: string | null = null;
 
-	constructor(cli: string, target: string, timeoutMs: number) {
+	// env: added to this process's environment (PROBING_TOKEN).
+	constructor(cli: string, target: string, timeoutMs: number, env?: Record<string, string>) {
 		this.proc = cp.spawn(cli, ['-t', target, '--timeout', String(timeoutMs), 'dap'],
-			{ stdio: ['pipe', 'pipe', 'pipe'] });
+			{ stdio: ['pipe', 'pipe', 'pipe'], env: env ? { ...process.env, ...env } : undefined });
 		this.proc.stdout!.on('data', (d: Buffer) => this.feed(d));
 		this.proc.stderr!.on('data', (d: Buffer) => { this.stderr += d.toString(); });
 		this.proc.on('error', (e) => this.end(`cannot run ${cli}: ${e.message}`));
+		// The tool exited (it could not connect, or the agent refused):
+		// writing to it fails, and the exit says why.
+		this.proc.stdin!.on('error', () => { /* the 'exit' handler ends it */ });
 		this.proc.on('exit', (code) => this.end(this.stderr.trim() || `probing dap exited (${code})`));
 	}
 

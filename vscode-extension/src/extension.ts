@@ -4,7 +4,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import * as vscode from 'vscode';
-import { adapterArgs, exitMeaning, initialConfiguration, injectArgs, Resolved, resolveAttach, targetArg } from './config';
+import { adapterArgs, exitMeaning, initialConfiguration, injectArgs, Resolved, resolveAttach, targetArg, toolEnv } from './config';
 import { StdioDap } from './dap';
 import { agentPids, label, listPythonProcesses } from './procs';
 import { flameArgs, flameChoices, flamePage } from './flamegraph';
@@ -22,9 +22,11 @@ function hasAgent(pid: number): boolean {
 	}
 }
 
-function run(cli: string, args: string[], timeoutMs: number): Promise<{ code: number | null; out: string; err: string }> {
+function run(cli: string, args: string[], timeoutMs: number, env?: Record<string, string>):
+	Promise<{ code: number | null; out: string; err: string }> {
+	const opts = { timeout: timeoutMs, maxBuffer: 64 << 20, env: env ? { ...process.env, ...env } : undefined };
 	return new Promise((resolve) => {
-		cp.execFile(cli, args, { timeout: timeoutMs, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+		cp.execFile(cli, args, opts, (error, stdout, stderr) => {
 			const code = error ? (typeof (error as any).code === 'number' ? (error as any).code : null) : 0;
 			resolve({ code, out: stdout.toString(), err: stderr.toString() || (error && code === null ? error.message : '') });
 		});
@@ -74,7 +76,8 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 			if ('error' in again) throw new Error(`Probing: ${again.error}`);
 			r = again.resolved;
 		}
-		if (r.target.kind === 'tcp') return new vscode.DebugAdapterServer(r.target.port, r.target.host);
+		// Over TCP too through the CLI's bridge, which adds the token.
+		if (r.target.kind === 'tcp') return new vscode.DebugAdapterExecutable(r.cli, adapterArgs(r), { env: toolEnv(r) });
 		const pid = r.target.pid;
 		if (!hasAgent(pid)) {
 			if (!fs.existsSync(`/proc/${pid}`)) throw new Error(`Probing: there is no process ${pid}.`);
@@ -88,15 +91,20 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 				throw new Error(`Probing: cannot inject the agent into ${pid} (${exitMeaning(res.code)}): ${res.err.trim()}`);
 			}
 		}
-		return new vscode.DebugAdapterExecutable(r.cli, adapterArgs(r));
+		return new vscode.DebugAdapterExecutable(r.cli, adapterArgs(r), { env: toolEnv(r) });
 	}
+}
+
+// The probing session being debugged, if any.
+function activeResolved(): Resolved | undefined {
+	const s = vscode.debug.activeDebugSession;
+	return s && s.type === 'probing' ? s.configuration.__probing : undefined;
 }
 
 // The target of the commands: the probing session being debugged, else a
 // picked process with an agent.
 async function commandTarget(): Promise<string | undefined> {
-	const s = vscode.debug.activeDebugSession;
-	const r: Resolved | undefined = s && s.type === 'probing' ? s.configuration.__probing : undefined;
+	const r = activeResolved();
 	if (r) return targetArg(r.target);
 	return pickProcess(true);
 }
@@ -108,7 +116,7 @@ async function runQuery(context: vscode.ExtensionContext) {
 	const sql = await vscode.window.showInputBox({ prompt: `SQL to run in ${target}`, value: last });
 	if (!sql) return;
 	await context.globalState.update('probing.lastQuery', sql);
-	const dap = new StdioDap(cliSetting(), target, 10000);
+	const dap = new StdioDap(cliSetting(), target, 10000, toolEnv(activeResolved()));
 	try {
 		const init = await dap.request('initialize', { adapterID: 'probing-vscode' });
 		if (!init.success) throw new Error(init.message);
@@ -127,7 +135,7 @@ async function runQuery(context: vscode.ExtensionContext) {
 async function backtrace() {
 	const target = await commandTarget();
 	if (!target) return;
-	const res = await run(cliSetting(), ['-t', target, 'backtrace', '--locals'], 30000);
+	const res = await run(cliSetting(), ['-t', target, 'backtrace', '--locals'], 30000, toolEnv(activeResolved()));
 	if (res.code !== 0) {
 		vscode.window.showErrorMessage(`Probing: backtrace failed (${exitMeaning(res.code)}): ${res.err.trim()}`);
 		return;
@@ -150,8 +158,10 @@ async function flamegraph() {
 		title: `Probing: ${choice.seconds ? `recording ${target} for ${choice.seconds} s` : `reading what ${target} recorded`}`,
 		cancellable: true,
 	}, (_progress, token) => new Promise<{ code: number | null; err: string }>((resolve) => {
+		const env = toolEnv(activeResolved());
 		const child = cp.execFile(cliSetting(), flameArgs(target, choice, out),
-			{ timeout: (choice.seconds + 120) * 1000 }, (error, _stdout, stderr) => {
+			{ timeout: (choice.seconds + 120) * 1000, env: env ? { ...process.env, ...env } : undefined },
+			(error, _stdout, stderr) => {
 				const code = error ? (typeof (error as any).code === 'number' ? (error as any).code : null) : 0;
 				resolve({ code, err: stderr.toString() || (error && code === null ? error.message : '') });
 			});

@@ -1,7 +1,7 @@
 // Configuration resolution, under plain node (node --test out/test/).
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { adapterArgs, initialConfiguration, injectArgs, resolveAttach, targetArg } from '../config';
+import { adapterArgs, exitMeaning, initialConfiguration, injectArgs, resolveAttach, targetArg, toolEnv } from '../config';
 
 const ok = (cfg: Record<string, unknown>, cli = 'probing') => {
 	const r = resolveAttach(cfg, cli);
@@ -55,6 +55,24 @@ test('what the adapter runs', () => {
 	assert.deepEqual(injectArgs(99, 3000), ['-t', '99', '--timeout', '3000', 'inject']);
 	assert.equal(targetArg({ kind: 'tcp', host: '::1', port: 5 }), '[::1]:5');
 	assert.equal(targetArg({ kind: 'tcp', host: '127.0.0.1', port: 5 }), '127.0.0.1:5');
+});
+
+test('a token goes to the tool through its environment', () => {
+	const t = 's3cret-token-0123456789';
+	const r = ok({ host: '10.0.0.7', port: 9922, token: t });
+	assert.equal(r.token, t);
+	assert.deepEqual(toolEnv(r), { PROBING_TOKEN: t });
+	assert.ok(!adapterArgs(r).includes(t), 'never on the command line');
+	assert.deepEqual(adapterArgs(r), ['-t', '10.0.0.7:9922', '--timeout', '10000', 'dap']);
+	assert.equal(ok({ processId: 5, token: t }).token, t);
+	// None given: the tool finds its own (PROBING_TOKEN, the token file).
+	assert.equal(toolEnv(ok({ port: 9922 })), undefined);
+	assert.equal(toolEnv(ok({ port: 9922, token: '' })), undefined);
+	assert.equal(toolEnv(undefined), undefined);
+	assert.match(err({ port: 9922, token: 'short' }), /"token"/);
+	assert.match(err({ port: 9922, token: 'has a space 0123456789' }), /"token"/);
+	assert.match(err({ port: 9922, token: 1234567890123456 }), /"token"/);
+	assert.match(exitMeaning(12), /refused the token/);
 });
 
 test('the initial configuration picks a process', () => {
