@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "cluster.h"
 #include "config.h"
 #include "debugger.h"
 #include "log.h"
@@ -171,6 +172,9 @@ static int bring_up(char *err, size_t errlen)
 	if (listen[0] && server_listen(srv, listen, canon, sizeof(canon), err,
 				       errlen))
 		log_warn("not listening on %s: %s", listen, err);
+	rc = cluster_start(srv, store, err, errlen);
+	if (rc)
+		return rc;
 	server_addresses(srv, addrs, sizeof(addrs));
 	config_set_info("agent.address", addrs);
 	return 0;
@@ -208,6 +212,7 @@ static void *agent_main(void *arg)
 		pygil_run(register_atexit_fn, NULL, &lim, NULL);
 	server_run(srv);
 	memory_stop();
+	cluster_stop();
 	worker_stop(1000);
 	server_free(srv);
 	srv = NULL;
@@ -230,6 +235,7 @@ static void atfork_child(void)
 	debugger_atfork_child();
 	worker_atfork_child();
 	memory_atfork_child();
+	cluster_atfork_child();
 	config_atfork_child();
 	auth_atfork_child();
 	pthread_mutex_init(&lock, NULL);

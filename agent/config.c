@@ -38,6 +38,9 @@ static struct setting settings[] = {
 	{"agent.pid", K_INFO, "", 0, 0, "process id", "", 0},
 	{"agent.address", K_INFO, "", 0, 0,
 	 "addresses the agent listens on", "", 0},
+	{"cluster.status", K_INFO, "", 0, 0,
+	 "this agent in its distributed job: rank, registration in the "
+	 "rendezvous store", "", 0},
 	{"server.listen", K_ADDR, "", 0, 0,
 	 "TCP address to listen on as well (host:port; empty: unix socket only)",
 	 "", 0},
@@ -526,7 +529,19 @@ int config_load_env(char *err, size_t errlen)
 	}
 	v = getenv("PROBING_LISTEN");
 	if (!v && (v = getenv("PROBING_PORT")) && *v) {
+		/* In a torchrun job, n + LOCAL_RANK: the ranks of a node
+		 * take consecutive ports. */
+		const char *lr = getenv("LOCAL_RANK");
+		char *end;
+		long port = strtol(v, &end, 10), local;
+
 		snprintf(addr, sizeof(addr), "127.0.0.1:%s", v);
+		if (lr && *lr && !*end && port > 0) {
+			local = strtol(lr, &end, 10);
+			if (!*end && local >= 0 && port + local <= 65535)
+				snprintf(addr, sizeof(addr), "127.0.0.1:%ld",
+					 port + local);
+		}
 		v = addr;
 	}
 	if (v && *v && config_set("server.listen", v, msg, sizeof(msg))) {

@@ -22,6 +22,8 @@ static const struct handler *const handlers[] = {
 	&handler_probing_debug,
 	/* memory */
 	&handler_memory,
+	/* distributed jobs */
+	&handler_cluster,
 };
 
 const struct handler *handler_find(const char *command)

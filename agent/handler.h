@@ -74,4 +74,7 @@ extern const struct handler handler_attach, handler_configuration_done,
 /* Memory (req_memory.c). */
 extern const struct handler handler_memory;
 
+/* Distributed jobs (req_cluster.c). */
+extern const struct handler handler_cluster;
+
 #endif

@@ -41,6 +41,7 @@ enum cli_exit {
 	CLI_ELOAD = 10,	  /* inject: the library is missing or dlopen failed */
 	CLI_EINJECT = 11, /* inject: the injection itself failed */
 	CLI_EAUTH = 12,	  /* the agent refused the token (missing or wrong) */
+	CLI_EPARTIAL = 13, /* cluster: some nodes did not answer */
 	CLI_EINTR = 130,  /* given up on after Ctrl-C */
 };
 
@@ -84,6 +85,16 @@ extern const struct cmd_entry cmd_inject_entry;
 extern const struct cmd_entry cmd_launch_entry;
 extern const struct cmd_entry cmd_debug_entry;
 extern const struct cmd_entry cmd_memory_entry;
+extern const struct cmd_entry cmd_cluster_entry;
+
+/* The pids of the agents on this machine (their @probing-<pid> sockets
+ * in /proc/net/unix), sorted, at most max (cmd_list.c).  Returns how
+ * many, or -1 when /proc/net/unix cannot be read. */
+int cli_list_agents(pid_t *pids, int max);
+
+/* "10s", "500ms", "2m", or a number of seconds, into *ms
+ * (cmd_flamegraph.c).  0 or -1. */
+int cli_parse_duration(const char *text, int *ms);
 
 /* `perf --torch` (cmd_perf_torch.c): cmd_perf hands its argv over. */
 int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv);

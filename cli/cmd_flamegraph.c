@@ -36,7 +36,7 @@ struct fg_opts {
 };
 
 /* "10s", "500ms", "2m", or a number of seconds.  0 or -1. */
-static int parse_duration(const char *text, int *ms)
+int cli_parse_duration(const char *text, int *ms)
 {
 	char *end;
 	double v, scale = 1000;
@@ -397,7 +397,7 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, ":d:o:n:f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			if (parse_duration(optarg, &o.duration_ms) < 0)
+			if (cli_parse_duration(optarg, &o.duration_ms) < 0)
 				return cli_usage_error(
 					&cmd_flamegraph_entry,
 					"--duration must be like 10s, 500ms "

@@ -45,7 +45,7 @@ static pid_t agent_pid(const char *path)
 
 /* Fills pids[] (sorted, unique) from /proc/net/unix.  Returns how many,
  * or -1 when the file cannot be read. */
-static int find_agents(pid_t *pids, int max)
+int cli_list_agents(pid_t *pids, int max)
 {
 	FILE *f = fopen("/proc/net/unix", "re");
 	char line[512];
@@ -137,7 +137,7 @@ static int cmd_list_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	pids = calloc(LIST_MAX, sizeof(pid_t));
 	if (!pids)
 		return cli_error(CLI_EFAIL, "out of memory");
-	n = find_agents(pids, LIST_MAX);
+	n = cli_list_agents(pids, LIST_MAX);
 	if (n < 0) {
 		free(pids);
 		return cli_error(CLI_EFAIL, "cannot read /proc/net/unix");

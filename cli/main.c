@@ -21,7 +21,8 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_flamegraph_entry, &cmd_perf_entry,
 	&cmd_repl_entry, &cmd_config_entry,
 	&cmd_dap_entry,	 &cmd_inject_entry,
-	&cmd_launch_entry, &cmd_debug_entry, &cmd_memory_entry, NULL,
+	&cmd_launch_entry, &cmd_debug_entry, &cmd_memory_entry,
+	&cmd_cluster_entry, NULL,
 };
 
 static const char global_help[] =
@@ -67,6 +68,8 @@ static const char global_help[] =
 	"  11   inject: the injection failed (no safe point, timeout, "
 	"ptrace error)\n"
 	"  12   the agent refused the token (none given, or a wrong one)\n"
+	"  13   cluster: some nodes did not answer (the result is "
+	"partial)\n"
 	"  130  interrupted by Ctrl-C\n"
 	"\n"
 	"Examples:\n"

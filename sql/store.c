@@ -30,7 +30,7 @@
 #define SCRATCH_PAGES "65536" /* main and temp: 256 MiB of 4 KiB pages */
 
 static const char *const builtin_schemas[] = {"python", "process", "profile",
-					      "probing"};
+					      "probing", "cluster"};
 
 /* The state of the running call; valid while the db mutex is held. */
 struct query_state {
@@ -254,6 +254,7 @@ int store_new(struct store **out, char *err, size_t errlen)
 			 "ATTACH ':memory:' AS process;"
 			 "ATTACH ':memory:' AS profile;"
 			 "ATTACH ':memory:' AS probing;"
+			 "ATTACH ':memory:' AS cluster;"
 			 "CREATE TABLE probing.tables(schema TEXT, name TEXT, "
 			 "kind TEXT, doc TEXT);",
 			 err, errlen);

@@ -1,0 +1,68 @@
+"""A small DDP training loop on CPU (gloo), to try `probing cluster` on.
+
+    PROBING=1 torchrun --nproc_per_node 4 examples/ddp_train.py --hang-rank 2
+
+Every rank trains the same small model on random data; DDP averages the
+gradients across ranks in loss.backward().  With --hang-rank R, rank R
+gets stuck in load_batch() at step --hang-step (as a rank stuck reading
+its data would), and the other ranks then wait for it inside
+loss.backward(), in the gradient all-reduce: the job makes no progress
+and prints nothing.  `probing -t PID cluster backtrace` shows who waits
+for whom.
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def load_batch(step, rank, args):
+    if rank == args.hang_rank and step >= args.hang_step:
+        while True:  # a reader that never gets its data
+            time.sleep(0.05)
+    x = torch.randn(args.batch, 64)
+    y = x.sum(dim=1, keepdim=True)
+    return x, y
+
+
+def train(args):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(rank)
+    model = DDP(nn.Sequential(nn.Linear(64, 128), nn.ReLU(),
+                              nn.Linear(128, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        x, y = load_batch(step, rank, args)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if rank == 0 and step % 100 == 0:
+            print(f"step {step}: loss {loss.item():.3f}", flush=True)
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=1000000)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--hang-rank", type=int, default=-1,
+                   help="this rank gets stuck at --hang-step")
+    p.add_argument("--hang-step", type=int, default=3)
+    p.add_argument("--step-sleep", type=float, default=0.0,
+                   help="seconds each step sleeps (a gentler load)")
+    args = p.parse_args()
+    dist.init_process_group("gloo")
+    print(f"rank {dist.get_rank()} of {dist.get_world_size()}: pid "
+          f"{os.getpid()}", flush=True)
+    train(args)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
