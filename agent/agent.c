@@ -18,7 +18,9 @@
 #include "auth.h"
 #include "cluster.h"
 #include "config.h"
+#include "crash.h"
 #include "debugger.h"
+#include "hang.h"
 #include "log.h"
 #include "memory.h"
 #include "pygil.h"
@@ -168,6 +170,14 @@ static int bring_up(char *err, size_t errlen)
 	rc = memory_start(store, err, errlen);
 	if (rc)
 		return rc;
+	/* After the socket is ours: a second copy of the agent in the
+	 * process stays out of the crash handler too. */
+	rc = crash_start(err, errlen);
+	if (rc)
+		return rc;
+	rc = hang_start(store, err, errlen);
+	if (rc)
+		return rc;
 	config_get("server.listen", listen, sizeof(listen));
 	if (listen[0] && server_listen(srv, listen, canon, sizeof(canon), err,
 				       errlen))
@@ -212,6 +222,7 @@ static void *agent_main(void *arg)
 		pygil_run(register_atexit_fn, NULL, &lim, NULL);
 	server_run(srv);
 	memory_stop();
+	hang_stop();
 	cluster_stop();
 	worker_stop(1000);
 	server_free(srv);
@@ -235,6 +246,7 @@ static void atfork_child(void)
 	debugger_atfork_child();
 	worker_atfork_child();
 	memory_atfork_child();
+	hang_atfork_child();
 	cluster_atfork_child();
 	config_atfork_child();
 	auth_atfork_child();

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash.h"
 #include "dap_addr.h"
+#include "hang.h"
 #include "watch.h"
 
 /* K_LATCH: a K_BOOL that, once on, cannot be set off (server.readonly).
@@ -106,6 +108,20 @@ static struct setting settings[] = {
 	 "rows kept in process.memory (oldest go first)", "", 0},
 	{"memory.budget_ms", K_INT, "2000", 10, 60000,
 	 "time the memory request may hold the GIL to walk objects", "", 0},
+	{"crash.enabled", K_BOOL, "off", 0, 0,
+	 "on a fatal signal or an uncaught exception, write every thread's "
+	 "stack to a report file and stderr (PROBING_CRASH=1)", "", 0},
+	{"crash.path", K_TEXT, "", 0, 0,
+	 "directory of crash and hang reports (empty: the working directory)",
+	 "", 0},
+	{"hang.timeout", K_TEXT, "off", 0, 0,
+	 "report a hang when the main thread's Python stack has not changed "
+	 "for this long: 300s, 5m, 1h, off", "", 0},
+	{"hang.native", K_BOOL, "on", 0, 0,
+	 "hang reports include each thread's native stack (one SIGURG per "
+	 "thread)", "", 0},
+	{"hang.max_rows", K_INT, "1000", 1, 100000,
+	 "hangs kept in process.hangs (oldest go first)", "", 0},
 };
 
 /* The check functions of the K_TEXT settings. */
@@ -114,6 +130,8 @@ static const struct {
 	check_fn check;
 } checks[] = {
 	{"torch.watch", watch_canon},
+	{"crash.path", crash_path_canon},
+	{"hang.timeout", hang_timeout_canon},
 };
 
 /* Option keys of a switch that name a setting other than <prefix>.<key>. */
@@ -547,6 +565,13 @@ int config_load_env(char *err, size_t errlen)
 	if (v && *v && config_set("server.listen", v, msg, sizeof(msg))) {
 		if (!rc)
 			snprintf(err, errlen, "%s", msg);
+		rc = -EINVAL;
+	}
+	/* PROBING_CRASH=1: crash.enabled. */
+	v = getenv("PROBING_CRASH");
+	if (v && *v && config_set("crash.enabled", v, msg, sizeof(msg))) {
+		if (!rc)
+			snprintf(err, errlen, "PROBING_CRASH: %s", msg);
 		rc = -EINVAL;
 	}
 	return rc;
