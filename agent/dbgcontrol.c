@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "dbgcontrol.h"
+#include "dbgoutput.h"
 #include "dbgsession.h"
 #include "dbgstep.h"
 #include "dbgstop.h"
@@ -67,6 +68,7 @@ void dbgcontrol_cleanup_now(void)
 	if (!dbgsession_cleanup_take())
 		return;
 	dbgtrace_reset();
+	dbgoutput_remove();
 	breakpoints_clear();
 	dbgstep_reset();
 	pyhook_disable();

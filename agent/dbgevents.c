@@ -8,6 +8,7 @@
 
 #include "dap_msg.h"
 #include "dbgevents.h"
+#include "dbgoutput.h"
 #include "dbgsession.h"
 #include "debugger.h"
 #include "pyframes.h"
@@ -68,6 +69,17 @@ void dbgevents_output(const char *category, const char *text, const char *path,
 			cJSON_AddStringToObject(src, "path", path);
 		cJSON_AddNumberToObject(ev->body, "line", line);
 	}
+	post(ev);
+}
+
+void dbgevents_stream(const char *category, const char *text)
+{
+	struct dap_message *ev = dap_event_new("output");
+
+	if (!ev)
+		return;
+	cJSON_AddStringToObject(ev->body, "category", category);
+	cJSON_AddStringToObject(ev->body, "output", text);
 	post(ev);
 }
 
@@ -142,6 +154,7 @@ static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
 	uint64_t s;
 
 	(void)loop, (void)w, (void)revents;
+	dbgoutput_flush();
 	s = dbgsession_owner();
 	if (!s || threads_now(now, &k))
 		return;

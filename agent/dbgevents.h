@@ -10,7 +10,8 @@
  * reported.
  *
  * Threads and locks: any thread may post (server_post_event() queues for
- * the loop); the thread poll runs on the loop thread.  No function takes
+ * the loop); the thread poll runs on the loop thread, and flushes the
+ * target's buffered output (dbgoutput.h) on the same tick.  No function takes
  * the GIL or runs Python.
  */
 #ifndef DBGEVENTS_H
@@ -28,6 +29,9 @@ void dbgevents_init(struct server *srv);
  * from path:line when path is not NULL. */
 void dbgevents_output(const char *category, const char *text, const char *path,
 		      int line);
+
+/* `output` of category with text as it is (the target's streams). */
+void dbgevents_stream(const char *category, const char *text);
 
 /* `breakpoint` (changed, verified) for each of ids[0..n) at lines. */
 void dbgevents_verified(const int *ids, const int *lines, int n);

@@ -16,6 +16,7 @@
 
 #include "dbgcontrol.h"
 #include "dbgevents.h"
+#include "dbgoutput.h"
 #include "dbgsession.h"
 #include "debugger.h"
 #include "log.h"
@@ -95,6 +96,7 @@ static void detach_locked(void)
 	owner = 0;
 	announce = 0;
 	cleanup_pending = 1;
+	dbgoutput_stop();
 	debugger_end();
 }
 

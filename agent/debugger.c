@@ -31,6 +31,7 @@
 
 #include "breakpoints.h"
 #include "dbgevents.h"
+#include "dbgoutput.h"
 #include "dbgsession.h"
 #include "dbgstep.h"
 #include "dbgtrace.h"
@@ -248,6 +249,7 @@ void debugger_atfork_child(void)
 	dbgstep_reset();
 	dbgtrace_atfork_child();
 	dbgevents_atfork_child();
+	dbgoutput_atfork_child();
 	pyhook_atfork_child();
 }
 

@@ -18,6 +18,8 @@
 
 #include "agent.h"
 #include "dbgcontrol.h"
+#include "dbgevents.h"
+#include "dbgoutput.h"
 #include "dbgsession.h"
 #include "debugger.h"
 #include "gilcall.h"
@@ -42,8 +44,14 @@ static void run_attach(struct request *req)
 {
 	struct dap_message *ev;
 	char err[256];
-	int rc;
+	int rc, redirect = 0;
 
+	/* debugpy's name: the target's stdout/stderr as output events. */
+	if (dap_arg_bool(req->args, "redirectOutput", &redirect, err,
+			 sizeof(err)) < 0) {
+		request_fail(req, 1, "%s", err);
+		return;
+	}
 	/* Whatever a previous session left is removed before this one
 	 * sets anything. */
 	if (!dbgsession_is_attached(req->session) &&
@@ -58,6 +66,16 @@ static void run_attach(struct request *req)
 	if (rc) {
 		request_fail(req, 1, "%s", err);
 		return;
+	}
+	if (redirect && dbgoutput_start(err, sizeof(err))) {
+		/* Debugging works without it: say so, do not refuse. */
+		char note[320];
+
+		snprintf(note, sizeof(note),
+			 "probing: the target's output is not redirected: "
+			 "%s\n",
+			 err);
+		dbgevents_stream("console", note);
 	}
 	request_ok(req);
 	ev = dap_event_new("initialized");

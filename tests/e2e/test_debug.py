@@ -316,3 +316,108 @@ def test_no_hook_until_a_breakpoint_file_is_loaded(python, spawn, cli, tmp_path)
     d.request("setBreakpoints", {"source": {"path": str(other)}, "breakpoints": []})
     assert status(cli, t)["hook"] is False
     d.close()
+
+
+CHATTY = """
+import logging, os, sys, time
+log = logging.getLogger("chatty")
+log.addHandler(logging.StreamHandler())  # holds sys.stderr from now on
+n = 0
+print("ready", flush=True)
+while True:
+    n += 1
+    print("line", n, flush=True)
+    log.warning("warn %d", n)
+    if os.path.exists("flood"):
+        os.unlink("flood")
+        for _ in range(100):
+            sys.stdout.write("x" * 1000000)
+        sys.stdout.write("done\\n")
+        sys.stdout.flush()
+    time.sleep(0.02)
+"""
+
+
+def residue(cli, t):
+    # (sys.stdout is the evaluation's own while it runs.)
+    r = cli("eval", "[('write' in vars(s)) for s in (sys.__stdout__, sys.__stderr__)]",
+            target=t.pid)
+    assert r.rc == 0, r
+    return r.out.strip()
+
+
+def test_redirect_output_forwards_and_leaves_no_residue(python, spawn, cli):
+    t = spawn(python, CHATTY)
+    t.wait_agent()
+    t.wait_line("ready")
+    # Without redirectOutput nothing is wrapped.
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    assert residue(cli, t) == "[False, False]"
+    d.request("disconnect", {})
+    d.close()
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {"redirectOutput": True})
+    d.request("configurationDone")
+    out = d.wait(lambda m: m.get("event") == "output" and m["body"]["category"] == "stdout")
+    first = int(out["body"]["output"].split("line ")[1].split()[0])
+    err = d.wait(lambda m: m.get("event") == "output" and m["body"]["category"] == "stderr")
+    assert "warn " in err["body"]["output"], err
+    # The output still goes where it went (the target's file), after the
+    # attach as before.
+    wait_for(lambda: "line %d\n" % (first + 1) in t.output(), 30, "the target's own output")
+    assert residue(cli, t) == "[True, True]"
+    d.request("disconnect", {})
+    d.close()
+    wait_for(lambda: residue(cli, t) == "[False, False]", 30, "the wrappers to go")
+    n = t.output().count("\n")
+    wait_for(lambda: t.output().count("\n") > n + 2, 30, "the target to go on printing")
+
+
+FLOOD = """
+import os, sys, time
+print("ready", flush=True)
+while not os.path.exists("flood"):
+    time.sleep(0.01)
+for _ in range(100):
+    sys.stdout.write("x" * 1000000)
+sys.stdout.write("done\\n")
+sys.stdout.flush()
+while True:
+    time.sleep(1)
+"""
+
+
+def test_redirect_output_is_bounded(python, spawn, cli, tmp_path):
+    """100 MB printed: at most about DBGOUTPUT_RATE (1 MiB/s) forwarded,
+    the rest counted in console notes; every byte accounted for."""
+    t = spawn(python, FLOOD)
+    t.wait_agent()
+    t.wait_line("ready")
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {"redirectOutput": True})
+    d.request("configurationDone")
+    start = time.time()
+    (tmp_path / "flood").write_text("")
+    total = 100000000 + len("done\n")
+    forwarded = dropped = 0
+    while forwarded + dropped < total:
+        body = d.wait(lambda m: m.get("event") == "output")["body"]
+        if body["category"] == "stdout":
+            forwarded += len(body["output"].encode())
+        elif "bytes of stdout not shown" in body["output"]:
+            dropped += int(body["output"].split("probing: ")[1].split()[0])
+        assert time.time() - start < 300, "hang guard"
+    elapsed = time.time() - start
+    assert forwarded + dropped == total
+    # The budget: a burst of 1 MiB, then 1 MiB/s (a bound that only grows
+    # with the machine's slowness).
+    assert forwarded <= (1 << 20) * (elapsed + 1), (forwarded, elapsed)
+    assert dropped > 0
+    wait_for(lambda: "done" in t.output(), 60, "the target's own output")
+    assert t.output().count("x") == 100000000, "the target's own output is whole"
+    d.request("disconnect", {})
+    d.close()

@@ -50,15 +50,15 @@ class EventLog {
 // What VS Code sends on attach: initialize, attach, then (after
 // `initialized`) breakpoints and configurationDone.  bps: { path: [line or
 // {line, condition, hitCondition, logMessage}] }.  Returns
-// { log, caps, breakpoints: { path: [...] } }.
-async function attach(dc, { bps = {}, functions = null, exceptions = [] } = {}) {
+// { log, caps, breakpoints: { path: [...] } }.  args: attach's arguments.
+async function attach(dc, { bps = {}, functions = null, exceptions = [], args = {} } = {}) {
 	const log = new EventLog(dc);
 	const init = await dc.initializeRequest({
 		clientID: 'vscode', adapterID: 'probing', pathFormat: 'path',
 		linesStartAt1: true, columnsStartAt1: true, supportsVariableType: true,
 		supportsVariablePaging: true,
 	});
-	await dc.attachRequest({});
+	await dc.attachRequest(args);
 	await log.next('initialized');
 	const breakpoints = {};
 	for (const [path, list] of Object.entries(bps)) {

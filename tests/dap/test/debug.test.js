@@ -474,6 +474,31 @@ for (const py of PYTHONS) {
 			await dc2.disconnectRequest({});
 		});
 
+		it('redirectOutput: the target\'s stdout as output events, removed on detach', async () => {
+			// Is sys.stdout's write ours?  (Asked from another session; the
+			// evaluation's own sys.stdout is not the target's.)
+			const wrapped = async () => {
+				const other = await target.client();
+				const r = await other.evaluateRequest({ expression: "'write' in vars(sys.__stdout__)", context: 'repl' });
+				other.stopAdapter();
+				return r.body.result;
+			};
+			const dc = await client();
+			const { log } = await attach(dc, { args: { redirectOutput: true } });
+			const out = await log.next('output', (e) => e.body.category === 'stdout' && /tick \d+/.test(e.body.output));
+			assert.match(out.body.output, /tick \d+\n/);
+			assert.equal(await wrapped(), 'True');
+			await dc.disconnectRequest({});
+			for (const deadline = Date.now() + 30000; Date.now() < deadline;) {
+				if (await wrapped() === 'False') break;
+				await sleep(50);
+			}
+			assert.equal(await wrapped(), 'False', 'no wrapper left after the detach');
+			// The target's own output goes on.
+			const n = (target.out.match(/tick/g) || []).length;
+			await target.waitFor(() => (target.out.match(/tick/g) || []).length > n, 'more ticks');
+		});
+
 		it('bad requests get error replies', async () => {
 			const dc = await client();
 			await attach(dc);
@@ -484,6 +509,7 @@ for (const py of PYTHONS) {
 			failed(assert, await request(dc, 'setFunctionBreakpoints', {}), 'no breakpoints');
 			failed(assert, await request(dc, 'exceptionInfo', { threadId: target.pid }), 'exceptionInfo while running');
 			failed(assert, await request(dc, 'stepIn', {}), 'stepIn without a thread');
+			failed(assert, await request(dc, 'attach', { redirectOutput: 'yes' }), 'redirectOutput not a boolean');
 			succeeded(assert, await request(dc, 'continue', {}), 'continue while running');
 			await dc.disconnectRequest({});
 			await keepsRunning(target);
