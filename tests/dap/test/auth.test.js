@@ -71,5 +71,4 @@ describe('the token in initialize', () => {
 		await withTimeout(gone, 10000, 'the agent closing the connection');
 		assert.ok(target.alive());
 	});
-
 });
