@@ -34,26 +34,40 @@
 #include <unistd.h>
 
 
-enum { SLOT_FREE, SLOT_ASKED, SLOT_BUSY, SLOT_READY, SLOT_RELEASED };
+enum { E_FREE, E_BUSY, E_READY };
 
-/* The one request in flight; preallocated, touched by the handler only
- * between ASKED and FREE. */
-static struct {
-	_Atomic int state; /* also the futex word both sides wait on */
-	_Atomic long tid;  /* the thread asked */
+/* A request: which thread, and what its hook gets.  tid 0: free.  Filled
+ * by the sampler (tid stored last), freed by the handler that serves it
+ * (or by the sampler once its thread is gone). */
+struct req {
+	_Atomic long tid;
+	uintptr_t arg;
+	uint64_t tag;
+};
+
+/* A capture: taken by one handler (FREE -> BUSY), published (READY),
+ * copied out and freed by the sampler. */
+struct entry {
+	_Atomic int state;
+	long tid;
+	uint64_t tag;
+	int64_t ts_ns;
+	size_t n, extra_len;
 	uintptr_t ips[NATIVE_DEPTH_MAX];
-	_Atomic size_t n;
-} slot;
+	uint64_t extra[NATIVE_EXTRA_MAX / 8];
+};
+
+static struct req reqs[NATIVE_REQ_MAX];
+static struct entry ring[NATIVE_RING];
+static _Atomic unsigned ring_next; /* where the next handler looks first */
+static _Atomic unsigned ring_used; /* entries BUSY or READY */
+static _Atomic int ready_word;	   /* futex: bumped per published entry */
+static _Atomic int waiting;	   /* the consumer sleeps on ready_word */
 
 static struct sigaction prev_action;
 static _Atomic int installed; /* our handler is in place */
-static _Atomic int active;    /* captures allowed */
-/* Threads with a signal of ours pending (sent, not yet handled): a
- * standard signal sent again while one is pending is merged into it, so
- * such a thread is never sent another; its pending one serves the next
- * request.  Slots are claimed by the sampler and freed by the handler. */
-#define PENDING_MAX 64
-static _Atomic long pending[PENDING_MAX];
+static _Atomic int active;    /* requests allowed */
+static native_hook_fn hook;
 static pid_t my_pid;
 static uintptr_t eval_lo, eval_hi;
 static struct native_stats stats;
@@ -64,44 +78,23 @@ static long sys_futex(_Atomic int *word, int op, int val,
 	return syscall(SYS_futex, (int *)word, op, val, ts, NULL, 0);
 }
 
-static int64_t mono_ns(void)
+static int64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Waits while *word == val, at most until deadline (CLOCK_MONOTONIC ns).
- * Async-signal-safe. */
-static void wait_while(_Atomic int *word, int val, int64_t deadline)
+static void count(uint64_t *c, uint64_t v)
 {
-	for (;;) {
-		int64_t left = deadline - mono_ns();
-		struct timespec ts;
-
-		if (atomic_load(word) != val || left <= 0)
-			return;
-		ts.tv_sec = (time_t)(left / 1000000000);
-		ts.tv_nsec = (long)(left % 1000000000);
-		sys_futex(word, FUTEX_WAIT_PRIVATE, val, &ts);
-	}
+	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
 }
 
 /* ---- the handler (async-signal-safe from here to on_signal) ----------- */
 
-static void pending_clear(long tid)
-{
-	for (int i = 0; i < PENDING_MAX; i++) {
-		long t = tid;
-
-		if (atomic_compare_exchange_strong(&pending[i], &t, 0))
-			return;
-	}
-}
-
-/* Unwinds the interrupted context uc into the slot. */
-static size_t unwind(void *uc)
+/* Unwinds the interrupted context uc into ips. */
+static size_t unwind(void *uc, uintptr_t *ips)
 {
 	unw_cursor_t cur;
 	unw_word_t ip;
@@ -115,7 +108,7 @@ static size_t unwind(void *uc)
 			break;
 		/* The interrupted pc is not a return address: +1 so that
 		 * every entry is symbolized at ip - 1 alike. */
-		slot.ips[n] = n ? (uintptr_t)ip : (uintptr_t)ip + 1;
+		ips[n] = n ? (uintptr_t)ip : (uintptr_t)ip + 1;
 		n++;
 	} while (n < NATIVE_DEPTH_MAX && unw_step(&cur) > 0);
 	return n;
@@ -147,41 +140,92 @@ static void chain(int sig, siginfo_t *si, void *uc)
 	prev_action.sa_handler(sig);
 }
 
+/* The request a signal of ours carries, NULL when it is not ours. */
+static struct req *ours(const siginfo_t *si)
+{
+	uintptr_t p, lo = (uintptr_t)reqs;
+
+	if (!si || si->si_code != SI_QUEUE || si->si_pid != my_pid)
+		return NULL;
+	p = (uintptr_t)si->si_value.sival_ptr;
+	if (p < lo || p >= lo + sizeof(reqs) || (p - lo) % sizeof(reqs[0]))
+		return NULL;
+	return (struct req *)p;
+}
+
+/* A free entry of the ring, now BUSY; NULL when all are taken. */
+static struct entry *entry_take(void)
+{
+	unsigned start = atomic_fetch_add(&ring_next, 1), used, max;
+
+	for (unsigned k = 0; k < NATIVE_RING; k++) {
+		struct entry *e = &ring[(start + k) % NATIVE_RING];
+		int expect = E_FREE;
+
+		if (atomic_compare_exchange_strong(&e->state, &expect,
+						   E_BUSY)) {
+			used = atomic_fetch_add(&ring_used, 1) + 1;
+			max = __atomic_load_n(&stats.ring_max,
+					      __ATOMIC_RELAXED);
+			while (used > max &&
+			       !__atomic_compare_exchange_n(
+				       &stats.ring_max, &max, used, 0,
+				       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				;
+			return e;
+		}
+	}
+	return NULL;
+}
+
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
-	int saved = errno, expect = SLOT_ASKED;
+	int saved = errno;
+	struct req *r = ours(si);
+	struct entry *e;
+	long tid;
 	int64_t t0, t1;
 
-	if (!si || si->si_code != SI_QUEUE || si->si_pid != my_pid ||
-	    si->si_value.sival_ptr != (void *)&slot) {
-		__atomic_add_fetch(&stats.chained, 1, __ATOMIC_RELAXED);
+	if (!r) {
+		count(&stats.chained, 1);
 		chain(sig, si, uc);
 		errno = saved;
 		return;
 	}
-	pending_clear(syscall(SYS_gettid));
-	/* The re-entrancy guard: only one handler owns the slot, and only
-	 * for the thread it was meant for. */
-	if (atomic_load(&slot.tid) != syscall(SYS_gettid) ||
-	    !atomic_compare_exchange_strong(&slot.state, &expect,
-					    SLOT_BUSY)) {
-		__atomic_add_fetch(&stats.late, 1, __ATOMIC_RELAXED);
+	tid = syscall(SYS_gettid);
+	/* The request must be for this thread (a slot freed because its
+	 * thread looked gone, then reused, names another). */
+	if (atomic_load(&r->tid) != tid) {
+		count(&stats.stray, 1);
 		errno = saved;
 		return;
 	}
-	t0 = mono_ns();
-	atomic_store(&slot.n, unwind(uc));
-	t1 = mono_ns();
-	atomic_store(&slot.state, SLOT_READY);
-	sys_futex(&slot.state, FUTEX_WAKE_PRIVATE, 1, NULL);
-	/* Hold still while the sampler reads our Python stack. */
-	wait_while(&slot.state, SLOT_READY, t1 + (int64_t)NATIVE_HOLD_US * 1000);
-	__atomic_add_fetch(&stats.unwind_ns, (uint64_t)(t1 - t0),
-			   __ATOMIC_RELAXED);
-	__atomic_add_fetch(&stats.hold_ns, (uint64_t)(mono_ns() - t1),
-			   __ATOMIC_RELAXED);
-	atomic_store(&slot.state, SLOT_FREE);
-	sys_futex(&slot.state, FUTEX_WAKE_PRIVATE, 1, NULL);
+	e = entry_take();
+	if (!e) {
+		count(&stats.dropped, 1);
+		atomic_store(&r->tid, 0);
+		errno = saved;
+		return;
+	}
+	e->tid = tid;
+	e->tag = r->tag;
+	t0 = clock_ns(CLOCK_MONOTONIC);
+	e->ts_ns = clock_ns(CLOCK_REALTIME);
+	e->n = unwind(uc, e->ips);
+	t1 = clock_ns(CLOCK_MONOTONIC);
+	e->extra_len = hook ? hook(tid, r->arg, e->extra, sizeof(e->extra))
+			    : 0;
+	if (e->extra_len > sizeof(e->extra))
+		e->extra_len = 0;
+	count(&stats.unwind_ns, (uint64_t)(t1 - t0));
+	count(&stats.hook_ns, (uint64_t)(clock_ns(CLOCK_MONOTONIC) - t1));
+	count(&stats.captured, 1);
+	atomic_store(&e->state, E_READY);
+	/* The thread may be asked again from now on. */
+	atomic_store(&r->tid, 0);
+	atomic_fetch_add(&ready_word, 1);
+	if (atomic_load(&waiting))
+		sys_futex(&ready_word, FUTEX_WAKE_PRIVATE, 1, NULL);
 	errno = saved;
 }
 
@@ -201,13 +245,50 @@ static void find_eval(void)
 	eval_hi = eval_lo + (sym->st_size ? sym->st_size : 1);
 }
 
-int native_start(char *err, size_t errlen)
+/* Frees the requests of threads that are gone (their pending signal went
+ * with them).  Returns how many requests remain outstanding. */
+static int reap(void)
+{
+	int left = 0;
+
+	for (int i = 0; i < NATIVE_REQ_MAX; i++) {
+		long t = atomic_load(&reqs[i].tid);
+
+		if (!t)
+			continue;
+		if (syscall(SYS_tgkill, my_pid, (pid_t)t, 0) < 0 &&
+		    errno == ESRCH) {
+			long expect = t;
+
+			atomic_compare_exchange_strong(&reqs[i].tid, &expect,
+						       0);
+			continue;
+		}
+		left++;
+	}
+	return left;
+}
+
+/* Discards the captures waiting in the ring. */
+static void ring_clear(void)
+{
+	for (int i = 0; i < NATIVE_RING; i++) {
+		int expect = E_READY;
+
+		if (atomic_compare_exchange_strong(&ring[i].state, &expect,
+						   E_FREE))
+			atomic_fetch_sub(&ring_used, 1);
+	}
+}
+
+int native_start(native_hook_fn fn, char *err, size_t errlen)
 {
 	struct sigaction sa;
 	unw_context_t ctx;
 	unw_cursor_t cur;
 
 	my_pid = getpid();
+	hook = fn;
 	if (!atomic_load(&installed)) {
 		/* libunwind's own set-up, here rather than in a handler. */
 		if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) {
@@ -227,7 +308,7 @@ int native_start(char *err, size_t errlen)
 		}
 		atomic_store(&installed, 1);
 	}
-	atomic_store(&slot.state, SLOT_FREE);
+	ring_clear();
 	atomic_store(&active, 1);
 	return 0;
 }
@@ -240,18 +321,11 @@ void native_stop(void)
 	if (!atomic_load(&installed))
 		return;
 	/* A signal of ours still pending somewhere (a thread that blocks
-	 * it) must find our handler, not SIGPROF's default (which ends the
-	 * process): then ours stays, passing others on. */
-	for (int i = 0; i < PENDING_MAX; i++) {
-		long t = atomic_load(&pending[i]);
-
-		/* A thread that ended took its pending signal with it. */
-		if (t && syscall(SYS_tgkill, my_pid, (pid_t)t, 0) < 0 &&
-		    errno == ESRCH)
-			pending_clear(t);
-		else if (t)
-			return;
-	}
+	 * it, or one not scheduled yet) must find our handler, not
+	 * SIGPROF's default (which ends the process): then ours stays,
+	 * passing others on. */
+	if (reap())
+		return;
 	if (sigaction(NATIVE_SIGNAL, NULL, &cur) == 0 &&
 	    cur.sa_sigaction != on_signal)
 		return; /* someone replaced us: theirs stays */
@@ -259,90 +333,108 @@ void native_stop(void)
 		atomic_store(&installed, 0);
 }
 
-static int is_pending(long tid)
+int native_request(long tid, uintptr_t arg, uint64_t tag)
 {
-	for (int i = 0; i < PENDING_MAX; i++)
-		if (atomic_load(&pending[i]) == tid)
-			return 1;
-	return 0;
-}
-
-static int pending_add(long tid)
-{
-	for (int i = 0; i < PENDING_MAX; i++) {
-		long t = 0;
-
-		if (atomic_compare_exchange_strong(&pending[i], &t, tid))
-			return 0;
-	}
-	return -EBUSY; /* 64 threads that do not take signals: enough */
-}
-
-int native_capture(long tid, uintptr_t *ips, size_t max, size_t *n,
-		   native_held_fn held, void *arg)
-{
+	struct req *r = NULL;
 	siginfo_t si;
-	int64_t deadline;
-	int expect, st;
 
-	*n = 0;
 	if (!atomic_load(&active))
 		return -EBUSY;
-	/* A handler from a given-up request may still own the slot. */
-	wait_while(&slot.state, SLOT_BUSY, mono_ns() + NATIVE_WAIT_US * 1000LL);
-	wait_while(&slot.state, SLOT_READY, mono_ns() + NATIVE_WAIT_US * 1000LL);
-	wait_while(&slot.state, SLOT_RELEASED,
-		   mono_ns() + NATIVE_WAIT_US * 1000LL);
-	if (atomic_load(&slot.state) != SLOT_FREE)
-		return -EBUSY;
-	atomic_store(&slot.n, 0);
-	atomic_store(&slot.tid, tid);
-	atomic_store(&slot.state, SLOT_ASKED);
+	for (int i = 0; i < NATIVE_REQ_MAX; i++) {
+		long t = atomic_load(&reqs[i].tid);
+
+		if (t == tid)
+			return -EINPROGRESS;
+		if (!t && !r)
+			r = &reqs[i];
+	}
+	if (!r && reap() < NATIVE_REQ_MAX) {
+		for (int i = 0; i < NATIVE_REQ_MAX && !r; i++)
+			if (!atomic_load(&reqs[i].tid))
+				r = &reqs[i];
+	}
+	if (!r)
+		return -EAGAIN;
+	/* Only we fill free slots; the thread's handler reads arg and tag
+	 * once it sees its tid (stored last). */
+	r->arg = arg;
+	r->tag = tag;
+	atomic_store(&r->tid, tid);
 	memset(&si, 0, sizeof(si));
 	si.si_signo = NATIVE_SIGNAL;
 	si.si_code = SI_QUEUE;
 	si.si_pid = my_pid;
 	si.si_uid = getuid();
-	si.si_value.sival_ptr = (void *)&slot;
-	if (is_pending(tid)) {
-		/* Its earlier signal, still pending, answers this request. */
-	} else if (pending_add(tid) < 0) {
-		atomic_store(&slot.state, SLOT_FREE);
-		return -EBUSY;
-	} else if (syscall(SYS_rt_tgsigqueueinfo, my_pid, (pid_t)tid,
-			   NATIVE_SIGNAL, &si) < 0) {
+	si.si_value.sival_ptr = (void *)r;
+	if (syscall(SYS_rt_tgsigqueueinfo, my_pid, (pid_t)tid, NATIVE_SIGNAL,
+		    &si) < 0) {
 		int e = errno;
 
-		pending_clear(tid);
-		atomic_store(&slot.state, SLOT_FREE);
+		atomic_store(&r->tid, 0);
 		return e == ESRCH ? -ESRCH : -e;
 	}
-	deadline = mono_ns() + NATIVE_WAIT_US * 1000LL;
-	wait_while(&slot.state, SLOT_ASKED, deadline);
-	expect = SLOT_ASKED;
-	if (atomic_compare_exchange_strong(&slot.state, &expect, SLOT_FREE)) {
-		/* Withdrawn: a late handler finds no request. */
-		__atomic_add_fetch(&stats.timeouts, 1, __ATOMIC_RELAXED);
-		return -ETIMEDOUT;
-	}
-	wait_while(&slot.state, SLOT_BUSY, deadline);
-	st = atomic_load(&slot.state);
-	if (st != SLOT_READY) {
-		__atomic_add_fetch(&stats.timeouts, 1, __ATOMIC_RELAXED);
-		return -ETIMEDOUT;
-	}
-	*n = atomic_load(&slot.n);
-	if (*n > max)
-		*n = max;
-	memcpy(ips, slot.ips, *n * sizeof(*ips));
-	if (held)
-		held(arg);
-	expect = SLOT_READY;
-	if (atomic_compare_exchange_strong(&slot.state, &expect,
-					   SLOT_RELEASED))
-		sys_futex(&slot.state, FUTEX_WAKE_PRIVATE, 1, NULL);
-	__atomic_add_fetch(&stats.captured, 1, __ATOMIC_RELAXED);
+	count(&stats.requested, 1);
 	return 0;
+}
+
+int native_collect(struct native_capture *out)
+{
+	if (!atomic_load(&ring_used))
+		return -EAGAIN;
+	for (int i = 0; i < NATIVE_RING; i++) {
+		struct entry *e = &ring[i];
+
+		if (atomic_load(&e->state) != E_READY)
+			continue;
+		out->tid = e->tid;
+		out->tag = e->tag;
+		out->ts_ns = e->ts_ns;
+		out->n = e->n;
+		memcpy(out->ips, e->ips, e->n * sizeof(e->ips[0]));
+		out->extra_len = e->extra_len;
+		memcpy(out->extra, e->extra, e->extra_len);
+		atomic_store(&e->state, E_FREE);
+		atomic_fetch_sub(&ring_used, 1);
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+static int any_ready(void)
+{
+	if (!atomic_load(&ring_used))
+		return 0;
+	for (int i = 0; i < NATIVE_RING; i++)
+		if (atomic_load(&ring[i].state) == E_READY)
+			return 1;
+	return 0;
+}
+
+int native_wait(int64_t deadline_ns)
+{
+	for (;;) {
+		int v = atomic_load(&ready_word);
+		int64_t left;
+		struct timespec ts;
+
+		/* waiting is set before looking, and the handler bumps the
+		 * word before it looks at waiting: either we see its entry
+		 * or it sees us (and the word moved: the wait returns). */
+		atomic_store(&waiting, 1);
+		if (any_ready()) {
+			atomic_store(&waiting, 0);
+			return 0;
+		}
+		left = deadline_ns - clock_ns(CLOCK_MONOTONIC);
+		if (left <= 0) {
+			atomic_store(&waiting, 0);
+			return -ETIMEDOUT;
+		}
+		ts.tv_sec = (time_t)(left / 1000000000);
+		ts.tv_nsec = (long)(left % 1000000000);
+		sys_futex(&ready_word, FUTEX_WAIT_PRIVATE, v, &ts);
+		atomic_store(&waiting, 0);
+	}
 }
 
 int native_is_eval(uintptr_t ip)
@@ -352,21 +444,26 @@ int native_is_eval(uintptr_t ip)
 
 void native_stats(struct native_stats *s)
 {
+	s->requested = __atomic_load_n(&stats.requested, __ATOMIC_RELAXED);
 	s->captured = __atomic_load_n(&stats.captured, __ATOMIC_RELAXED);
-	s->timeouts = __atomic_load_n(&stats.timeouts, __ATOMIC_RELAXED);
+	s->dropped = __atomic_load_n(&stats.dropped, __ATOMIC_RELAXED);
 	s->chained = __atomic_load_n(&stats.chained, __ATOMIC_RELAXED);
-	s->late = __atomic_load_n(&stats.late, __ATOMIC_RELAXED);
+	s->stray = __atomic_load_n(&stats.stray, __ATOMIC_RELAXED);
 	s->unwind_ns = __atomic_load_n(&stats.unwind_ns, __ATOMIC_RELAXED);
-	s->hold_ns = __atomic_load_n(&stats.hold_ns, __ATOMIC_RELAXED);
+	s->hook_ns = __atomic_load_n(&stats.hook_ns, __ATOMIC_RELAXED);
+	s->ring_max = __atomic_load_n(&stats.ring_max, __ATOMIC_RELAXED);
 }
 
 void native_atfork_child(void)
 {
 	/* Our handler stays installed (inherited); requests of the parent
-	 * are gone with its threads. */
-	atomic_store(&slot.state, SLOT_FREE);
+	 * are gone with its threads, and so are their captures. */
 	atomic_store(&active, 0);
-	for (int i = 0; i < PENDING_MAX; i++)
-		atomic_store(&pending[i], 0);
+	for (int i = 0; i < NATIVE_REQ_MAX; i++)
+		atomic_store(&reqs[i].tid, 0);
+	for (int i = 0; i < NATIVE_RING; i++)
+		atomic_store(&ring[i].state, E_FREE);
+	atomic_store(&ring_used, 0);
+	atomic_store(&waiting, 0);
 	my_pid = getpid();
 }

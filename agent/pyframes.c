@@ -689,6 +689,80 @@ static void read_code_heads(struct pyframes_scratch *s, size_t n)
 	}
 }
 
+/* s->frameaddr..owner[0..nf) (innermost first) to out: the code objects
+ * the caller does not vouch for are read in one gathered call and checked,
+ * incomplete frames skipped.  0, or -EFAULT when a code object is not
+ * one (out[0..*n) is still valid).  *truncated as pyframes_walk_raw. */
+static int resolve(struct pyframes_scratch *s, size_t nf,
+		   const struct pyframes_trust *trust, int *truncated,
+		   struct pyframes_raw *out, size_t max, size_t *n)
+{
+	size_t ng = 0;
+	int rc = 0;
+
+	/* Which frames the caller vouches for (same place from the root,
+	 * same frame, same code); the others' code objects are read in one
+	 * gathered call. */
+	for (size_t i = 0; i < nf; i++) {
+		size_t pos = nf - 1 - i;
+
+		s->trusted[i] = !*truncated && trust && pos < trust->n &&
+				trust->frames[pos] == s->frameaddr[i] &&
+				trust->codes[pos] == s->codeaddr[i];
+		if (!s->trusted[i])
+			s->gather[ng++] = s->codeaddr[i];
+	}
+	read_code_heads(s, ng);
+	for (size_t i = 0, g = 0; i < nf; i++) {
+		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
+		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
+		struct pyframes_raw *r;
+		intptr_t off;
+
+		if (co && (co->ob_base.ob_base.ob_type != &PyCode_Type ||
+			   co->ob_base.ob_size <= 0 ||
+			   co->ob_base.ob_size > CODE_SIZE_MAX ||
+			   co->_co_firsttraceable < 0)) {
+			rc = -EFAULT;
+			break;
+		}
+		/* _PyFrame_IsIncomplete, as in pyframes_walk (a trusted
+		 * frame was complete when the caller saw it, and stays so). */
+		if (co && s->owner[i] != FRAME_OWNED_BY_GENERATOR &&
+		    s->prev_instr[i] <
+			    first + (uintptr_t)co->_co_firsttraceable *
+					    sizeof(_Py_CODEUNIT))
+			continue;
+		if (*n == max) {
+			*truncated = 1;
+			break;
+		}
+		r = &out[(*n)++];
+		memset(r, 0, sizeof(*r));
+		r->frame = s->frameaddr[i];
+		r->code = s->codeaddr[i];
+		r->is_entry = s->entry[i];
+		r->trusted = !co;
+		off = (intptr_t)(s->prev_instr[i] - first);
+		if (co) {
+			r->qualname = (uintptr_t)co->co_qualname;
+			r->filename = (uintptr_t)co->co_filename;
+			r->linetable = (uintptr_t)co->co_linetable;
+			r->firstlineno = co->co_firstlineno;
+			if (off > (intptr_t)co->ob_base.ob_size *
+					  (intptr_t)sizeof(_Py_CODEUNIT))
+				off = -1;
+		} else if (off > (intptr_t)CODE_SIZE_MAX *
+					 (intptr_t)sizeof(_Py_CODEUNIT)) {
+			off = -1;
+		}
+		r->lasti = off < 0 ? -1
+				   : (int)(off / (intptr_t)sizeof(_Py_CODEUNIT) *
+					   (intptr_t)sizeof(_Py_CODEUNIT));
+	}
+	return rc;
+}
+
 int pyframes_walk_raw(const struct pyframes_thread *t,
 		      struct pyframes_scratch *s,
 		      const struct pyframes_trust *trust,
@@ -697,7 +771,7 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 {
 	_PyCFrame cf;
 	uintptr_t f, lo = 0, hi = 0;
-	size_t nf = 0, ng = 0, limit, steps = 0;
+	size_t nf = 0, limit, steps = 0;
 	int rc = 0;
 
 	*n = 0;
@@ -762,67 +836,95 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 		nf++;
 		f = (uintptr_t)fr.previous;
 	}
-	/* Which frames the caller vouches for (same place from the root,
-	 * same frame, same code); the others' code objects are read in one
-	 * gathered call. */
+	return resolve(s, nf, trust, truncated, out, max, n) ? -EFAULT : rc;
+}
+
+/* ---- the innermost frames, from a signal handler ---------------------- */
+
+/* process_vm_readv itself, never the pipe (a pipe per read is too slow for
+ * a handler) nor a sanitizer's interceptor: 0 or -1.  Async-signal-safe. */
+static int leaf_read(pid_t pid, void *dst, uintptr_t src, size_t len)
+{
+	struct iovec local = {dst, len}, remote = {(void *)src, len};
+
+	if (!src)
+		return -1;
+	return syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL,
+		       0UL) == (long)len
+		       ? 0
+		       : -1;
+}
+
+size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
+			     size_t cap)
+{
+	struct pyframes_leaf *l = buf;
+	/* Only the head of the thread state, up to its native id. */
+	unsigned char ts[offsetof(PyThreadState, native_thread_id) +
+			 sizeof(unsigned long)];
+	pid_t pid = atomic_load_explicit(&my_pid, memory_order_relaxed);
+	uintptr_t cframe, f;
+	unsigned long native;
+	_PyCFrame cf;
+
+	if (cap < sizeof(*l))
+		return 0;
+	l->n = 0;
+	l->complete = 0;
+	l->outer = 0;
+	/* pid 0: no walk on this side yet (its pthread_once is not for a
+	 * handler); the pipe: too slow here. */
+	if (!pid || atomic_load_explicit(&pipe_mode, memory_order_relaxed) ||
+	    leaf_read(pid, ts, tstate, sizeof(ts)))
+		return sizeof(*l);
+	memcpy(&native, ts + offsetof(PyThreadState, native_thread_id),
+	       sizeof(native));
+	memcpy(&cframe, ts + offsetof(PyThreadState, cframe), sizeof(cframe));
+	/* The thread state must be this thread's (the sampler's listing is
+	 * a moment old: it may have been freed and reused). */
+	if ((long)native != tid || leaf_read(pid, &cf, cframe, sizeof(cf)))
+		return sizeof(*l);
+	f = (uintptr_t)cf.current_frame;
+	while (f && l->n < PYFRAMES_LEAF_MAX) {
+		_PyInterpreterFrame fr;
+		unsigned char entry;
+
+		if (leaf_read(pid, &fr, f, FRAME_HEAD))
+			return sizeof(*l);
+		memcpy(&entry,
+		       (const char *)&fr + offsetof(_PyInterpreterFrame, is_entry),
+		       1);
+		l->f[l->n].frame = f;
+		l->f[l->n].code = (uintptr_t)fr.f_code;
+		l->f[l->n].prev_instr = (uintptr_t)fr.prev_instr;
+		l->f[l->n].entry = entry == 1;
+		l->f[l->n].owner = (unsigned char)fr.owner;
+		l->n++;
+		f = (uintptr_t)fr.previous;
+	}
+	l->outer = f;
+	l->complete = 1;
+	return sizeof(*l);
+}
+
+int pyframes_leaf_resolve(struct pyframes_scratch *s,
+			  const struct pyframes_leaf *l,
+			  struct pyframes_raw *out, size_t max, size_t *n)
+{
+	size_t nf = l->n < PYFRAMES_LEAF_MAX ? l->n : PYFRAMES_LEAF_MAX;
+	int truncated = 0;
+
+	*n = 0;
+	if (max > PYFRAMES_RAW_MAX)
+		max = PYFRAMES_RAW_MAX;
 	for (size_t i = 0; i < nf; i++) {
-		size_t pos = nf - 1 - i;
-
-		s->trusted[i] = !*truncated && trust && pos < trust->n &&
-				trust->frames[pos] == s->frameaddr[i] &&
-				trust->codes[pos] == s->codeaddr[i];
-		if (!s->trusted[i])
-			s->gather[ng++] = s->codeaddr[i];
+		s->frameaddr[i] = l->f[i].frame;
+		s->codeaddr[i] = l->f[i].code;
+		s->prev_instr[i] = l->f[i].prev_instr;
+		s->entry[i] = l->f[i].entry == 1;
+		s->owner[i] = l->f[i].owner;
 	}
-	read_code_heads(s, ng);
-	for (size_t i = 0, g = 0; i < nf; i++) {
-		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
-		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
-		struct pyframes_raw *r;
-		intptr_t off;
-
-		if (co && (co->ob_base.ob_base.ob_type != &PyCode_Type ||
-			   co->ob_base.ob_size <= 0 ||
-			   co->ob_base.ob_size > CODE_SIZE_MAX ||
-			   co->_co_firsttraceable < 0)) {
-			rc = -EFAULT;
-			break;
-		}
-		/* _PyFrame_IsIncomplete, as in pyframes_walk (a trusted
-		 * frame was complete when the caller saw it, and stays so). */
-		if (co && s->owner[i] != FRAME_OWNED_BY_GENERATOR &&
-		    s->prev_instr[i] <
-			    first + (uintptr_t)co->_co_firsttraceable *
-					    sizeof(_Py_CODEUNIT))
-			continue;
-		if (*n == max) {
-			*truncated = 1;
-			break;
-		}
-		r = &out[(*n)++];
-		memset(r, 0, sizeof(*r));
-		r->frame = s->frameaddr[i];
-		r->code = s->codeaddr[i];
-		r->is_entry = s->entry[i];
-		r->trusted = !co;
-		off = (intptr_t)(s->prev_instr[i] - first);
-		if (co) {
-			r->qualname = (uintptr_t)co->co_qualname;
-			r->filename = (uintptr_t)co->co_filename;
-			r->linetable = (uintptr_t)co->co_linetable;
-			r->firstlineno = co->co_firstlineno;
-			if (off > (intptr_t)co->ob_base.ob_size *
-					  (intptr_t)sizeof(_Py_CODEUNIT))
-				off = -1;
-		} else if (off > (intptr_t)CODE_SIZE_MAX *
-					 (intptr_t)sizeof(_Py_CODEUNIT)) {
-			off = -1;
-		}
-		r->lasti = off < 0 ? -1
-				   : (int)(off / (intptr_t)sizeof(_Py_CODEUNIT) *
-					   (intptr_t)sizeof(_Py_CODEUNIT));
-	}
-	return rc;
+	return resolve(s, nf, NULL, &truncated, out, max, n);
 }
 
 int pyframes_code_names(const struct pyframes_raw *r, char *func,

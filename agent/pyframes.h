@@ -186,6 +186,48 @@ uintptr_t pyframes_gil_tstate(void);
  * the GIL. */
 void pyframes_gil_range(uintptr_t *lo, uintptr_t *hi);
 
+/*
+ * A thread's innermost frames, read by a signal handler running on that
+ * thread (the native sampler's hook, native.h), so that they are of the
+ * same instant as its native stack.  The caller's walk, later, finds the
+ * rest: the frames from `outer` on did not change while the leaf's
+ * frames ran (a caller's frame waits at its call), so leaf + the walk
+ * from `outer` is the stack of the signal's instant, as long as `outer`
+ * is still in the walk (the thread did not return past it meanwhile).
+ */
+#define PYFRAMES_LEAF_MAX 8
+
+struct pyframes_leaf {
+	uint32_t n;	   /* frames in f[], innermost first */
+	uint32_t complete; /* the read went through: outer is valid */
+	uintptr_t outer;   /* the frame after f[n-1] (its caller); 0: the
+			      leaf is the whole stack */
+	struct {
+		uintptr_t frame, code, prev_instr;
+		unsigned char entry, owner;
+	} f[PYFRAMES_LEAF_MAX];
+};
+
+/*
+ * Fills buf (cap bytes, at least sizeof(struct pyframes_leaf)) with the
+ * innermost frames of the calling thread, whose kernel id is tid and
+ * thread state tstate (as pyframes_threads() listed it: a thread state
+ * that is not tid's any more gives complete = 0).  Returns the bytes used
+ * (0 when cap is too small).  Async-signal-safe: only process_vm_readv
+ * (a raw system call; with the pipe fallback in force, or before any
+ * other read of this module, nothing is read), no locks, no allocation;
+ * may change errno.  At most PYFRAMES_LEAF_MAX + 2 system calls.
+ */
+size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
+			     size_t cap);
+
+/* The leaf's frames as pyframes_walk_raw() gives them (code objects read
+ * and checked, incomplete frames skipped), innermost first, at most max.
+ * 0 or -EFAULT (a code object that is not one: out[0..*n) still valid). */
+int pyframes_leaf_resolve(struct pyframes_scratch *s,
+			  const struct pyframes_leaf *l,
+			  struct pyframes_raw *out, size_t max, size_t *n);
+
 /* Tests only: 1 forces the pipe fallback used when process_vm_readv is
  * refused (seccomp), 0 goes back to automatic. */
 void pyframes_force_pipe(int on);

@@ -57,8 +57,19 @@ static void status_json(cJSON *b, const struct sampler_status *st)
 	cJSON_AddNumberToObject(b, "nativeSamples",
 				(double)st->native_samples);
 	cJSON_AddNumberToObject(b, "nativeFailed", (double)st->native_failed);
+	cJSON_AddNumberToObject(b, "nativeUnanswered",
+				(double)st->native_unanswered);
+	cJSON_AddNumberToObject(b, "nativeStale", (double)st->native_stale);
+	cJSON_AddNumberToObject(b, "nativeLate", (double)st->native_late);
+	cJSON_AddNumberToObject(b, "nativeRequested",
+				(double)st->native_requested);
+	cJSON_AddNumberToObject(b, "nativeCaptured",
+				(double)st->native_captured);
+	cJSON_AddNumberToObject(b, "nativeDropped",
+				(double)st->native_dropped);
+	cJSON_AddNumberToObject(b, "nativeRingMax", st->native_ring_max);
 	cJSON_AddNumberToObject(b, "nativeUnwindUs", st->native_unwind_us);
-	cJSON_AddNumberToObject(b, "nativeHoldUs", st->native_hold_us);
+	cJSON_AddNumberToObject(b, "nativeLeafUs", st->native_leaf_us);
 	cJSON_AddNumberToObject(b, "dropped", (double)st->dropped);
 	cJSON_AddNumberToObject(b, "threadsSkipped",
 				(double)st->threads_skipped);
@@ -80,6 +91,7 @@ static void run_profile(struct request *req)
 	struct sampler_status st;
 	int64_t hz = config_int("profile.hz"), duration = 0;
 	int native = 0, idle = config_bool("profile.idle"), rc;
+	int native_idle = config_bool("profile.native_idle");
 	char err[256];
 	cJSON *body;
 
@@ -89,7 +101,9 @@ static void run_profile(struct request *req)
 	    dap_arg_int(req->args, "durationMs", &duration, err,
 			sizeof(err)) < 0 ||
 	    dap_arg_bool(req->args, "native", &native, err, sizeof(err)) < 0 ||
-	    dap_arg_bool(req->args, "idle", &idle, err, sizeof(err)) < 0) {
+	    dap_arg_bool(req->args, "idle", &idle, err, sizeof(err)) < 0 ||
+	    dap_arg_bool(req->args, "nativeIdle", &native_idle, err,
+			 sizeof(err)) < 0) {
 		request_fail(req, 1, "%s", err);
 		return;
 	}
@@ -108,6 +122,7 @@ static void run_profile(struct request *req)
 		o.native = native;
 		o.duration_ms = duration;
 		o.idle = idle;
+		o.native_idle = native_idle;
 		o.max_depth = (int)config_int("profile.max_depth");
 		rc = sampler_start(&o, err, sizeof(err));
 		if (rc) {

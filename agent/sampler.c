@@ -39,6 +39,10 @@
 #define WALK_TRIES 2
 #define TRUST_TICKS_MIN 50 /* frames are re-read at least every ~second */
 #define PATH_MAX_FRAMES (PYSTACK_DEPTH_MAX + NATIVE_DEPTH_MAX + 4)
+#define NATIVE_WAIT_US 5000 /* a tick waits at most this for captures */
+#define WANTS_MAX SAMPLER_THREADS_MAX /* samples waiting for captures */
+#define WANTS_PER_THREAD 64
+#define BATCH_MAX (2 * SAMPLER_THREADS_MAX) /* samples per tick */
 
 /* A code object's names and line table, found by its address while its
  * identity fields still match (pyframes.h). */
@@ -66,10 +70,14 @@ struct thr {
 	uintptr_t *tframes, *tcodes;
 	size_t tn;
 	uint64_t trust_tick; /* when the trust was last rebuilt from scratch */
+	unsigned nwant;	     /* its samples waiting for a capture */
 };
+
+struct want;
 
 struct counters {
 	uint64_t ticks, missed, samples, native_samples, native_failed;
+	uint64_t native_stale, native_unanswered, native_late;
 	uint64_t threads_skipped;
 	double sample_ns, sample_ns_max, tick_ns;
 	unsigned threads;
@@ -85,6 +93,7 @@ static struct {
 	struct counters c;
 	struct store *st;
 	struct sampler_intern *in;
+	struct native_stats native0; /* at the start of this run */
 	char error[160];
 	/* Sampler thread only. */
 	struct pyframes_scratch *scratch;
@@ -101,6 +110,10 @@ static struct {
 	uint32_t *path;		    /* innermost first */
 	uintptr_t *ips;
 	struct sampler_sample *batch;
+	struct want *want; /* threads waiting for their native capture */
+	size_t nwant;
+	struct native_capture *cap;
+	struct pyframes_raw *leaf;
 	uintptr_t gil_lo, gil_hi;
 	uint32_t unknown_fn;
 	uint64_t rng, tick, trust_ticks;
@@ -264,6 +277,7 @@ static struct thr *thr_get(const struct pyframes_thread *pt)
 	t->cpu_ns = -1;
 	t->depth = 0;
 	t->tn = 0;
+	t->nwant = 0; /* an earlier thread's wants are dropped unbound */
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
 		 pt->native_id);
 	t->fd = pt->native_id > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -461,21 +475,53 @@ static uint32_t intern_path(struct thr *t, size_t n)
 	return node;
 }
 
-/* Samples one thread into *out; 0, or 1 when there is nothing to
- * record. */
-static int sample_thread(const struct pyframes_thread *pt, uintptr_t gil_ts,
-			 double now, struct sampler_sample *out)
+/* A sample to take: what was learnt of its thread at its tick.  A thread
+ * asked for its native stack is sampled when its capture comes, which may
+ * be ticks later when it was not on a CPU (a thread off its CPU does not
+ * move: the handler runs before anything else when it gets one back, so
+ * the capture shows where it stood at each tick it was waiting). */
+struct want {
+	const struct pyframes_thread *pt; /* in this tick's listing, NULL */
+	struct thr *t;			  /* when not (re)bound this tick */
+	long native_id;
+	double ts;
+	int64_t cpu_us;
+	uint64_t tick; /* asked in */
+	uint8_t state, gil;
+	uint8_t fresh; /* its request was sent this tick */
+};
+
+/* Binds the wants of thread t to this tick's listing. */
+static void wants_bind(const struct pyframes_thread *pt, struct thr *t)
 {
-	struct take tk = {.pt = pt, .rc = 0};
+	for (size_t i = 0; i < S.nwant && t->nwant; i++)
+		if (S.want[i].native_id == pt->native_id) {
+			S.want[i].pt = pt;
+			S.want[i].t = t;
+		}
+}
+
+static void want_remove(size_t i)
+{
+	if (S.want[i].t)
+		S.want[i].t->nwant--;
+	S.want[i] = S.want[--S.nwant];
+}
+
+/* Looks at one thread: its state and CPU time.  0 when it is to be
+ * sampled (w filled), 1 when not. */
+static int sample_begin(const struct pyframes_thread *pt, uintptr_t gil_ts,
+			double now, struct want *w)
+{
 	struct thr *t = thr_get(pt);
 	int64_t cpu;
-	size_t nips = 0, n;
 	int state;
 
 	if (!t)
 		return 1;
-	tk.t = t;
 	t->seen = S.tick;
+	if (t->nwant)
+		wants_bind(pt, t);
 	cpu = thread_cpu_ns(pt->native_id);
 	state = syscall_state(t);
 	if (state < 0) /* no /proc answer: on CPU if it used the CPU */
@@ -484,22 +530,74 @@ static int sample_thread(const struct pyframes_thread *pt, uintptr_t gil_ts,
 					250000000LL / (S.o.hz ? S.o.hz : 1)
 			? SAMPLER_RUNNING
 			: SAMPLER_IDLE;
-	out->cpu_us = cpu >= 0 && t->cpu_ns >= 0 ? (cpu - t->cpu_ns) / 1000
-						 : -1;
+	memset(w, 0, sizeof(*w));
+	w->pt = pt;
+	w->t = t;
+	w->native_id = pt->native_id;
+	w->ts = now;
+	w->tick = S.tick;
+	w->cpu_us = cpu >= 0 && t->cpu_ns >= 0 ? (cpu - t->cpu_ns) / 1000 : -1;
 	t->cpu_ns = cpu;
-	if (!S.o.idle && state != SAMPLER_RUNNING)
-		return 1;
-	S.nraw = 0;
-	if (S.o.native && state == SAMPLER_RUNNING) {
-		int rc = native_capture(pt->native_id, S.ips, NATIVE_DEPTH_MAX,
-					&nips, read_python, &tk);
+	w->state = (uint8_t)state;
+	w->gil = gil_ts && gil_ts == pt->tstate;
+	return !S.o.idle && state != SAMPLER_RUNNING;
+}
 
-		if (rc == 0)
-			S.c.native_samples++;
-		else
-			S.c.native_failed++, nips = 0;
-		if (rc)
+/* The leaf a capture carries (its thread's innermost Python frames at the
+ * instant of the unwind) joined to a walk of the thread now: S.raw becomes
+ * leaf + the walk from the leaf's outer frame on.  1 when they join, 0
+ * when they do not (the thread returned past the leaf's outer frame
+ * since: S.raw is the walk alone), -1 when the capture has no leaf. */
+static int join_leaf(struct take *tk, const struct native_capture *c)
+{
+	const struct pyframes_leaf *l = (const void *)c->extra;
+	size_t nleaf = 0, j, max = (size_t)S.o.max_depth;
+
+	if (c->extra_len < sizeof(*l) || !l->complete ||
+	    pyframes_leaf_resolve(S.scratch, l, S.leaf, PYFRAMES_LEAF_MAX,
+				  &nleaf))
+		return -1;
+	if (l->outer) {
+		read_python(tk);
+		for (j = 0; j < S.nraw && S.raw[j].frame != l->outer; j++)
+			;
+		if (j == S.nraw)
+			return 0;
+		if (nleaf + S.nraw - j > max) /* the outermost go */
+			S.nraw = max > nleaf ? j + max - nleaf : j;
+		memmove(S.raw + nleaf, S.raw + j, (S.nraw - j) * sizeof(*S.raw));
+		S.nraw = nleaf + S.nraw - j;
+	} else {
+		S.nraw = nleaf; /* the leaf is the whole stack */
+	}
+	memcpy(S.raw, S.leaf, nleaf * sizeof(*S.raw));
+	return 1;
+}
+
+/* Takes w's stack (with c's native frames when c is given and joins:
+ * *native set) into *out; 0, or 1 when there is nothing to record. */
+static int sample_finish(struct want *w, const struct native_capture *c,
+			 struct sampler_sample *out, int *native)
+{
+	struct take tk = {.pt = w->pt, .t = w->t, .rc = 0};
+	size_t nips = 0, n;
+
+	*native = 0;
+	S.nraw = 0;
+	if (c) {
+		int joined = join_leaf(&tk, c);
+
+		if (joined < 0) {
+			/* No leaf (the hook could not read it): the walk
+			 * now, spliced as it is. */
 			read_python(&tk);
+			joined = 1;
+		}
+		if (joined) {
+			nips = c->n;
+			memcpy(S.ips, c->ips, nips * sizeof(*S.ips));
+			*native = 1;
+		}
 	} else {
 		read_python(&tk);
 	}
@@ -507,25 +605,142 @@ static int sample_thread(const struct pyframes_thread *pt, uintptr_t gil_ts,
 		return 1;
 	memset(S.rawok, 0, S.nraw);
 	n = build_path(nips);
-	keep_trust(t);
-	out->ts = now;
-	out->thread_id = pt->thread_id;
-	out->native_id = pt->native_id;
-	out->stack = intern_path(t, n);
-	out->state = (uint8_t)state;
-	out->gil = gil_ts && gil_ts == pt->tstate;
+	keep_trust(w->t);
+	out->ts = w->ts;
+	out->thread_id = w->pt->thread_id;
+	out->native_id = w->pt->native_id;
+	out->stack = intern_path(w->t, n);
+	out->state = w->state;
+	out->gil = w->gil;
+	out->cpu_us = w->cpu_us;
 	return 0;
+}
+
+/* A tick's samples and what they cost. */
+struct cost {
+	size_t nsamp;
+	double sum, max;
+};
+
+/* Samples w into the batch (a Python-only one when c is NULL); 0, or 1
+ * when there was nothing to record.  *native as sample_finish. */
+static int finish_timed(struct want *w, const struct native_capture *c,
+			struct cost *k, int *native)
+{
+	int64_t ts = mono_ns();
+	double d;
+
+	*native = 0;
+	if (k->nsamp >= BATCH_MAX) {
+		S.c.threads_skipped++;
+		return 1;
+	}
+	if (sample_finish(w, c, &S.batch[k->nsamp], native))
+		return 1;
+	d = (double)(mono_ns() - ts);
+	k->nsamp++;
+	k->sum += d;
+	if (d > k->max)
+		k->max = d;
+	return 0;
+}
+
+/* Is a thread in this state asked for its native stack? */
+static int native_wanted(int state)
+{
+	return S.o.native && (state == SAMPLER_RUNNING || S.o.native_idle);
+}
+
+/* The samples a capture answers: every want of its thread (one stack,
+ * taken once). */
+static void serve_capture(const struct native_capture *c, size_t *fresh,
+			  struct cost *k)
+{
+	struct sampler_sample *first = NULL;
+	int served = 0, native = 0;
+
+	for (size_t i = 0; i < S.nwant;) {
+		struct want *w = &S.want[i];
+
+		if (w->native_id != c->tid || !w->pt) {
+			i++;
+			continue;
+		}
+		*fresh -= w->fresh;
+		served++;
+		if (!first) {
+			if (finish_timed(w, c, k, &native) == 0)
+				first = &S.batch[k->nsamp - 1];
+		} else if (k->nsamp < BATCH_MAX) {
+			struct sampler_sample *out = &S.batch[k->nsamp++];
+
+			*out = *first;
+			out->ts = w->ts;
+			out->state = w->state;
+			out->gil = w->gil;
+			out->cpu_us = w->cpu_us;
+		}
+		if (first && native)
+			S.c.native_samples++;
+		else if (first)
+			S.c.native_failed++, S.c.native_stale++;
+		want_remove(i);
+	}
+	if (!served)
+		S.c.native_late++; /* nobody wants it now */
+}
+
+/* The wants: captures as they come, until the fresh ones are all in or
+ * the deadline; then the wants of threads gone are dropped and those too
+ * old get Python-only samples. */
+static void serve_natives(int64_t deadline, struct cost *k)
+{
+	uint64_t expire = S.o.hz / 10 > 2 ? (uint64_t)S.o.hz / 10 : 2;
+	size_t fresh = 0;
+	int native;
+
+	for (size_t i = 0; i < S.nwant; i++)
+		fresh += S.want[i].fresh;
+	for (;;) {
+		while (native_collect(S.cap) == 0)
+			serve_capture(S.cap, &fresh, k);
+		if (!fresh || native_wait(deadline) < 0)
+			break;
+	}
+	for (size_t i = 0; i < S.nwant;) {
+		struct want *w = &S.want[i];
+
+		if (w->pt && S.tick - w->tick < expire &&
+		    w->t->nwant <= WANTS_PER_THREAD) {
+			i++;
+			continue;
+		}
+		if (w->pt) {
+			/* No answer in ~100 ms: the thread blocks the
+			 * signal, or never got a CPU. */
+			S.c.native_failed++;
+			S.c.native_unanswered++;
+			finish_timed(w, NULL, k, &native);
+		}
+		want_remove(i);
+	}
 }
 
 static void tick(void)
 {
-	size_t n = 0, nsamp = 0;
-	int64_t t0 = mono_ns(), ts;
+	struct cost k = {0};
+	size_t n = 0;
+	int64_t t0 = mono_ns(), wait;
 	uintptr_t gil_ts;
-	double now = real_s(), sum = 0, max = 0;
-	int rc;
+	double now = real_s();
+	int rc, native;
 
 	S.tick++;
+	for (size_t i = 0; i < S.nwant; i++) {
+		S.want[i].pt = NULL; /* bound again below */
+		S.want[i].t = NULL;
+		S.want[i].fresh = 0;
+	}
 	for (int i = 0; i < WALK_TRIES; i++) {
 		rc = pyframes_threads_fast(S.scratch, S.threads,
 					   PYSTACK_THREADS_MAX, &n, &gil_ts);
@@ -534,35 +749,46 @@ static void tick(void)
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct pyframes_thread *pt = &S.threads[i];
+		struct want w;
 
 		/* The agent's GIL threads hold thread states: not the
 		 * target's. */
 		if (pygil_is_own_thread(pt->native_id))
 			continue;
-		if (nsamp >= SAMPLER_THREADS_MAX) {
-			S.c.threads_skipped++;
+		if (sample_begin(pt, gil_ts, now, &w))
 			continue;
+		if (native_wanted(w.state) && S.nwant < WANTS_MAX) {
+			/* Signalled now (or still waiting for its earlier
+			 * signal), sampled when its capture comes; the
+			 * others are sampled meanwhile. */
+			rc = native_request(pt->native_id, pt->tstate, S.tick);
+			if (rc == 0 || rc == -EINPROGRESS) {
+				w.fresh = rc == 0;
+				w.t->nwant++;
+				S.want[S.nwant++] = w;
+				continue;
+			}
+			S.c.native_failed++;
 		}
-		ts = mono_ns();
-		if (sample_thread(pt, gil_ts, now, &S.batch[nsamp]) == 0) {
-			double d = (double)(mono_ns() - ts);
-
-			nsamp++;
-			sum += d;
-			if (d > max)
-				max = d;
-		}
+		finish_timed(&w, NULL, &k, &native);
+	}
+	if (S.nwant) {
+		/* Half a period at most, and no more than NATIVE_WAIT_US. */
+		wait = 500000000LL / S.o.hz;
+		if (wait > NATIVE_WAIT_US * 1000LL)
+			wait = NATIVE_WAIT_US * 1000LL;
+		serve_natives(t0 + wait, &k);
 	}
 	thr_prune();
-	sampler_store_add(S.batch, nsamp);
+	sampler_store_add(S.batch, k.nsamp);
 	pthread_mutex_lock(&S.lock);
 	S.c.ticks++;
-	S.c.samples += nsamp;
-	S.c.sample_ns += sum;
-	if (max > S.c.sample_ns_max)
-		S.c.sample_ns_max = max;
+	S.c.samples += k.nsamp;
+	S.c.sample_ns += k.sum;
+	if (k.max > S.c.sample_ns_max)
+		S.c.sample_ns_max = k.max;
 	S.c.tick_ns += (double)(mono_ns() - t0);
-	S.c.threads = (unsigned)nsamp;
+	S.c.threads = (unsigned)k.nsamp;
 	pthread_mutex_unlock(&S.lock);
 }
 
@@ -631,10 +857,13 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	S.thr = calloc(SAMPLER_THREADS_MAX, sizeof(*S.thr));
 	S.path = malloc(PATH_MAX_FRAMES * sizeof(*S.path));
 	S.ips = malloc(NATIVE_DEPTH_MAX * sizeof(*S.ips));
-	S.batch = malloc(SAMPLER_THREADS_MAX * sizeof(*S.batch));
+	S.batch = malloc(BATCH_MAX * sizeof(*S.batch));
+	S.want = malloc(WANTS_MAX * sizeof(*S.want));
+	S.cap = malloc(sizeof(*S.cap));
+	S.leaf = malloc(PYFRAMES_LEAF_MAX * sizeof(*S.leaf));
 	if (!S.in || !S.scratch || !S.raw || !S.rawok || !S.threads ||
-	    !S.codes ||
-	    !S.thr || !S.path || !S.ips || !S.batch) {
+	    !S.codes || !S.thr || !S.path || !S.ips || !S.batch || !S.want ||
+	    !S.cap || !S.leaf) {
 		snprintf(err, errlen, "profiler: out of memory");
 		return -ENOMEM;
 	}
@@ -688,7 +917,8 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 		return -EALREADY;
 	}
 	join_exited();
-	if (o->native && (rc = native_start(err, errlen)) < 0) {
+	if (o->native &&
+	    (rc = native_start(pyframes_leaf_capture, err, errlen)) < 0) {
 		pthread_mutex_unlock(&S.lock);
 		return rc;
 	}
@@ -699,6 +929,10 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 						: TRUST_TICKS_MIN;
 	S.error[0] = '\0';
 	memset(&S.c, 0, sizeof(S.c));
+	S.nwant = 0;
+	for (size_t i = 0; i < S.nthr; i++)
+		S.thr[i].nwant = 0;
+	native_stats(&S.native0);
 	S.started = real_s();
 	S.stopped = 0;
 	/* Agent threads take none of the target's signals. */
@@ -767,6 +1001,9 @@ void sampler_status(struct sampler_status *st)
 	st->samples = S.c.samples;
 	st->native_samples = S.c.native_samples;
 	st->native_failed = S.c.native_failed;
+	st->native_stale = S.c.native_stale;
+	st->native_unanswered = S.c.native_unanswered;
+	st->native_late = S.c.native_late;
 	st->threads_skipped = S.c.threads_skipped;
 	st->sample_us = S.c.samples ? S.c.sample_ns / 1e3 / (double)S.c.samples
 				    : 0;
@@ -782,12 +1019,24 @@ void sampler_status(struct sampler_status *st)
 	{
 		struct native_stats ns;
 
+		/* This run's: since its start. */
 		native_stats(&ns);
+		pthread_mutex_lock(&S.lock);
+		ns.requested -= S.native0.requested;
+		ns.captured -= S.native0.captured;
+		ns.dropped -= S.native0.dropped;
+		ns.unwind_ns -= S.native0.unwind_ns;
+		ns.hook_ns -= S.native0.hook_ns;
+		pthread_mutex_unlock(&S.lock);
+		st->native_requested = ns.requested;
+		st->native_captured = ns.captured;
+		st->native_dropped = ns.dropped;
+		st->native_ring_max = ns.ring_max;
 		if (ns.captured) {
 			st->native_unwind_us =
 				(double)ns.unwind_ns / 1e3 / (double)ns.captured;
-			st->native_hold_us =
-				(double)ns.hold_ns / 1e3 / (double)ns.captured;
+			st->native_leaf_us =
+				(double)ns.hook_ns / 1e3 / (double)ns.captured;
 		}
 	}
 	st->dropped = ss.dropped;
@@ -821,6 +1070,7 @@ void sampler_atfork_child(void)
 		if (S.thr[i].fd >= 0)
 			close(S.thr[i].fd); /* the parent's threads' files */
 	S.nthr = 0;
+	S.nwant = 0;
 	memset(&S.thr_map, 0, sizeof(S.thr_map));
 	S.ncodes = 0;
 	memset(&S.code_map, 0, sizeof(S.code_map));

@@ -15,13 +15,28 @@
  * (blocked on anything else).  Samples go to the recorder
  * (sampler_store.h), which writes them to SQLite off the hot path.
  *
- * Native stacks (opts.native, see native.h): for each thread that is
- * running, the thread is signalled and unwinds itself into a
- * preallocated slot; its Python stack is read while it waits in the
- * handler, so both stacks are of the same instant, and the Python frames
- * are spliced in where _PyEval_EvalFrameDefault appears (one eval call
- * per entry frame).  Idle threads are never signalled (a signal would
- * interrupt their system call): their samples have Python frames only.
+ * Native stacks (opts.native, see native.h): each tick, every running
+ * thread is sent a request at once (native_request: a signal); each
+ * unwinds itself in its handler into the capture ring, together with its
+ * innermost Python frames (pyframes_leaf_capture, the handler's hook),
+ * and goes on.  Meanwhile the sampler samples the other threads, then
+ * takes the captures as they come (waiting at most half a period, and
+ * 5 ms): for each, it walks the thread's Python stack and joins the
+ * leaf to it at the leaf's outer frame, so the Python frames are those
+ * of the instant of the unwind; they are spliced in where
+ * _PyEval_EvalFrameDefault appears (one eval call per entry frame).  A
+ * thread whose capture does not come in time, or whose stack moved past
+ * the leaf's outer frame before the walk (stale), gets a Python-only
+ * sample; its capture, when it comes, serves its next sample if that
+ * one wants native frames, else it is counted late and dropped.  A
+ * thread with a request outstanding is not signalled again.
+ *
+ * Idle and GIL-waiting threads are signalled only with opts.native_idle
+ * (profile.native_idle, off by default): the signal interrupts their
+ * system call; futex waits (the GIL, locks) and most calls restart
+ * (SA_RESTART), but sleeps, poll/select/epoll and calls with timeouts
+ * fail with EINTR, which CPython retries (PEP 475) and C code might not.
+ * Without it their samples have Python frames only.
  *
  * Never takes the GIL, never calls Python; the agent's own threads are
  * not sampled.  Caps: SAMPLER_THREADS_MAX threads per tick (the rest are
@@ -47,6 +62,8 @@ struct sampler_opts {
 	int native;	     /* native stacks too */
 	int64_t duration_ms; /* stop by itself after this; 0 = never */
 	int idle;	     /* record idle and GIL-waiting samples too */
+	int native_idle;     /* native stacks of idle and GIL-waiting
+				threads too (interrupts their system call) */
 	int max_depth;	     /* Python frames per stack */
 };
 
@@ -59,10 +76,20 @@ struct sampler_status {
 	int64_t remaining_ms; /* -1: no duration or not running */
 	uint64_t ticks, missed; /* ticks taken, ticks skipped (late) */
 	uint64_t samples;	/* thread samples taken */
-	uint64_t native_samples, native_failed;
-	double native_unwind_us, native_hold_us; /* mean per native sample:
-						    the sampled thread's time
-						    in the handler */
+	uint64_t native_samples; /* samples with native frames */
+	uint64_t native_failed;	 /* wanted them, got Python only: */
+	uint64_t native_unanswered; /* no capture in time, */
+	uint64_t native_stale;	    /* the stack moved past the leaf */
+	uint64_t native_late;	    /* captures that came when no sample
+				       wanted them (dropped) */
+	uint64_t native_requested, native_captured; /* signals, unwinds */
+	uint64_t native_dropped;    /* captures lost: the ring was full */
+	unsigned native_ring_max;   /* most captures waiting at once (since
+				       the process started) */
+	double native_unwind_us, native_leaf_us; /* mean per capture: the
+						    sampled thread's time in
+						    the handler, unwinding
+						    and reading its leaf */
 	uint64_t dropped;	/* samples the recorder had no room for */
 	uint64_t threads_skipped;
 	uint64_t written;	/* samples in SQLite */

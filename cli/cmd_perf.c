@@ -36,7 +36,7 @@ static int show(const cJSON *b, enum cli_format fmt)
 	double started = num(b, "startedAt"), stopped = num(b, "stoppedAt");
 	double end = running ? num(b, "now") : stopped;
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(b, "error");
-	char v[16][96];
+	char v[16][160];
 	const char *rows[16][2] = {{0}};
 	struct cli_table *t;
 	int n = 0;
@@ -78,10 +78,17 @@ static int show(const cJSON *b, enum cli_format fmt)
 		    "tick",
 	    num(b, "sampleUs"), num(b, "sampleUsMax"), num(b, "tickUs"));
 	if (num(b, "nativeSamples") || num(b, "nativeFailed"))
-		ROW("native", "%.0f captured, %.0f failed; a sampled thread "
-			      "spends %.0f us unwinding, %.0f us held",
+		ROW("native", "%.0f samples with native frames, %.0f Python "
+			      "only (%.0f no answer in time, %.0f stack moved)",
 		    num(b, "nativeSamples"), num(b, "nativeFailed"),
-		    num(b, "nativeUnwindUs"), num(b, "nativeHoldUs"));
+		    num(b, "nativeUnanswered"), num(b, "nativeStale"));
+	if (num(b, "nativeRequested"))
+		ROW("signals", "%.0f sent, %.0f unwound (%.1f us each, %.1f us "
+			       "for the Python leaf), %.0f lost to a full "
+			       "ring, %.0f late",
+		    num(b, "nativeRequested"), num(b, "nativeCaptured"),
+		    num(b, "nativeUnwindUs"), num(b, "nativeLeafUs"),
+		    num(b, "nativeDropped"), num(b, "nativeLate"));
 	if (num(b, "dropped") || num(b, "missedTicks"))
 		ROW("lost", "%.0f samples dropped, %.0f ticks late",
 		    num(b, "dropped"), num(b, "missedTicks"));

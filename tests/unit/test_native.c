@@ -1,10 +1,13 @@
 /*
- * native and native_sym: capturing another thread's stack from its signal
- * handler, symbolizing it, holding the thread while a callback runs,
- * chaining signals that are not ours to the previous handler, a thread
- * that blocks the signal (given up on; its late handler does nothing),
- * a storm of foreign signals while capturing, and restoring the previous
- * handler.
+ * native and native_sym: asking threads for their stacks without waiting
+ * for each (requests sent at once, captures collected from the ring as
+ * they come), the hook run in the handler on the sampled thread,
+ * symbolizing, chaining signals that are not ours to the previous
+ * handler, a thread that blocks the signal (no second signal while one is
+ * pending; its capture comes once it unblocks), a full ring (dropped and
+ * counted, never waited for), system calls interrupted by the signal
+ * (read() restarted, nanosleep() not: the EINTR that keeps idle threads
+ * unsignalled by default), and restoring the previous handler.
  */
 #include "native.h"
 #include "native_sym.h"
@@ -18,8 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#define SPINNERS 4
+
 static atomic_int stop, foreign, blocked_ready;
-static atomic_long spin_tid, blocked_tid;
+static atomic_long spin_tid[SPINNERS], blocked_tid;
 static volatile unsigned long sink;
 
 static void on_foreign(int sig, siginfo_t *si, void *uc)
@@ -28,6 +33,19 @@ static void on_foreign(int sig, siginfo_t *si, void *uc)
 	(void)si;
 	(void)uc;
 	atomic_fetch_add(&foreign, 1);
+}
+
+/* The hook: says on which thread it ran and with which argument. */
+static size_t hook(long tid, uintptr_t arg, void *buf, size_t cap)
+{
+	uint64_t *w = buf;
+
+	if (cap < 3 * sizeof(*w))
+		return 0;
+	w[0] = (uint64_t)tid;
+	w[1] = (uint64_t)syscall(SYS_gettid);
+	w[2] = arg;
+	return 3 * sizeof(*w);
 }
 
 __attribute__((noinline)) static void spin_here(void)
@@ -45,8 +63,7 @@ __attribute__((noinline)) static void spin_caller(void)
 
 static void *spinner(void *arg)
 {
-	(void)arg;
-	atomic_store(&spin_tid, syscall(SYS_gettid));
+	atomic_store(&spin_tid[(intptr_t)arg], syscall(SYS_gettid));
 	spin_caller();
 	return NULL;
 }
@@ -63,90 +80,156 @@ static void *blocker(void *arg)
 	atomic_store(&blocked_ready, 1);
 	while (atomic_load(&blocked_ready) == 1)
 		usleep(1000);
-	/* Let the pending signal in: our handler sees a withdrawn request. */
+	/* Let the pending signal in: it answers its request. */
 	pthread_sigmask(SIG_UNBLOCK, &s, NULL);
 	atomic_store(&blocked_ready, 3);
 	return NULL;
 }
 
-static int held_calls;
-
-static void held(void *arg)
+static int64_t mono_ns(void)
 {
-	unsigned long before = sink;
+	struct timespec ts;
 
-	/* The thread waits in the handler meanwhile: its loop stands still
-	 * (it would add to sink thousands of times in 200 us). */
-	(void)arg;
-	usleep(200);
-	CHECK(sink == before);
-	held_calls++;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void test_capture_and_chain(void)
+static int index_of(long tid)
+{
+	for (int i = 0; i < SPINNERS; i++)
+		if (atomic_load(&spin_tid[i]) == tid)
+			return i;
+	return -1;
+}
+
+/* The capture shows the spinning function innermost, its caller below. */
+static int shows_spin(const struct native_capture *c)
+{
+	int here = 0, caller = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		struct native_symbol s;
+
+		native_sym_lookup(c->ips[i], &s);
+		if (!strcmp(s.func, "spin_here") && i == 0)
+			here = strstr(s.object, "test_native") != NULL;
+		if (!strcmp(s.func, "spin_caller"))
+			caller = 1;
+	}
+	return here && caller;
+}
+
+static struct native_capture cap;
+
+static void test_requests_and_ring(void)
 {
 	struct sigaction sa, cur;
-	struct native_stats st;
-	pthread_t th, bl;
-	uintptr_t ips[NATIVE_DEPTH_MAX];
+	struct native_stats st0, st;
+	pthread_t th[SPINNERS], bl;
+	int got[SPINNERS] = {0}, shown = 0, rounds = 0, rc;
 	char err[128];
-	size_t n = 0;
-	int found = 0, caller = 0;
+	int64_t deadline;
 	long tid;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_foreign;
 	sa.sa_flags = SA_SIGINFO;
 	sigaction(NATIVE_SIGNAL, &sa, NULL);
-	CHECK(native_capture(1, ips, NATIVE_DEPTH_MAX, &n, NULL, NULL) ==
-	      -EBUSY);
-	CHECK(native_start(err, sizeof(err)) == 0);
+	CHECK(native_request(1, 0, 0) == -EBUSY);
+	CHECK(native_start(hook, err, sizeof(err)) == 0);
+	native_stats(&st0);
 
-	pthread_create(&th, NULL, spinner, NULL);
-	while (!atomic_load(&spin_tid))
-		usleep(1000);
+	for (intptr_t i = 0; i < SPINNERS; i++)
+		pthread_create(&th[i], NULL, spinner, (void *)i);
+	for (int i = 0; i < SPINNERS; i++)
+		while (!atomic_load(&spin_tid[i]))
+			usleep(1000);
 	usleep(20000);
-	tid = atomic_load(&spin_tid);
-	/* On a loaded machine a capture may time out (the thread lost its
-	 * CPU): try until one shows the spinning function. */
-	for (int k = 0; k < 500 && !found; k++) {
-		if (native_capture(tid, ips, NATIVE_DEPTH_MAX, &n, held,
-				   &tid) != 0)
-			continue;
-		CHECK(n > 2);
-		for (size_t i = 0; i < n; i++) {
-			struct native_symbol s;
 
-			native_sym_lookup(ips[i], &s);
-			if (!strcmp(s.func, "spin_here") && i == 0) {
-				found = 1;
-				CHECK(strstr(s.object, "test_native") != NULL);
+	/* Rounds: every spinner asked at once, the captures taken as they
+	 * come.  On a loaded machine a thread may answer late: its request
+	 * stays outstanding (-EINPROGRESS) and its capture comes later. */
+	for (rounds = 0; rounds < 50; rounds++) {
+		for (int i = 0; i < SPINNERS; i++) {
+			rc = native_request(atomic_load(&spin_tid[i]),
+					    (uintptr_t)(1000 + i), rounds);
+			CHECK(rc == 0 || rc == -EINPROGRESS);
+		}
+		deadline = mono_ns() + 200000000LL;
+		while (native_wait(deadline) == 0) {
+			while (native_collect(&cap) == 0) {
+				int k = index_of(cap.tid);
+
+				CHECK(k >= 0);
+				if (k < 0)
+					continue;
+				got[k]++;
+				/* The hook ran on the thread asked, with its
+				 * request's argument. */
+				CHECK(cap.extra_len == 3 * sizeof(uint64_t));
+				CHECK((long)cap.extra[0] == cap.tid);
+				CHECK((long)cap.extra[1] == cap.tid);
+				CHECK(cap.extra[2] == (uint64_t)(1000 + k));
+				CHECK(cap.ts_ns > 0 && cap.n > 2);
+				shown += shows_spin(&cap);
 			}
-			if (!strcmp(s.func, "spin_caller"))
-				caller = 1;
+			int all = 1;
+
+			for (int i = 0; i < SPINNERS; i++)
+				all &= got[i] > rounds;
+			if (all)
+				break;
 		}
 	}
-	CHECK(found && caller);
-	CHECK(held_calls > 0);
-	CHECK(native_is_eval((uintptr_t)spin_here + 1) == 0);
+	for (int i = 0; i < SPINNERS; i++)
+		CHECK(got[i] >= 40);
+	CHECK(shown >= 100);
+	native_stats(&st);
+	CHECK(st.captured - st0.captured >= 160);
+	CHECK(st.dropped == st0.dropped);
 
 	/* Signals from elsewhere reach the previous handler; ours never. */
+	tid = atomic_load(&spin_tid[0]);
 	for (int i = 0; i < 20; i++) {
 		kill(getpid(), NATIVE_SIGNAL);
-		native_capture(tid, ips, NATIVE_DEPTH_MAX, &n, NULL, NULL);
+		native_request(tid, 0, 0);
+		usleep(500);
 	}
 	usleep(20000);
+	while (native_collect(&cap) == 0)
+		;
 	CHECK(atomic_load(&foreign) >= 1 && atomic_load(&foreign) <= 20);
 
-	/* A thread blocking the signal: given up on, no harm later. */
+	/* A full ring: captures not collected are not waited for; past
+	 * NATIVE_RING they are dropped and counted. */
+	native_stats(&st0);
+	deadline = mono_ns() + 20000000000LL;
+	for (;;) {
+		native_stats(&st);
+		if (st.captured - st0.captured >= NATIVE_RING &&
+		    st.dropped > st0.dropped)
+			break;
+		if (mono_ns() > deadline)
+			break;
+		native_request(tid, 0, 0); /* -EINPROGRESS until answered */
+		usleep(200);
+	}
+	CHECK(st.captured - st0.captured == NATIVE_RING);
+	CHECK(st.dropped > st0.dropped);
+	CHECK(st.ring_max == NATIVE_RING);
+	for (int i = 0; i < NATIVE_RING; i++)
+		CHECK(native_collect(&cap) == 0);
+	CHECK(native_collect(&cap) == -EAGAIN);
+
+	/* A thread blocking the signal: no capture, no second signal. */
 	pthread_create(&bl, NULL, blocker, NULL);
 	while (atomic_load(&blocked_ready) != 1)
 		usleep(1000);
 	tid = atomic_load(&blocked_tid);
-	CHECK(native_capture(tid, ips, NATIVE_DEPTH_MAX, &n, held, &tid) ==
-	      -ETIMEDOUT);
-	CHECK(native_capture(999999, ips, NATIVE_DEPTH_MAX, &n, NULL, NULL) ==
-	      -ESRCH);
+	CHECK(native_request(tid, 7, 77) == 0);
+	CHECK(native_wait(mono_ns() + 20000000LL) == -ETIMEDOUT);
+	CHECK(native_request(tid, 7, 78) == -EINPROGRESS);
+	CHECK(native_request(999999, 0, 0) == -ESRCH);
 	/* While its signal is pending, stopping leaves our handler in place
 	 * (SIGPROF's default would end the process). */
 	native_stop();
@@ -154,18 +237,15 @@ static void test_capture_and_chain(void)
 	CHECK(cur.sa_sigaction != on_foreign);
 	atomic_store(&blocked_ready, 2);
 	pthread_join(bl, NULL);
-	for (int k = 0; k < 1000; k++) {
-		native_stats(&st);
-		if (st.late >= 1)
-			break;
-		usleep(1000);
-	}
-	CHECK(st.late >= 1 && st.timeouts >= 1 && st.captured >= 1);
+	/* Its capture came once it unblocked, for its first request. */
+	CHECK(native_wait(mono_ns() + 2000000000LL) == 0);
+	CHECK(native_collect(&cap) == 0 && cap.tid == tid && cap.tag == 77);
+	native_stats(&st);
 	CHECK(st.chained >= 1);
 	/* Once nothing of ours is pending, the previous handler comes
 	 * back. */
 	for (int k = 0; k < 1000; k++) {
-		CHECK(native_start(err, sizeof(err)) == 0);
+		CHECK(native_start(hook, err, sizeof(err)) == 0);
 		native_stop();
 		sigaction(NATIVE_SIGNAL, NULL, &cur);
 		if (cur.sa_sigaction == on_foreign)
@@ -175,7 +255,103 @@ static void test_capture_and_chain(void)
 	CHECK(cur.sa_sigaction == on_foreign);
 
 	atomic_store(&stop, 1);
+	for (int i = 0; i < SPINNERS; i++)
+		pthread_join(th[i], NULL);
+	native_sym_release();
+}
+
+/* ---- system calls interrupted by our signal -------------------------- */
+
+static int pipefd[2];
+static atomic_long sys_tid;
+static atomic_int read_result, read_errno, sleep_eintr, sleeping;
+
+static void *reader(void *arg)
+{
+	char c;
+	ssize_t n;
+
+	(void)arg;
+	atomic_store(&sys_tid, syscall(SYS_gettid));
+	n = read(pipefd[0], &c, 1);
+	atomic_store(&read_errno, n < 0 ? errno : 0);
+	atomic_store(&read_result, (int)n + 10);
+	return NULL;
+}
+
+static void *sleeper(void *arg)
+{
+	struct timespec ts = {2, 0}, left;
+
+	(void)arg;
+	atomic_store(&sys_tid, syscall(SYS_gettid));
+	atomic_store(&sleeping, 1);
+	if (nanosleep(&ts, &left) < 0 && errno == EINTR)
+		atomic_store(&sleep_eintr, 1);
+	atomic_store(&sleeping, 2);
+	return NULL;
+}
+
+/* Waits for the capture of tid and says whether it shows func. */
+static int captured_in(long tid, const char *func)
+{
+	int64_t deadline = mono_ns() + 5000000000LL;
+	int seen = 0;
+
+	while (native_wait(deadline) == 0) {
+		if (native_collect(&cap) || cap.tid != tid)
+			continue;
+		for (size_t i = 0; i < cap.n && !seen; i++) {
+			struct native_symbol s;
+
+			native_sym_lookup(cap.ips[i], &s);
+			seen = strstr(s.func, func) != NULL;
+		}
+		return seen ? 1 : -1;
+	}
+	return 0;
+}
+
+static void test_syscalls(void)
+{
+	pthread_t th;
+	char err[128];
+	int r;
+
+	CHECK(native_start(NULL, err, sizeof(err)) == 0);
+	/* read() blocked on a pipe: unwound where it waits, and restarted
+	 * (SA_RESTART): it returns only with the byte. */
+	CHECK(pipe(pipefd) == 0);
+	atomic_store(&sys_tid, 0);
+	pthread_create(&th, NULL, reader, NULL);
+	while (!atomic_load(&sys_tid))
+		usleep(1000);
+	usleep(50000);
+	CHECK(native_request(atomic_load(&sys_tid), 0, 0) == 0);
+	r = captured_in(atomic_load(&sys_tid), "read");
+	CHECK(r == 1);
+	usleep(50000);
+	CHECK(atomic_load(&read_result) == 0); /* still reading */
+	CHECK(write(pipefd[1], "x", 1) == 1);
 	pthread_join(th, NULL);
+	CHECK(atomic_load(&read_result) == 11 && atomic_load(&read_errno) == 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+
+	/* nanosleep() is never restarted: it returns EINTR (what C code
+	 * that does not retry would see; hence idle threads are signalled
+	 * only when asked, sampler.h). */
+	atomic_store(&sys_tid, 0);
+	pthread_create(&th, NULL, sleeper, NULL);
+	while (atomic_load(&sleeping) != 1)
+		usleep(1000);
+	usleep(50000);
+	CHECK(native_request(atomic_load(&sys_tid), 0, 0) == 0);
+	r = captured_in(atomic_load(&sys_tid), "sleep");
+	CHECK(r == 1);
+	pthread_join(th, NULL);
+	CHECK(atomic_load(&sleep_eintr) == 1);
+	native_stop();
 	native_sym_release();
 }
 
@@ -192,7 +368,8 @@ static void test_symbolize(void)
 	/* No object holds it. */
 	CHECK(native_sym_lookup(16, &s) == -ENOENT);
 	CHECK(!strncmp(s.func, "0x", 2));
+	CHECK(native_is_eval((uintptr_t)spin_here + 1) == 0);
 	native_sym_release();
 }
 
-TEST_MAIN(test_symbolize, test_capture_and_chain)
+TEST_MAIN(test_symbolize, test_requests_and_ring, test_syscalls)
