@@ -85,6 +85,8 @@ extern const struct cmd_entry cmd_inject_entry;
 extern const struct cmd_entry cmd_launch_entry;
 extern const struct cmd_entry cmd_debug_entry;
 extern const struct cmd_entry cmd_memory_entry;
+extern const struct cmd_entry cmd_hangs_entry;
+extern const struct cmd_entry cmd_report_entry;
 extern const struct cmd_entry cmd_cluster_entry;
 
 /* The pids of the agents on this machine (their @probing-<pid> sockets

@@ -217,6 +217,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},
 		{"library", required_argument, NULL, 'L'},
 		{"define", required_argument, NULL, 'D'},
+		{"crash", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
 	struct inject_opts io = {0};
@@ -229,7 +230,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	int c, rc;
 
 	set = cJSON_CreateObject();
-	while ((c = getopt_long(argc, argv, ":l:L:D:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":l:L:D:c", opts, NULL)) != -1) {
 		char *eq;
 
 		switch (c) {
@@ -240,6 +241,12 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			break;
 		case 'L':
 			library = optarg;
+			break;
+		case 'c':
+			/* The crash handler (docs/forensics.md). */
+			cJSON_DeleteItemFromObjectCaseSensitive(set,
+								"crash.enabled");
+			cJSON_AddStringToObject(set, "crash.enabled", "on");
 			break;
 		case 'D':
 			eq = strchr(optarg, '=');
@@ -354,7 +361,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_inject_entry = {
 	.name = "inject",
 	.alias = NULL,
-	.usage = "[--listen ADDR] [-D KEY=VALUE]... [--library PATH]",
+	.usage = "[--listen ADDR] [--crash] [-D KEY=VALUE]... [--library PATH]",
 	.summary = "Put the agent into a running Python process (ptrace)",
 	.help = "Loads libprobing.so into process TARGET (a pid; CPython 3.11) "
 		"with ptrace:\n"
@@ -380,6 +387,10 @@ const struct cmd_entry cmd_inject_entry = {
 		"  -D, --define K=V     set an agent setting (repeatable; "
 		"'probing config'\n"
 		"                       lists them)\n"
+		"  -c, --crash          write a report of every thread's "
+		"stack when the process\n"
+		"                       crashes (crash.enabled=on; see "
+		"docs/forensics.md)\n"
 		"  -L, --library PATH   the agent library (default: "
 		"$PROBING_LIBRARY, then next\n"
 		"                       to this program: "

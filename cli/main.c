@@ -22,6 +22,7 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_repl_entry, &cmd_config_entry,
 	&cmd_dap_entry,	 &cmd_inject_entry,
 	&cmd_launch_entry, &cmd_debug_entry, &cmd_memory_entry,
+	&cmd_hangs_entry, &cmd_report_entry,
 	&cmd_cluster_entry, NULL,
 };
 
