@@ -519,8 +519,16 @@ static void tb_part(struct crash_out *o, void *arg)
 					       : NULL;
 
 		if (co) {
+			/* Through the attribute: 3.11.7 computes tb_lineno
+			 * lazily (the field reads -1 until then). */
+			PyObject *ln = PyObject_GetAttrString(tb, "tb_lineno");
+
 			tf[total % TB_MAX].code = (PyObject *)co;
-			tf[total % TB_MAX].lineno = t->tb_lineno;
+			tf[total % TB_MAX].lineno =
+				ln && PyLong_Check(ln) ? (int)PyLong_AsLong(ln)
+						       : t->tb_lineno;
+			Py_XDECREF(ln);
+			PyErr_Clear();
 			Py_DECREF(co); /* the frame keeps it alive */
 			total++;
 		}
