@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,14 +85,16 @@ static void cleanup_gil_fn(void *arg)
 }
 
 /* Runs fn with the GIL (never interrupted: our code, no user code). */
-static int with_gil(pygil_fn fn, void *arg, char *err, size_t errlen)
+/* Runs fn with the GIL, waiting at most start_ms for it. */
+static int with_gil_ms(pygil_fn fn, void *arg, int start_ms, char *err,
+		       size_t errlen)
 {
 	struct pygil_limits lim = {0};
 	long holder_native = 0;
 	uint64_t holder;
 	int rc;
 
-	lim.start_ms = (int)config_int("python.gil_timeout_ms");
+	lim.start_ms = start_ms;
 	rc = pygil_run(fn, arg, &lim, NULL);
 	if (rc == -ETIMEDOUT) {
 		holder = pystack_gil_holder(&holder_native);
@@ -109,6 +112,12 @@ static int with_gil(pygil_fn fn, void *arg, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot run Python: %s", strerror(-rc));
 	}
 	return rc;
+}
+
+static int with_gil(pygil_fn fn, void *arg, char *err, size_t errlen)
+{
+	return with_gil_ms(fn, arg, (int)config_int("python.gil_timeout_ms"),
+			   err, errlen);
 }
 
 int dbgcontrol_cleanup(char *err, size_t errlen)
@@ -211,15 +220,84 @@ int dbgcontrol_set_exception_filters(int raised, int uncaught, char *err,
 
 /* ---- execution control ------------------------------------------------- */
 
+/*
+ * A pause asked for while a thread held the GIL in C is armed as soon as
+ * the GIL comes: by a pending call, which the main thread runs when it
+ * next evaluates Python (the GIL holder, returning from C, if it is the
+ * main thread), or by a job the debugger's tick submits twice a second
+ * until one gets the GIL (each waits for it up to ARM_WAIT_MS).  `unarmed` says
+ * a pause waits to be armed; `arming` (loop thread) that a job is out.
+ */
+#define ARM_WAIT_MS 5000 /* a job's wait for the GIL */
+
+static atomic_int unarmed;
+static int arming;
+
+/* GIL held: arms the pause asked for, if it still is. */
+static int arm(void)
+{
+	atomic_store(&unarmed, 0);
+	if (!debugger_active())
+		return -ENOTCONN;
+	if (debugger_pause_wanted())
+		dbgstop_all();
+	return 0;
+}
+
 static void pause_gil_fn(void *arg)
 {
 	int *rc = arg;
 
-	if (!debugger_active()) {
-		*rc = -ENOTCONN;
+	*rc = arm();
+}
+
+static int arm_pending_call(void *arg)
+{
+	(void)arg;
+	if (atomic_load(&unarmed) && !_Py_IsFinalizing() &&
+	    !pygil_is_gil_thread())
+		arm();
+	return 0;
+}
+
+static void arm_run(struct worker_job *job)
+{
+	char err[128];
+	int rc = 0;
+
+	(void)job;
+	/* A worker may wait longer than a request: the GIL comes when its
+	 * holder's C call returns. */
+	if (atomic_load(&unarmed))
+		with_gil_ms(pause_gil_fn, &rc, ARM_WAIT_MS, err, sizeof(err));
+}
+
+static void arm_done(struct worker_job *job)
+{
+	free(job);
+	arming = 0;
+}
+
+void dbgcontrol_tick(void)
+{
+	struct worker_job *j;
+
+	if (!atomic_load(&unarmed) || arming)
+		return;
+	if (!debugger_active() || !debugger_pause_wanted()) {
+		atomic_store(&unarmed, 0);
 		return;
 	}
-	dbgstop_all();
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->run = arm_run;
+	j->done = arm_done;
+	arming = 1;
+	if (worker_submit(j)) {
+		arming = 0;
+		free(j);
+	}
 }
 
 int dbgcontrol_pause(char *err, size_t errlen)
@@ -233,6 +311,14 @@ int dbgcontrol_pause(char *err, size_t errlen)
 	if (rc == 1)
 		return 0; /* already paused */
 	grc = with_gil(pause_gil_fn, &rc, err, errlen);
+	if (grc == -ETIMEDOUT && !rc) {
+		/* A thread holds the GIL in C: it stops when it returns to
+		 * Python, the others at their next line once armed. */
+		atomic_store(&unarmed, 1);
+		/* The tick's job arms it if the call cannot be queued. */
+		(void)Py_AddPendingCall(arm_pending_call, NULL);
+		return 0;
+	}
 	if (grc || rc) {
 		debugger_pause_cancel();
 		if (rc == -ENOTCONN)
@@ -240,4 +326,10 @@ int dbgcontrol_pause(char *err, size_t errlen)
 		return grc ? grc : rc;
 	}
 	return 0;
+}
+
+void dbgcontrol_atfork_child(void)
+{
+	atomic_store(&unarmed, 0);
+	arming = 0;
 }

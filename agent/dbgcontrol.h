@@ -46,10 +46,20 @@ int dbgcontrol_set_exception_filters(int raised, int uncaught, char *err,
 /*
  * Asks every thread to stop at its next Python line; the `stopped` event
  * follows when the first one does.  Worker thread.  Returns 0 (also when
- * a stop is in progress already), -ETIMEDOUT (the GIL is held in C:
- * nothing changed), -ENOTCONN (no debugger attached).
+ * a stop is in progress already), -ENOTCONN (no debugger attached), or
+ * another error of pygil.  When a thread holds the GIL in C past
+ * python.gil_timeout_ms the pause stays asked for and is armed as soon as
+ * the GIL comes (a pending call in the main thread, or a worker job that
+ * dbgcontrol_tick() submits): 0 then too.
  */
 int dbgcontrol_pause(char *err, size_t errlen);
+
+/* Loop thread, from the debugger's periodic tick: a pause waiting to be
+ * armed gets a worker job that tries once more to take the GIL. */
+void dbgcontrol_tick(void);
+
+/* In a forked child: no pause waits to be armed. */
+void dbgcontrol_atfork_child(void);
 
 /* Worker thread: takes the GIL (bounded) to finish a detach now, if one
  * is pending.  Used before attach and by the cleanup job.  Returns 0 or

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dap_msg.h"
+#include "dbgcontrol.h"
 #include "dbgevents.h"
 #include "dbgoutput.h"
 #include "dbgsession.h"
@@ -155,6 +156,7 @@ static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop, (void)w, (void)revents;
 	dbgoutput_flush();
+	dbgcontrol_tick();
 	s = dbgsession_owner();
 	if (!s || threads_now(now, &k))
 		return;

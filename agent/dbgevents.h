@@ -10,8 +10,9 @@
  * reported.
  *
  * Threads and locks: any thread may post (server_post_event() queues for
- * the loop); the thread poll runs on the loop thread, and flushes the
- * target's buffered output (dbgoutput.h) on the same tick.  No function takes
+ * the loop); the thread poll runs on the loop thread, and on the same
+ * tick flushes the target's buffered output (dbgoutput.h) and retries
+ * arming a pause (dbgcontrol.h).  No function takes
  * the GIL or runs Python.
  */
 #ifndef DBGEVENTS_H

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "breakpoints.h"
+#include "dbgcontrol.h"
 #include "dbgevents.h"
 #include "dbgoutput.h"
 #include "dbgsession.h"
@@ -250,6 +251,7 @@ void debugger_atfork_child(void)
 	dbgtrace_atfork_child();
 	dbgevents_atfork_child();
 	dbgoutput_atfork_child();
+	dbgcontrol_atfork_child();
 	pyhook_atfork_child();
 }
 

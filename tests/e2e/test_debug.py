@@ -7,6 +7,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import CLI, wait_for
 
 LOOP = """
@@ -421,3 +423,54 @@ def test_redirect_output_is_bounded(python, spawn, cli, tmp_path):
     assert t.output().count("x") == 100000000, "the target's own output is whole"
     d.request("disconnect", {})
     d.close()
+
+
+GIL_IN_C_MAIN = """
+i = 0
+print("ready", flush=True)
+while True:
+    i += 1
+    total = sum(range(3 * 10**7))  # C, GIL held throughout
+"""
+
+# The GIL holder is another thread; the main thread waits in C without
+# the GIL (a pending call would never run): the debugger's tick arms it.
+GIL_IN_C_WORKER = """
+import threading
+i = 0
+
+def work():
+    global i
+    while True:
+        i += 1
+        total = sum(range(3 * 10**7))  # C, GIL held throughout
+
+t = threading.Thread(target=work, name="worker")
+t.start()
+print("ready", flush=True)
+t.join()
+"""
+
+
+@pytest.mark.parametrize("script", [GIL_IN_C_MAIN, GIL_IN_C_WORKER], ids=["main", "worker"])
+def test_pause_while_a_thread_holds_the_gil_in_c(python, spawn, cli, script):
+    """A thread spends its time in C calls that hold the GIL (much longer
+    than python.gil_timeout_ms, set low): the pause is still taken, armed
+    when the GIL comes, and the thread stops when it returns to Python."""
+    t = spawn(python, script, env={"PROBING_PYTHON_GIL_TIMEOUT_MS": "10"})
+    t.wait_agent()
+    t.wait_line("ready")
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    d.request("configurationDone")
+    d.request("pause", {"threadId": t.pid})
+    ev = d.event("stopped")
+    assert ev["body"]["reason"] == "pause", ev
+    busy = t.pid if script is GIL_IN_C_MAIN else thread_ids(cli, t)["worker"]
+    assert ev["body"]["threadId"] == busy, ev
+    wait_paused(cli, t, busy)
+    d.request("continue", {})
+    d.request("disconnect", {})
+    d.close()
+    wait_for(lambda: status(cli, t)["hook"] is False, 60, "the hook to go")
