@@ -68,6 +68,8 @@ struct thr {
 	/* Its previous Python frames, root first, whose code objects are
 	 * cached: the walk trusts them (pyframes_trust). */
 	uintptr_t *tframes, *tcodes;
+	int *tlasti;	  /* their instructions then, */
+	uint32_t *tfid;	  /* and the frame ids they gave */
 	size_t tn;
 	uint64_t trust_tick; /* when the trust was last rebuilt from scratch */
 	unsigned nwant;	     /* its samples waiting for a capture */
@@ -99,6 +101,8 @@ static struct {
 	struct pyframes_scratch *scratch;
 	struct pyframes_raw *raw;
 	unsigned char *rawok; /* raw[i]'s code object is cached */
+	uint32_t *rawfid;     /* raw[i]'s frame id */
+	struct thr *cur;      /* the thread whose S.raw it is */
 	size_t nraw;
 	struct pyframes_thread *threads;
 	struct code_ent *codes;
@@ -222,17 +226,30 @@ static struct code_ent *code_lookup(const struct pyframes_raw *r)
 	return e;
 }
 
+/* The frame id of r, at its instruction: from the thread's previous
+ * sample when r is the same frame at the same place from the root
+ * (trusted: same code object) at the same instruction, else through the
+ * code cache. */
 static uint32_t py_frame(const struct pyframes_raw *r)
 {
-	struct code_ent *e = code_lookup(r);
+	size_t i = (size_t)(r - S.raw), pos = S.nraw - 1 - i;
+	struct thr *t = S.cur;
+	struct code_ent *e;
 	struct pyframes_raw id;
 	int line;
 
-	S.rawok[r - S.raw] = e != NULL;
+	if (r->trusted && t && t->tfid && pos < t->tn &&
+	    t->tlasti[pos] == r->lasti && t->tfid[pos]) {
+		S.rawok[i] = 1;
+		return S.rawfid[i] = t->tfid[pos];
+	}
+	e = code_lookup(r);
+	S.rawok[i] = e != NULL;
+	S.rawfid[i] = 0;
 	if (!e || !e->fn)
 		return unknown_frame();
 	if (e->memo_lasti == r->lasti && e->memo_frame)
-		return e->memo_frame;
+		return S.rawfid[i] = e->memo_frame;
 	if (e->lt) {
 		line = pyframes_line_decode(e->lt, e->ltlen, e->firstlineno,
 					    r->lasti);
@@ -246,6 +263,7 @@ static uint32_t py_frame(const struct pyframes_raw *r)
 	}
 	e->memo_lasti = r->lasti;
 	e->memo_frame = sampler_intern_frame(S.in, e->fn, line);
+	S.rawfid[i] = e->memo_frame;
 	return e->memo_frame ? e->memo_frame : unknown_frame();
 }
 
@@ -288,6 +306,17 @@ static struct thr *thr_get(const struct pyframes_thread *pt)
 	if (!t->tframes) {
 		t->tframes = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tframes));
 		t->tcodes = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tcodes));
+		t->tlasti = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tlasti));
+		t->tfid = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tfid));
+		if (!t->tframes || !t->tcodes || !t->tlasti || !t->tfid) {
+			free(t->tframes);
+			free(t->tcodes);
+			free(t->tlasti);
+			free(t->tfid);
+			t->tframes = t->tcodes = NULL;
+			t->tlasti = NULL;
+			t->tfid = NULL;
+		}
 	}
 	return t;
 }
@@ -410,6 +439,8 @@ static void keep_trust(struct thr *t)
 			break;
 		t->tframes[pos] = S.raw[i].frame;
 		t->tcodes[pos] = S.raw[i].code;
+		t->tlasti[pos] = S.raw[i].lasti;
+		t->tfid[pos] = S.rawfid[i];
 		n++;
 	}
 	t->tn = n;
@@ -604,6 +635,7 @@ static int sample_finish(struct want *w, const struct native_capture *c,
 	if (tk.rc == -ESRCH || (!S.nraw && !nips))
 		return 1;
 	memset(S.rawok, 0, S.nraw);
+	S.cur = w->t;
 	n = build_path(nips);
 	keep_trust(w->t);
 	out->ts = w->ts;
@@ -852,6 +884,7 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	S.scratch = pyframes_scratch_new();
 	S.raw = malloc(PYFRAMES_RAW_MAX * sizeof(*S.raw));
 	S.rawok = malloc(PYFRAMES_RAW_MAX);
+	S.rawfid = malloc(PYFRAMES_RAW_MAX * sizeof(*S.rawfid));
 	S.threads = malloc(PYSTACK_THREADS_MAX * sizeof(*S.threads));
 	S.codes = malloc(CODE_CACHE_MAX * sizeof(*S.codes));
 	S.thr = calloc(SAMPLER_THREADS_MAX, sizeof(*S.thr));
@@ -863,6 +896,7 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	S.leaf = malloc(PYFRAMES_LEAF_MAX * sizeof(*S.leaf));
 	if (!S.in || !S.scratch || !S.raw || !S.rawok || !S.threads ||
 	    !S.codes || !S.thr || !S.path || !S.ips || !S.batch || !S.want ||
+	    !S.rawfid ||
 	    !S.cap || !S.leaf) {
 		snprintf(err, errlen, "profiler: out of memory");
 		return -ENOMEM;

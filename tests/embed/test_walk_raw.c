@@ -5,12 +5,16 @@
  * and lines (through a copied or an in-place line table), innermost
  * first; a second walk trusting the first reads no code object and
  * gives the same; the frames a trusted walk is told about must match or
- * they are read again.
+ * they are read again.  The leaf (the innermost frames a signal handler
+ * reads of its own thread) is the walk's first frames, and its outer
+ * frame the next one; for another thread's id it is refused.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pyframes.h"
 #include "test.h"
@@ -18,7 +22,7 @@
 #define FIXTURE FIXTURE_DIR "/fixture_walk.py"
 #define MAXF 256
 
-static int compared, deep_seen;
+static int compared, deep_seen, leaf_checked;
 
 static void compare_thread(const struct pyframes_thread *t,
 			   struct pyframes_scratch *s)
@@ -87,6 +91,35 @@ static void compare_thread(const struct pyframes_thread *t,
 	compared++;
 }
 
+/* The calling thread's leaf against its walk. */
+static void check_leaf(const struct pyframes_thread *t,
+		       struct pyframes_scratch *s)
+{
+	static struct pyframes_raw raw[MAXF], lr[PYFRAMES_LEAF_MAX];
+	struct pyframes_leaf leaf;
+	size_t nraw = 0, nl = 0;
+	int trunc;
+
+	CHECK(pyframes_leaf_capture(t->native_id, t->tstate, &leaf,
+				    sizeof(leaf)) == sizeof(leaf));
+	CHECK(pyframes_walk_raw(t, s, NULL, raw, MAXF, &nraw, &trunc) == 0);
+	CHECK(leaf.complete && leaf.n > 0);
+	CHECK(pyframes_leaf_resolve(s, &leaf, lr, PYFRAMES_LEAF_MAX, &nl) ==
+	      0);
+	CHECK(nl == (nraw < PYFRAMES_LEAF_MAX ? nraw : PYFRAMES_LEAF_MAX));
+	for (size_t i = 0; i < nl && i < nraw; i++)
+		CHECK(lr[i].frame == raw[i].frame && lr[i].code == raw[i].code &&
+		      lr[i].lasti == raw[i].lasti &&
+		      lr[i].is_entry == raw[i].is_entry &&
+		      lr[i].qualname == raw[i].qualname);
+	CHECK(leaf.outer == (nraw > nl ? raw[nl].frame : 0));
+	/* Not this thread's state: nothing. */
+	CHECK(pyframes_leaf_capture(t->native_id + 1, t->tstate, &leaf,
+				    sizeof(leaf)) == sizeof(leaf));
+	CHECK(!leaf.complete);
+	CHECK(pyframes_leaf_capture(t->native_id, t->tstate, &leaf, 8) == 0);
+}
+
 static PyObject *walk_compare(PyObject *m, PyObject *a)
 {
 	static struct pyframes_thread ts[64];
@@ -115,6 +148,8 @@ static PyObject *walk_compare(PyObject *m, PyObject *a)
 	for (size_t i = 0; i < n; i++)
 		if (ts[i].thread_id != PyThread_get_thread_ident())
 			compare_thread(&ts[i], s);
+		else if (ts[i].native_id == syscall(SYS_gettid))
+			check_leaf(&ts[i], s), leaf_checked++;
 	/* The fast path's cost on the 62-frame stack, for the record. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int k = 0; k < 1000; k++) {
@@ -165,6 +200,7 @@ static void test_walk_raw(void)
 		CHECK(PyRun_SimpleFileEx(f, FIXTURE, 1) == 0);
 	}
 	CHECK(compared == 3);
+	CHECK(leaf_checked == 1);
 	CHECK(deep_seen == 61);
 	Py_FinalizeEx();
 }
