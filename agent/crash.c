@@ -515,8 +515,8 @@ static void tb_part(struct crash_out *o, void *arg)
 	for (int steps = 0; tb && PyTraceBack_Check(tb) && steps < 100000;
 	     steps++) {
 		PyTracebackObject *t = (PyTracebackObject *)tb;
-		PyCodeObject *co = t->tb_frame ? PyFrame_GetCode(t->tb_frame)
-					       : NULL;
+		PyCodeObject *co =
+			t->tb_frame ? PyFrame_GetCode(t->tb_frame) : NULL;
 
 		if (co) {
 			/* Through the attribute: 3.11.7 computes tb_lineno
@@ -557,9 +557,8 @@ static void exception_report(PyObject *type, PyObject *value, PyObject *tb)
 {
 	PyObject *et, *ev, *etb, *s;
 	char reason[1024], path[PATH_MAX];
-	const char *tname = PyType_Check(type)
-				    ? ((PyTypeObject *)type)->tp_name
-				    : "exception";
+	const char *tname = PyType_Check(type) ? ((PyTypeObject *)type)->tp_name
+					       : "exception";
 	const char *msg;
 	long tid = gettid_();
 	int fd;
@@ -595,8 +594,8 @@ static void exception_report(PyObject *type, PyObject *value, PyObject *tb)
 
 /* ---- settings ------------------------------------------------------------ */
 
-int crash_path_canon(const char *text, char *canon, size_t canonlen,
-		     char *err, size_t errlen)
+int crash_path_canon(const char *text, char *canon, size_t canonlen, char *err,
+		     size_t errlen)
 {
 	struct stat st;
 
@@ -606,8 +605,10 @@ int crash_path_canon(const char *text, char *canon, size_t canonlen,
 	}
 	if (*text && (stat(text, &st) < 0 || !S_ISDIR(st.st_mode) ||
 		      access(text, W_OK) < 0)) {
-		snprintf(err, errlen, "crash.path: '%s' is not a directory "
-			 "this process may write in", text);
+		snprintf(err, errlen,
+			 "crash.path: '%s' is not a directory "
+			 "this process may write in",
+			 text);
 		return -EINVAL;
 	}
 	snprintf(canon, canonlen, "%s", text);

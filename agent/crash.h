@@ -73,8 +73,8 @@ int crash_start(char *err, size_t errlen);
 
 /* The config check of crash.path: empty, or a directory this process
  * may write in (kept as given; at most PATH_MAX - 64 bytes). */
-int crash_path_canon(const char *text, char *canon, size_t canonlen,
-		     char *err, size_t errlen);
+int crash_path_canon(const char *text, char *canon, size_t canonlen, char *err,
+		     size_t errlen);
 
 /* Is the handler installed now? */
 int crash_enabled(void);

@@ -120,8 +120,8 @@ void crash_out_dec(struct crash_out *o, long long v)
 {
 	char b[24];
 	int i = sizeof(b);
-	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
-				     : (unsigned long long)v;
+	unsigned long long u =
+		v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
 
 	do
 		b[--i] = (char)('0' + u % 10);
@@ -168,7 +168,8 @@ void crash_time_format(int64_t sec, int ms, char *out)
 	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
 	int64_t doe = z - era * 146097;
 	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	int64_t y = yoe + era * 400,
+		doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
 	int64_t mp = (5 * doy + 2) / 153;
 	int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
 	char *p = out;
@@ -220,14 +221,12 @@ const char *crash_code_name(int sig, int code)
 	static const char *const bus[] = {"BUS_ADRALN", "BUS_ADRERR",
 					  "BUS_OBJERR", "BUS_MCEERR_AR",
 					  "BUS_MCEERR_AO"};
-	static const char *const fpe[] = {"FPE_INTDIV", "FPE_INTOVF",
-					  "FPE_FLTDIV", "FPE_FLTOVF",
-					  "FPE_FLTUND", "FPE_FLTRES",
-					  "FPE_FLTINV", "FPE_FLTSUB"};
-	static const char *const ill[] = {"ILL_ILLOPC", "ILL_ILLOPN",
-					  "ILL_ILLADR", "ILL_ILLTRP",
-					  "ILL_PRVOPC", "ILL_PRVREG",
-					  "ILL_COPROC", "ILL_BADSTK"};
+	static const char *const fpe[] = {
+		"FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF",
+		"FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB"};
+	static const char *const ill[] = {
+		"ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP",
+		"ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK"};
 
 	switch (code) {
 	case SI_USER:
@@ -377,8 +376,8 @@ void crash_report_python(struct crash_out *o, const char *label)
 	crash_out_str(o, "):\n");
 }
 
-void crash_report_frame(struct crash_out *o, const char *func,
-			const char *file, int lineno)
+void crash_report_frame(struct crash_out *o, const char *func, const char *file,
+			int lineno)
 {
 	crash_out_str(o, "    File \"");
 	crash_out_esc(o, file);

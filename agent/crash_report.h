@@ -20,8 +20,8 @@
  *     python (most recent call first):
  *       File "/app.py", line 3, in crash
  *     native (most recent call first):
- *       #0 0x00007f0c12345678 memmove+0x18 (/usr/lib/x86_64-linux-gnu/libc.so.6+0x1a2b3c)
- *                                     (blank line)
+ *       #0 0x00007f0c12345678 memmove+0x18
+ * (/usr/lib/x86_64-linux-gnu/libc.so.6+0x1a2b3c) (blank line)
  *   ...more threads...
  *   end: complete
  *
@@ -103,8 +103,8 @@ void crash_report_thread(struct crash_out *o, long tid, uint64_t ident,
 /* "  python (most recent call first):" */
 void crash_report_python(struct crash_out *o, const char *label);
 /* "    File "FILE", line N, in FUNC" */
-void crash_report_frame(struct crash_out *o, const char *func,
-			const char *file, int lineno);
+void crash_report_frame(struct crash_out *o, const char *func, const char *file,
+			int lineno);
 /* "    (NOTE)" under a section: "no Python frames", "truncated at 128". */
 void crash_report_note(struct crash_out *o, const char *note);
 /* The "  native (most recent call first):" section of ips[0..n):

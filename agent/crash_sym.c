@@ -188,10 +188,9 @@ static const ElfW(Ehdr) * elf_header(const struct crash_sym_image *im)
 	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)(const void *)im->map;
 
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
-	    eh->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64
-							  : ELFCLASS32) ||
-	    eh->e_phentsize != sizeof(ElfW(Phdr)) ||
-	    eh->e_phoff > im->len ||
+	    eh->e_ident[EI_CLASS] !=
+		    (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+	    eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phoff > im->len ||
 	    (size_t)eh->e_phnum * sizeof(ElfW(Phdr)) > im->len - eh->e_phoff)
 		return NULL;
 	return eh;
@@ -224,7 +223,7 @@ static int scan_table(const struct crash_sym_image *im, const ElfW(Ehdr) * eh,
 		      const ElfW(Shdr) * sh, uintptr_t vaddr, char *name,
 		      size_t namelen, uintptr_t *off)
 {
-	const ElfW(Shdr) *str;
+	const ElfW(Shdr) * str;
 	const ElfW(Sym) *best = NULL;
 	size_t n, strtab, strlen_;
 
@@ -277,7 +276,7 @@ static int scan_table(const struct crash_sym_image *im, const ElfW(Ehdr) * eh,
 static void lookup_func(const struct crash_sym_image *im, const ElfW(Ehdr) * eh,
 			uintptr_t vaddr, struct crash_sym *out)
 {
-	const ElfW(Shdr) *sh;
+	const ElfW(Shdr) * sh;
 
 	if (eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > im->len ||
 	    (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > im->len - eh->e_shoff)

@@ -33,9 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CRASH_SYM_FUNC_MAX 256	/* bytes of a function name, NUL included */
-#define CRASH_SYM_PATH_MAX 512	/* bytes of an object's path */
-#define CRASH_SYM_IMAGES 4	/* object files kept mapped per dump */
+#define CRASH_SYM_FUNC_MAX 256 /* bytes of a function name, NUL included */
+#define CRASH_SYM_PATH_MAX 512 /* bytes of an object's path */
+#define CRASH_SYM_IMAGES 4     /* object files kept mapped per dump */
 #define CRASH_SYM_SYMBOLS_MAX (1u << 23) /* symbols scanned per table */
 
 struct crash_sym {
@@ -58,7 +58,7 @@ struct crash_sym_image {
 
 struct crash_sym_cache {
 	struct crash_sym_image img[CRASH_SYM_IMAGES];
-	unsigned next; /* the slot to reuse */
+	unsigned next;			      /* the slot to reuse */
 	char line[4096 + CRASH_SYM_PATH_MAX]; /* a line of maps */
 	char buf[4096];			      /* read() buffer */
 };

@@ -47,14 +47,14 @@ static struct {
 	uintptr_t codes[HANG_FRAMES_MAX];
 	int lines[HANG_FRAMES_MAX];
 	size_t n;
-	int have;	      /* codes/lines hold a stack */
-	int64_t last_ms;      /* when we last looked (monotonic) */
-	int64_t stuck_ms;     /* how long the stack has been the same */
-	int64_t hang_id;      /* the hang recorded, 0 when none */
+	int have;	  /* codes/lines hold a stack */
+	int64_t last_ms;  /* when we last looked (monotonic) */
+	int64_t stuck_ms; /* how long the stack has been the same */
+	int64_t hang_id;  /* the hang recorded, 0 when none */
 	int64_t next_id;
-	double hang_started;  /* Unix seconds */
-	char path[PATH_MAX];  /* its report file, "" when none */
-	char *report;	      /* HANG_REPORT_MAX bytes */
+	double hang_started; /* Unix seconds */
+	char path[PATH_MAX]; /* its report file, "" when none */
+	char *report;	     /* HANG_REPORT_MAX bytes */
 	struct crash_sym_cache sym;
 } W;
 
@@ -156,11 +156,13 @@ static void write_thread(struct crash_out *o, const struct pystack_thread *t,
 			crash_report_native(o, &W.sym, ips, n, 0,
 					    n == HANG_NATIVE_DEPTH_MAX);
 		} else {
-			crash_out_str(o, "  native (most recent call first):\n");
-			crash_report_note(o, rc == -ETIMEDOUT
-						     ? "the thread did not answer "
-						       "(it blocks signals)"
-						     : "not available");
+			crash_out_str(o,
+				      "  native (most recent call first):\n");
+			crash_report_note(o,
+					  rc == -ETIMEDOUT
+						  ? "the thread did not answer "
+						    "(it blocks signals)"
+						  : "not available");
 		}
 	}
 	crash_report_thread_end(o);
@@ -182,10 +184,11 @@ static void write_report(int fd, const struct pystack *ps,
 		 "the main thread's Python stack has not changed for %.1f s",
 		 (double)stuck_ms / 1000);
 	crash_report_head(&o, "hang", reason);
-	crash_time_format((int64_t)W.hang_started,
-			  (int)((W.hang_started - (double)(int64_t)W.hang_started) *
-				1000),
-			  when);
+	crash_time_format(
+		(int64_t)W.hang_started,
+		(int)((W.hang_started - (double)(int64_t)W.hang_started) *
+		      1000),
+		when);
 	crash_report_key(&o, "stuck-since", when);
 	crash_report_key_int(&o, "stuck-ms", stuck_ms);
 	crash_report_key_int(&o, "thread", main ? main->native_id : 0);
@@ -215,9 +218,9 @@ static void record(int64_t stuck_ms)
 	int fd;
 
 	W.hang_started = now - (double)stuck_ms / 1000;
-	W.hang_id = ++W.next_id;
 	if (pystack_take_nogil(&ps, &opts, err, sizeof(err)))
-		return;
+		return; /* Python is going away: tried again next time */
+	W.hang_id = ++W.next_id;
 	for (size_t i = 0; i < ps.nthreads; i++)
 		if (ps.threads[i].is_main)
 			main = &ps.threads[i];
@@ -259,8 +262,7 @@ static void record(int64_t stuck_ms)
 		if (W.path[0])
 			store_stmt_text(s, 11, W.path);
 		store_stmt_text(s, 12, W.report);
-		if (recorder_add(rec, 200 + strlen(W.report), err,
-				 sizeof(err)))
+		if (recorder_add(rec, 200 + strlen(W.report), err, sizeof(err)))
 			recorder_rollback(rec);
 		else if (recorder_commit(rec, err, sizeof(err)))
 			log_warn("hang: %s", err);
@@ -275,8 +277,8 @@ static void resumed(int64_t stuck_ms)
 	double now = real_s();
 	int fd;
 
-	crash_time_format((int64_t)now, (int)((now - (double)(int64_t)now) * 1000),
-			  when);
+	crash_time_format((int64_t)now,
+			  (int)((now - (double)(int64_t)now) * 1000), when);
 	snprintf(line, sizeof(line), "resumed: %s after %.1f s\n", when,
 		 (double)stuck_ms / 1000);
 	if (W.path[0] &&

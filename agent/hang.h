@@ -44,7 +44,7 @@
 
 struct store;
 
-#define HANG_FRAMES_MAX 128 /* frames compared and reported per thread */
+#define HANG_FRAMES_MAX 128	   /* frames compared and reported per thread */
 #define HANG_REPORT_MAX (1u << 20) /* bytes of one report kept */
 
 /* Creates process.hangs, registers for hang.* settings and applies them.

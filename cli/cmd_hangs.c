@@ -13,7 +13,7 @@
 #include "report.h"
 
 #define HANGS_COLS                                                             \
-	"id, started, detected, resumed, seconds, thread_id, native_id, "     \
+	"id, started, detected, resumed, seconds, thread_id, native_id, "      \
 	"func, file, lineno, path"
 
 /* Runs sql; CLI_OK with the reply's columns and rows in *resp. */
@@ -29,13 +29,15 @@ static int query(struct cmd_ctx *ctx, const char *sql,
 	if (rc != CLI_OK)
 		return rc;
 	if (!(*resp)->success)
-		return cli_error(CLI_EFAIL, "%s%s", cli_resp_message(*resp),
-				 strstr(cli_resp_message(*resp), "no such table")
-					 ? " (this agent has no hang watchdog)"
-					 : "");
-	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive((*resp)->body,
-							       "rows")))
-		return cli_error(CLI_EFAIL, "probing/query: reply without rows");
+		return cli_error(
+			CLI_EFAIL, "%s%s", cli_resp_message(*resp),
+			strstr(cli_resp_message(*resp), "no such table")
+				? " (this agent has no hang watchdog)"
+				: "");
+	if (!cJSON_IsArray(
+		    cJSON_GetObjectItemCaseSensitive((*resp)->body, "rows")))
+		return cli_error(CLI_EFAIL,
+				 "probing/query: reply without rows");
 	return CLI_OK;
 }
 
@@ -63,13 +65,15 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 {
 	static const char *const human[] = {"id",    "started", "stuck for",
 					    "state", "where",	"report"};
-	static const char *const raw[] = {
-		"id",	     "started", "detected", "resumed", "seconds", "thread_id",
-		"native_id", "func",	"file",	    "lineno",  "path"};
+	static const char *const raw[] = {"id",	       "started", "detected",
+					  "resumed",   "seconds", "thread_id",
+					  "native_id", "func",	  "file",
+					  "lineno",    "path"};
 	struct dap_message *resp = NULL;
 	const cJSON *rows, *row;
 	struct cli_table *t;
-	int rc = query(ctx, "SELECT " HANGS_COLS " FROM process.hangs ORDER BY id",
+	int rc = query(ctx,
+		       "SELECT " HANGS_COLS " FROM process.hangs ORDER BY id",
 		       &resp);
 
 	if (rc != CLI_OK) {
@@ -78,8 +82,9 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 		return rc;
 	}
 	rows = cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
-	t = fmt == CLI_FORMAT_JSON || fmt == CLI_FORMAT_CSV ? cli_table_new(11, raw)
-							     : cli_table_new(6, human);
+	t = fmt == CLI_FORMAT_JSON || fmt == CLI_FORMAT_CSV
+		    ? cli_table_new(11, raw)
+		    : cli_table_new(6, human);
 	if (!t) {
 		dap_message_free(resp);
 		return cli_error(CLI_EFAIL, "out of memory");
@@ -155,10 +160,12 @@ static int show(struct cmd_ctx *ctx, long long id, enum cli_format fmt,
 
 	if (id > 0)
 		snprintf(sql, sizeof(sql),
-			 "SELECT report FROM process.hangs WHERE id = %lld", id);
+			 "SELECT report FROM process.hangs WHERE id = %lld",
+			 id);
 	else
-		snprintf(sql, sizeof(sql), "SELECT report FROM process.hangs "
-					   "ORDER BY id DESC LIMIT 1");
+		snprintf(sql, sizeof(sql),
+			 "SELECT report FROM process.hangs "
+			 "ORDER BY id DESC LIMIT 1");
 	rc = query(ctx, sql, &resp);
 	if (rc != CLI_OK) {
 		if (resp)

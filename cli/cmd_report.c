@@ -34,7 +34,8 @@ static char *slurp(const char *path, size_t *len)
 			char *g;
 
 			if (cap > CLI_REPORT_BYTES_MAX)
-				break; /* the parser reads its cap and says so */
+				break; /* the parser reads its cap and says so
+					*/
 			g = realloc(buf, cap * 2 + 1);
 			if (!g) {
 				free(buf);
@@ -111,10 +112,9 @@ static int cmd_report_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		cJSON_Delete(j);
 		rc = s ? CLI_OK : cli_error(CLI_EFAIL, "out of memory");
 	} else {
-		cli_report_print(&r, stdout,
-				 source, strcmp(argv[optind], "-")
-						 ? argv[optind]
-						 : NULL);
+		cli_report_print(&r, stdout, source,
+				 strcmp(argv[optind], "-") ? argv[optind]
+							   : NULL);
 		rc = CLI_OK;
 	}
 	cli_report_release(&r);

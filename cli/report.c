@@ -55,8 +55,7 @@ static int starts(const char *s, size_t n, const char *prefix)
 
 /* Appends item to the array *arr of *n elements of size sz.  0 or -ENOMEM;
  * -E2BIG past max (the item is dropped). */
-static int push(void *arr, size_t *n, size_t sz, const void *item,
-		size_t max)
+static int push(void *arr, size_t *n, size_t sz, const void *item, size_t max)
 {
 	void **a = arr;
 	void *grown;
@@ -460,8 +459,7 @@ static void print_flags(FILE *f, const char *flags)
 			fputc(*p, f);
 }
 
-static void print_thread(FILE *f, const struct cli_report_thread *t,
-			 int source)
+static void print_thread(FILE *f, const struct cli_report_thread *t, int source)
 {
 	char line[512];
 
@@ -563,7 +561,8 @@ void cli_report_print(const struct cli_report *r, FILE *f, int source,
 		fprintf(f, "\n(%s)\n", r->notes[i]);
 }
 
-/* ---- JSON ------------------------------------------------------------------ */
+/* ---- JSON ------------------------------------------------------------------
+ */
 
 static cJSON *str_array(char **a, size_t n)
 {
