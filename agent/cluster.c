@@ -341,6 +341,17 @@ static int refresh_with(struct tcpstore *ts, char *err, size_t errlen)
 	return rc;
 }
 
+/* Under lock: how many of the job's ranks are listed. */
+static int64_t ranks_known_locked(void)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < nnodes; i++)
+		if (nodes[i].rank >= 0 && nodes[i].rank < job.world)
+			n++;
+	return n;
+}
+
 /* The store's protocol known, reads it when it is stale. */
 static void refresh_if_stale(void)
 {
@@ -350,8 +361,11 @@ static void refresh_if_stale(void)
 	int go;
 
 	pthread_mutex_lock(&lock);
+	/* While some ranks are missing (the job is starting), every read
+	 * asks the store again. */
 	go = job.active && proto_known &&
-	     mono_ms() - last_refresh >= CLUSTER_REFRESH_MS;
+	     (mono_ms() - last_refresh >= CLUSTER_REFRESH_MS ||
+	      ranks_known_locked() < job.world);
 	p = proto;
 	pthread_mutex_unlock(&lock);
 	if (!go)

@@ -20,7 +20,8 @@
  *
  * The node list, cluster.nodes(rank, local_rank, host, pid, addr, status,
  * last_seen), is filled from the store (read when the table is queried,
- * at most every CLUSTER_REFRESH_MS), from the node file named by
+ * at most every CLUSTER_REFRESH_MS, every time while ranks are missing),
+ * from the node file named by
  * PROBING_NODES (read at start) and from probing/cluster {add}.  Node
  * file lines: "HOST:PORT [RANK]"; blank lines and '#' comments skipped.
  * A node given without a rank gets the next rank after the highest known.

@@ -611,6 +611,20 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	int c, lines = 0, max_rows = 0, rc;
 	size_t n = 0;
 
+	/* --nodes FILE may come before the subcommand too. */
+	while (argc > 1 && !strncmp(argv[1], "--nodes", 7)) {
+		if (argv[1][7] == '=') {
+			o.nodes_file = argv[1] + 8;
+		} else if (!argv[1][7] && argc > 2) {
+			o.nodes_file = argv[2];
+			argc--;
+			argv++;
+		} else {
+			break;
+		}
+		argc--;
+		argv++;
+	}
 	if (argc < 2)
 		return cli_usage_error(ctx->entry, "give a subcommand: nodes, "
 				       "add, query, backtrace or flamegraph");

@@ -56,11 +56,17 @@ def main():
     p.add_argument("--hang-step", type=int, default=3)
     p.add_argument("--step-sleep", type=float, default=0.0,
                    help="seconds each step sleeps (a gentler load)")
+    p.add_argument("--linger", type=float, default=0.0,
+                   help="after training, wait this long (no collectives) "
+                        "before leaving the process group")
     args = p.parse_args()
     dist.init_process_group("gloo")
     print(f"rank {dist.get_rank()} of {dist.get_world_size()}: pid "
           f"{os.getpid()}", flush=True)
     train(args)
+    if args.linger:
+        print(f"rank {dist.get_rank()}: done, lingering", flush=True)
+        time.sleep(args.linger)
     dist.destroy_process_group()
 
 

@@ -1,0 +1,378 @@
+"""probing cluster: every rank of a job at once.
+
+The torchrun tests run a real torch.distributed job (gloo, 4 ranks, from
+python3-torch) of examples/ddp_train.py in which rank 2 hangs in
+load_batch() while the others wait for it in loss.backward(); discovery
+goes through the job's own rendezvous store.  The others use plain
+Python processes listening on TCP and `cluster add` / node files.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import (ROOT, SYSTEM_PYTHON, USERBASE, agent_listening,
+                      probing, wait_for)
+
+TORCHRUN = "/usr/bin/torchrun"
+EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
+HOST = socket.gethostname()
+PARTIAL = 13
+
+
+def have_torch():
+    return os.path.exists(TORCHRUN) and subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import torch.distributed"],
+        capture_output=True).returncode == 0
+
+
+needs_torch = pytest.mark.skipif(not have_torch(),
+                                 reason="needs torchrun and python3-torch")
+
+
+class Job:
+    """A torchrun job of examples/ddp_train.py, killed at the end."""
+
+    def __init__(self, tmp, *args):
+        self.out = os.path.join(tmp, "job.out")
+        env = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
+                   PYTHONUNBUFFERED="1")
+        env.pop("PROBING_PORT", None)
+        env.pop("PROBING_LISTEN", None)
+        # --redirects/--tee: torch 1.13's default "0" does not parse on
+        # Python 3.11 (IntFlag iteration skips 0), so torchrun fails
+        # without them.  --monitor_interval: the rank-killed test needs
+        # the survivors for a while after a rank dies.
+        cmd = [TORCHRUN, "--redirects", "1", "--tee", "1", "--log_dir",
+               os.path.join(tmp, "logs"), "--monitor_interval", "120",
+               "--master_port", str(free_port()),
+               "--nproc_per_node", "4", EXAMPLE, *args]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.out, "w"),
+                                     stderr=subprocess.STDOUT, env=env,
+                                     cwd=tmp, start_new_session=True)
+        self.pids = {}
+
+    def text(self):
+        with open(self.out, errors="replace") as f:
+            return f.read()
+
+    def wait_ranks(self, timeout=240):
+        def up():
+            if self.proc.poll() is not None:
+                raise AssertionError("torchrun exited:\n" + self.text())
+            for line in self.text().splitlines():
+                if " of 4: pid " in line:
+                    rank = int(line.split("rank ")[1].split()[0])
+                    self.pids[rank] = int(line.rsplit(" ", 1)[1])
+            return len(self.pids) == 4
+        wait_for(up, timeout, "4 ranks")
+        # Every rank registered and seen by rank 0.
+        def registered():
+            r = probing("query", "SELECT count(*) AS n FROM cluster.nodes",
+                        target=self.pids[0], env={"PROBING_TIMEOUT": "5000"})
+            return r.rc == 0 and r.out.split()[-1] == "4"
+        wait_for(registered, 120, "4 ranks in cluster.nodes")
+        return self
+
+    def stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def hung_job(tmp_path_factory):
+    if not have_torch():
+        pytest.skip("needs torchrun and python3-torch")
+    job = Job(str(tmp_path_factory.mktemp("hung")), "--hang-rank", "2",
+              "--step-sleep", "0.01")
+    try:
+        job.wait_ranks()
+        # Ranks 0, 1, 3 reach backward() of the step rank 2 never joins.
+        def stuck():
+            r = probing("cluster", "backtrace", "-f", "json",
+                        target=job.pids[0])
+            if r.rc != 0:
+                return False
+            groups = r.json()
+            return len(groups) == 2 and groups[0]["ranks"] == [2] and \
+                groups[1]["frames"][0]["func"] == "backward"
+        wait_for(stuck, 120, "rank 2 stuck, the others in backward")
+        yield job
+    finally:
+        job.stop()
+
+
+@needs_torch
+def test_torchrun_discovery(hung_job):
+    r = probing("cluster", "nodes", "-f", "json", target=hung_job.pids[3])
+    assert r.rc == 0, r
+    nodes = r.json()
+    assert [int(n["rank"]) for n in nodes] == [0, 1, 2, 3]
+    for n in nodes:
+        assert int(n["pid"]) == hung_job.pids[int(n["rank"])]
+        assert int(n["local_rank"]) == int(n["rank"])
+        assert n["host"] == HOST
+        assert n["addr"].startswith("127.0.0.1:")
+        assert n["status"] == "up" and n["last_seen"]
+    r = probing("config", target=hung_job.pids[2])
+    assert "rank 2 of 4: registered in the store" in r.out, r
+
+
+@needs_torch
+def test_torchrun_any_rank_knows_all(hung_job):
+    lists = []
+    for rank in range(4):
+        r = probing("query", "SELECT rank, pid, addr FROM cluster.nodes "
+                    "ORDER BY rank", "-f", "json", target=hung_job.pids[rank])
+        assert r.rc == 0, r
+        lists.append(r.json())
+    assert all(l == lists[0] for l in lists) and len(lists[0]) == 4, lists
+
+
+@needs_torch
+def test_torchrun_query(hung_job):
+    r = probing("cluster", "query", "SELECT func FROM python.backtrace "
+                "WHERE depth = 0 AND thread_name = 'MainThread'", "-f", "json",
+                target=hung_job.pids[1])
+    assert r.rc == 0, r
+    rows = r.json()
+    assert sorted(int(x["rank"]) for x in rows) == [0, 1, 2, 3]
+    assert all(x["host"] == HOST for x in rows)
+    funcs = {int(x["rank"]): x["func"] for x in rows}
+    assert funcs[2] == "load_batch"
+    assert funcs[0] == funcs[1] == funcs[3] == "backward"
+
+
+@needs_torch
+def test_torchrun_query_merge(hung_job):
+    r = probing("cluster", "query", "SELECT func FROM python.backtrace "
+                "WHERE thread_name = 'MainThread'", "--merge",
+                "SELECT func, count(*) AS n, group_concat(rank) AS ranks "
+                "FROM result GROUP BY func ORDER BY func", "-f", "json",
+                target=hung_job.pids[0])
+    assert r.rc == 0, r
+    rows = {x["func"]: x for x in r.json()}
+    assert rows["load_batch"]["n"] == "1" and rows["load_batch"]["ranks"] == "2"
+    assert rows["backward"]["n"] == "3"
+    assert sorted(rows["backward"]["ranks"].split(",")) == ["0", "1", "3"]
+    assert rows["train"]["n"] == "4"
+
+
+@needs_torch
+def test_torchrun_backtrace_names_the_odd_rank(hung_job):
+    r = probing("cluster", "backtrace", target=hung_job.pids[0])
+    assert r.rc == 0, r
+    blocks = r.out.strip().split("\n\n")
+    assert len(blocks) == 2, r.out
+    assert blocks[0].startswith("rank 2 (1 of 4): load_batch"), r.out
+    assert "load_batch (" in blocks[0] and "ddp_train.py" in blocks[0]
+    assert blocks[1].startswith("ranks 0-1,3 (3 of 4): backward"), r.out
+    assert "Tensor.backward" in blocks[1]
+
+
+@needs_torch
+def test_torchrun_flamegraph(hung_job, tmp_path):
+    svg = tmp_path / "job.svg"
+    r = probing("cluster", "flamegraph", "1s", "--idle", "--per-rank",
+                "-o", str(svg), target=hung_job.pids[0])
+    assert r.rc == 0, r
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "</svg>" in text
+    assert "rank 2" in text and "load_batch" in text
+    r = probing("cluster", "flamegraph", "1s", "--idle", "--per-rank",
+                target=hung_job.pids[0])
+    assert r.rc == 0, r
+    stacks = [l.rsplit(" ", 1) for l in r.out.splitlines()]
+    assert all(int(n) > 0 for _, n in stacks)
+    assert {s.split(";")[0] for s, _ in stacks} == \
+        {"rank 0", "rank 1", "rank 2", "rank 3"}
+    assert any(s.startswith("rank 2;") and "load_batch" in s
+               for s, _ in stacks)
+    assert not any(s.startswith("rank 0;") and "load_batch" in s
+                   for s, _ in stacks)
+
+
+@needs_torch
+def test_torchrun_rank_killed_mid_query(tmp_path):
+    """A rank dies while the query runs: it is named, the rest answer."""
+    job = Job(str(tmp_path), "--steps", "3", "--linger", "600")
+    try:
+        job.wait_ranks()
+        wait_for(lambda: job.text().count("done, lingering") == 4, 120,
+                 "the ranks to finish training")
+        slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 "
+                "FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c")
+        cmd = subprocess.Popen(
+            [os.path.join(os.environ.get("PROBING_BUILD",
+                                         os.path.join(ROOT, "build")),
+                          "cli", "probing"),
+             "-t", str(job.pids[0]), "cluster", "query", slow, "-f", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        os.kill(job.pids[3], signal.SIGKILL)
+        out, err = cmd.communicate(timeout=120)
+        assert cmd.returncode == PARTIAL, (out, err)
+        rows = json.loads(out)
+        assert sorted(int(x["rank"]) for x in rows) == [0, 1, 2]
+        assert all(x["n"] == "3000000" for x in rows)
+        assert "rank 3 (127.0.0.1:" in err and "3 of 4 nodes answered" in err
+        r = probing("cluster", "nodes", "-f", "json", target=job.pids[1])
+        assert r.rc == 0, r
+        status = {int(n["rank"]): n["status"] for n in r.json()}
+        assert status == {0: "up", 1: "up", 2: "up", 3: "unreachable"}
+    finally:
+        job.stop()
+
+
+# ---- without torch: nodes added by hand ------------------------------------
+
+WORKER = """
+import sys, time
+def wait():
+    while True:
+        time.sleep(0.05)
+def odd():
+    wait()
+print("ready", flush=True)
+odd() if sys.argv[1] == "odd" else wait()
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def nodes_of(tmp_path):
+    """nodes_of(python, roles) -> [(Target-like, "127.0.0.1:PORT")]: one
+    process per role ("wait" or "odd"), all running the same script (as
+    the ranks of a job do), each agent listening on TCP."""
+    procs = []
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+
+    def start(python, roles):
+        out = []
+        for i, role in enumerate(roles):
+            port = free_port()
+            e = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
+                     PROBING_LISTEN="127.0.0.1:%d" % port)
+            if os.environ.get("PROBING_TARGET_PRELOAD"):
+                log = str(tmp_path / "sanitizer")
+                e["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]
+                e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + \
+                    ":log_path=" + log
+                e["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "") + \
+                    ":log_path=" + log
+            p = subprocess.Popen([python, str(script), role],
+                                 stdout=subprocess.PIPE, text=True, env=e,
+                                 cwd=str(tmp_path))
+            procs.append(p)
+            assert p.stdout.readline().strip() == "ready"
+            wait_for(lambda: agent_listening(p.pid), 30, "the agent")
+            out.append((p, "127.0.0.1:%d" % port))
+        return out
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+    reports = list(tmp_path.glob("sanitizer*"))
+    assert not reports, "sanitizer reports:\n" + "\n".join(
+        r.read_text(errors="replace")[:4000] for r in reports)
+
+
+def test_cluster_add_query_backtrace(nodes_of, python):
+    nodes = nodes_of(python, ["wait", "wait", "odd", "wait"])
+    head = nodes[0][0]
+    r = probing("cluster", "add", *["%s=%d" % (a, i) for i, (_, a)
+                                    in enumerate(nodes)], target=head.pid)
+    assert r.rc == 0, r
+    r = probing("cluster", "nodes", "-f", "json", target=head.pid)
+    assert r.rc == 0, r
+    assert [(int(n["rank"]), n["addr"], n["status"]) for n in r.json()] == \
+        [(i, a, "up") for i, (_, a) in enumerate(nodes)]
+    r = probing("cluster", "query", "SELECT value FROM probing.config "
+                "WHERE name = 'agent.pid'", "-f", "json", target=head.pid)
+    assert r.rc == 0, r
+    assert {int(x["rank"]): int(x["value"]) for x in r.json()} == \
+        {i: p.pid for i, (p, _) in enumerate(nodes)}
+    r = probing("cluster", "backtrace", target=head.pid)
+    assert r.rc == 0, r
+    assert r.out.startswith("rank 2 (1 of 4): wait"), r.out
+    assert "  #1  odd (" in r.out.split("\n\n")[0]
+    assert "\n\nranks 0-1,3 (3 of 4): wait\n" in r.out
+
+
+def test_cluster_dead_node_reported(nodes_of, python):
+    nodes = nodes_of(python, ["wait", "wait", "wait"])
+    head = nodes[0][0]
+    r = probing("cluster", "add", *[a for _, a in nodes], target=head.pid)
+    assert r.rc == 0, r
+    nodes[1][0].kill()
+    nodes[1][0].wait()
+    r = probing("cluster", "query", "SELECT 1 AS one", "-f", "json",
+                target=head.pid)
+    assert r.rc == PARTIAL, r
+    assert sorted(int(x["rank"]) for x in r.json()) == [0, 2]
+    assert "rank 1 (%s): connection refused" % nodes[1][1] in r.err
+    assert "2 of 3 nodes answered; the result is partial" in r.err
+    r = probing("cluster", "nodes", "-f", "json", target=head.pid)
+    assert [n["status"] for n in r.json()] == ["up", "unreachable", "up"]
+    r = probing("cluster", "backtrace", target=head.pid)
+    assert r.rc == PARTIAL and r.out.startswith("ranks 0,2 (2 of 2): wait"), r
+
+
+def test_cluster_node_files(nodes_of, spawn, python, tmp_path):
+    nodes = nodes_of(python, ["wait", "odd"])
+    path = tmp_path / "nodes"
+    path.write_text("# two ranks\n%s 7\n\n%s\n" % (nodes[0][1], nodes[1][1]))
+    # The CLI reads it: no agent asked for the list.
+    r = probing("cluster", "--nodes", str(path), "query",
+                "SELECT count(*) AS n FROM python.threads", "--merge",
+                "SELECT group_concat(rank) AS ranks FROM result", "-f", "json")
+    assert r.rc == 0, r
+    assert r.json() == [{"ranks": "7,8"}]
+    # An agent reads it at start.
+    t = spawn(python, "import time\nwhile True: time.sleep(1)\n",
+              env={"PROBING_NODES": str(path)})
+    t.wait_agent()
+    r = probing("query", "SELECT rank, addr FROM cluster.nodes ORDER BY rank",
+                "-f", "json", target=t.pid)
+    assert r.json() == [{"rank": 7, "addr": nodes[0][1]},
+                        {"rank": 8, "addr": nodes[1][1]}]
+
+
+def test_cluster_errors(nodes_of, python, tmp_path):
+    nodes = nodes_of(python, ["wait"])
+    head = nodes[0][0]
+    r = probing("cluster", "nodes", target=head.pid)
+    assert r.rc == 0 and r.out.strip() == \
+        "rank\tlocal_rank\thost\tpid\taddr\tstatus\tlast_seen", r
+    r = probing("cluster", "query", "SELECT 1", target=head.pid)
+    assert r.rc == 1 and "knows no nodes" in r.err and "cluster add" in r.err
+    r = probing("cluster", "add", "not-an-address", target=head.pid)
+    assert r.rc == 1, r
+    r = probing("cluster", "add", nodes[0][1], target=head.pid)
+    assert r.rc == 0, r
+    r = probing("cluster", "query", "SELEC nonsense", target=head.pid)
+    assert r.rc == 7 and "syntax error" in r.err, r
+    r = probing("cluster", "query", "SELECT 1 AS x", "--merge", "SELEC",
+                target=head.pid)
+    assert r.rc == 7 and "--merge" in r.err, r
+    r = probing("cluster", "frobnicate", target=head.pid)
+    assert r.rc == 2, r
+    bad = tmp_path / "bad"
+    bad.write_text("127.0.0.1:1 2 3\n")
+    r = probing("cluster", "--nodes", str(bad), "backtrace")
+    assert r.rc == 2 and "bad:1" in r.err, r
