@@ -110,9 +110,10 @@ def run(variant, steps):
     return cpu, wall, other
 
 
-def run_counted(variant, steps, tmp):
+def run_counted(variant, steps, tmp, all_threads=False):
     """Instructions of the training thread in the timed loop, under
-    callgrind."""
+    callgrind; with all_threads, those of every thread of the process in
+    that time (the agent's own threads included)."""
     e = dict(os.environ)
     for k in ("PROBING", "PROBING_TORCH_PROFILING"):
         e.pop(k, None)
@@ -127,7 +128,7 @@ def run_counted(variant, steps, tmp):
         ["valgrind", "--tool=callgrind", "--separate-threads=yes",
          "--callgrind-out-file=" + base + ".cg", PY, "-c", code, variant,
          str(steps), base], env=e, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True)
+        stderr=open(base + ".err", "w"), text=True)
     zeroed = False
     for line in proc.stdout:
         if line.startswith("GO"):
@@ -140,16 +141,26 @@ def run_counted(variant, steps, tmp):
                            capture_output=True, check=True)
             open(base + ".end", "w").close()
     proc.wait()
-    # The dump of thread 1 (the training thread) after the zeroing.
+    # The dump after the zeroing: "<variant>.cg.1-TT", one file per thread
+    # (01: the training thread).
     dumps = sorted(f for f in os.listdir(tmp)
-                   if f.startswith(variant + ".cg.") and f.endswith("-01"))
+                   if f.startswith(variant + ".cg.1-")
+                   and (all_threads or f.endswith("-01")))
     if not dumps:
-        sys.exit("%s: no callgrind dump" % variant)
-    with open(os.path.join(tmp, dumps[0])) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
-    sys.exit("%s: no totals in the dump" % variant)
+        with open(base + ".err", errors="replace") as f:
+            err = f.read()[-3000:]
+        sys.exit("%s: no callgrind dump (exit status %s); valgrind said:\n%s"
+                 % (variant, proc.returncode, err))
+    total = 0
+    for d in dumps:
+        with open(os.path.join(tmp, d)) as f:
+            for line in f:
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    total += int(line.split()[1])
+                    break
+            else:
+                sys.exit("%s: no totals in %s" % (variant, d))
+    return total
 
 
 def instructions(names, steps):
