@@ -106,6 +106,17 @@ def _session(tty, t, tmp_path):
     assert t.alive()
 
 
+def press_ctrl_d(tty):
+    """Presses ^D until the repl exits (five tries); its exit code."""
+    for _ in range(5):
+        tty.send(b"\x04")
+        try:
+            return tty.wait(timeout=3)
+        except AssertionError:
+            tty.pid_alive_or_fail()
+    return None
+
+
 def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
     t = spawn(python, IDLE)
     t.wait_line("READY")
@@ -121,15 +132,7 @@ def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
         # (Python's own prompt does the same); a person presses it again.
         # What the line discipline leaves of it (a NUL, once raw mode is
         # on) must not break the next one: test_repl_nul_then_ctrl_d.
-        code = None
-        for _ in range(5):
-            tty.send(b"\x04")
-            try:
-                code = tty.wait(timeout=3)
-                break
-            except AssertionError:
-                tty.pid_alive_or_fail()
-        assert code == 0
+        assert press_ctrl_d(tty) == 0
     finally:
         tty.kill()
     assert t.alive()
@@ -147,15 +150,7 @@ def test_repl_nul_then_ctrl_d(spawn, python, tmp_path):
     try:
         tty.expect(">>> ")
         tty.send(b"\x00")
-        code = None
-        for _ in range(5):  # as in test_repl_ctrl_d_leaves
-            tty.send(b"\x04")
-            try:
-                code = tty.wait(timeout=3)
-                break
-            except AssertionError:
-                tty.pid_alive_or_fail()
-        assert code == 0
+        assert press_ctrl_d(tty) == 0
     finally:
         tty.kill()
     assert t.alive()
