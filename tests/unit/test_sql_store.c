@@ -147,7 +147,7 @@ static void test_schemas(void)
 		"(SELECT name FROM pragma_database_list ORDER BY seq)",
 		&res, err, sizeof(err)) == 0);
 	CHECK_STR(cell_text(&res, 0, 0),
-		  "main,temp,python,process,profile,probing");
+		  "main,temp,python,process,profile,probing,cluster");
 	store_result_release(&res);
 	store_result_release(&res); /* twice is fine */
 
@@ -480,7 +480,7 @@ static void test_refusals(void)
 	/* Nothing changed. */
 	CHECK(q(st, "SELECT count(*) FROM pragma_database_list", &res, err,
 		sizeof(err)) == 0);
-	CHECK(cell_int(&res, 0, 0) == 6);
+	CHECK(cell_int(&res, 0, 0) == 7);
 	store_result_release(&res);
 	CHECK(q(st, "SELECT count(*) FROM python.x", &res, err, sizeof(err)) ==
 	      0);
