@@ -89,6 +89,17 @@ int auth_check(const char *given)
 	return dap_token_equal(auth_token(), given);
 }
 
+int auth_token_is_users(void)
+{
+	int mine;
+
+	pthread_mutex_lock(&lock);
+	mine = !strcmp(source, "PROBING_TOKEN") ||
+	       !strcmp(source, "probing.init") || env_error[0];
+	pthread_mutex_unlock(&lock);
+	return mine;
+}
+
 void auth_token_source(char *out, size_t outlen)
 {
 	pthread_mutex_lock(&lock);
@@ -129,7 +140,7 @@ static int make_dir(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
-static int generate(char *out, size_t outlen, char *err, size_t errlen)
+int auth_token_generate(char *out, size_t outlen, char *err, size_t errlen)
 {
 	unsigned char raw[TOKEN_BYTES];
 	size_t got = 0;
@@ -202,7 +213,7 @@ static int load_or_create(const char *dir, const char *path, char *out,
 	rc = dap_token_read(path, out, outlen, err, errlen);
 	if (rc != -ENOENT)
 		return rc;
-	rc = generate(fresh, sizeof(fresh), err, errlen);
+	rc = auth_token_generate(fresh, sizeof(fresh), err, errlen);
 	if (rc)
 		return rc;
 	rc = write_tmp(dir, fresh, tmp, sizeof(tmp), err, errlen);

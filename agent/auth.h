@@ -53,6 +53,19 @@ int auth_token_adopt(const char *token, char *err, size_t errlen);
 int auth_token_ensure(char *err, size_t errlen);
 
 /*
+ * A new random token (getrandom: 32 bytes as 64 hex digits) into out
+ * (at least AUTH_TOKEN_GENERATED_LEN + 1 bytes); nothing is set or
+ * written.  0, -EINVAL (out too small) or -errno with err.
+ */
+#define AUTH_TOKEN_GENERATED_LEN 64
+int auth_token_generate(char *out, size_t outlen, char *err, size_t errlen);
+
+/* 1 when the token is the user's own (PROBING_TOKEN, probing.init), or
+ * PROBING_TOKEN is set but malformed (then there is none and must not be
+ * one from elsewhere): a token to keep, never replaced by a shared one. */
+int auth_token_is_users(void);
+
+/*
  * Reads PROBING_TOKEN.  Returns 0 (also when unset), or -EINVAL when it
  * is not a token: the agent then has no token, and auth_token_ensure()
  * fails with the same reason rather than making another one.

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_addr.h"
 #include "crash.h"
 #include "dap_addr.h"
 #include "hang.h"
@@ -43,6 +44,12 @@ static struct setting settings[] = {
 	{"cluster.status", K_INFO, "", 0, 0,
 	 "this agent in its distributed job: rank, registration in the "
 	 "rendezvous store", "", 0},
+	{"cluster.listen_host", K_TEXT, "auto", 0, 0,
+	 "where a rank of a torch.distributed job listens and registers: "
+	 "auto (loopback when the job is on one host, else route), loopback, "
+	 "route (the address that reaches MASTER_ADDR), or an IP address "
+	 "(0.0.0.0: all); beyond loopback with the job's token, read at start",
+	 "", 0},
 	{"server.listen", K_ADDR, "", 0, 0,
 	 "TCP address to listen on as well (host:port; empty: unix socket only)",
 	 "", 0},
@@ -132,6 +139,7 @@ static const struct {
 	{"torch.watch", watch_canon},
 	{"crash.path", crash_path_canon},
 	{"hang.timeout", hang_timeout_canon},
+	{"cluster.listen_host", cluster_listen_host_canon},
 };
 
 /* Option keys of a switch that name a setting other than <prefix>.<key>. */

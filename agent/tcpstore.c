@@ -20,12 +20,12 @@
 
 #define VALIDATE_MAGIC 0x3C85F7CEu
 
-enum { Q_VALIDATE, Q_SET, Q_GET, Q_CHECK };
+enum { Q_VALIDATE, Q_SET, Q_COMPARE_SET, Q_GET, Q_CHECK };
 
 /* The query-type byte of each query in each generation (-1: none). */
-static const int qtype[3][4] = {
-	[TCPSTORE_PROTO_1] = {-1, 0, 2, 4},
-	[TCPSTORE_PROTO_2] = {0, 1, 3, 5},
+static const int qtype[3][5] = {
+	[TCPSTORE_PROTO_1] = {-1, 0, 1, 2, 4},
+	[TCPSTORE_PROTO_2] = {0, 1, 2, 3, 5},
 };
 
 struct tcpstore {
@@ -88,7 +88,7 @@ int tcpstore_proto_for(const char *v, enum tcpstore_proto *out)
 	if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major < 1)
 		return -ENOTSUP;
 	*out = major > 2 || (major == 2 && minor >= 2) ? TCPSTORE_PROTO_2
-						     : TCPSTORE_PROTO_1;
+						       : TCPSTORE_PROTO_1;
 	return 0;
 }
 
@@ -147,8 +147,7 @@ static int send_all(struct tcpstore *ts, const void *data, size_t n,
 	return 0;
 }
 
-static int recv_all(struct tcpstore *ts, void *data, size_t n,
-		    double deadline)
+static int recv_all(struct tcpstore *ts, void *data, size_t n, double deadline)
 {
 	unsigned char *p = data;
 
@@ -269,8 +268,9 @@ int tcpstore_connect(const char *host, int port, enum tcpstore_proto proto,
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot connect to the store at %s:%d: %s",
-			 host, port, strerror(-fd));
+		snprintf(err, errlen,
+			 "cannot connect to the store at %s:%d: %s", host, port,
+			 strerror(-fd));
 		return fd;
 	}
 	ts = calloc(1, sizeof(*ts));
@@ -351,9 +351,47 @@ int tcpstore_set(struct tcpstore *ts, const char *key, const void *value,
 	return rc ? fail(rc, "store set", err, errlen) : 0;
 }
 
-int tcpstore_check_each(struct tcpstore *ts, const char *const *keys,
-			size_t n, unsigned char *ready, char *err,
-			size_t errlen)
+int tcpstore_compare_set(struct tcpstore *ts, const char *key,
+			 const char *expected, const char *desired,
+			 char **value, char *err, size_t errlen)
+{
+	double deadline = now_ms() + ts->timeout_ms;
+	struct obuf b = {0};
+	uint64_t len;
+	int rc;
+
+	*value = NULL;
+	if ((rc = key_ok(key, err, errlen)))
+		return rc;
+	if (strlen(expected) > TCPSTORE_VALUE_MAX ||
+	    strlen(desired) > TCPSTORE_VALUE_MAX) {
+		snprintf(err, errlen, "store value too long");
+		return -E2BIG;
+	}
+	put_u8(&b, qtype[ts->proto][Q_COMPARE_SET]);
+	put_str(&b, key, strlen(key));
+	put_str(&b, expected, strlen(expected));
+	put_str(&b, desired, strlen(desired));
+	rc = flush(ts, &b, deadline);
+	if (!rc)
+		rc = recv_all(ts, &len, sizeof(len), deadline);
+	if (!rc && len > TCPSTORE_VALUE_MAX)
+		rc = -E2BIG;
+	if (!rc && !(*value = malloc(len + 1)))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = recv_all(ts, *value, len, deadline);
+	if (rc) {
+		free(*value);
+		*value = NULL;
+		return fail(rc, "store compare-set", err, errlen);
+	}
+	(*value)[len] = 0;
+	return 0;
+}
+
+int tcpstore_check_each(struct tcpstore *ts, const char *const *keys, size_t n,
+			unsigned char *ready, char *err, size_t errlen)
 {
 	double deadline = now_ms() + ts->timeout_ms;
 	struct obuf b = {0};

@@ -35,24 +35,39 @@ needs_torch = pytest.mark.skipif(not have_torch(),
 
 
 class Job:
-    """A torchrun job of examples/ddp_train.py, killed at the end."""
+    """A torchrun job of examples/ddp_train.py, killed at the end.
 
-    def __init__(self, tmp, *args):
-        self.out = os.path.join(tmp, "job.out")
-        env = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
-                   PYTHONUNBUFFERED="1")
-        env.pop("PROBING_PORT", None)
-        env.pop("PROBING_LISTEN", None)
+    env: more environment; prefix: a command torchrun runs under (ip
+    netns exec NS); nnodes/node_rank/master_addr/master_port: one node of
+    a job across hosts (torchrun is then run once per host)."""
+
+    def __init__(self, tmp, *args, env=None, prefix=(), nproc=4, nnodes=1,
+                 node_rank=0, master_addr=None, master_port=None,
+                 name="job"):
+        self.out = os.path.join(tmp, name + ".out")
+        self.master_port = master_port or free_port()
+        self.world = nproc * nnodes
+        e = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
+                 PYTHONUNBUFFERED="1")
+        e.pop("PROBING_PORT", None)
+        e.pop("PROBING_LISTEN", None)
+        e.update(env or {})
         # --redirects/--tee: torch 1.13's default "0" does not parse on
         # Python 3.11 (IntFlag iteration skips 0), so torchrun fails
         # without them.  --monitor_interval: the rank-killed test needs
         # the survivors for a while after a rank dies.
-        cmd = [TORCHRUN, "--redirects", "1", "--tee", "1", "--log_dir",
-               os.path.join(tmp, "logs"), "--monitor_interval", "120",
-               "--master_port", str(free_port()),
-               "--nproc_per_node", "4", EXAMPLE, *args]
+        cmd = [*prefix, TORCHRUN, "--redirects", "1", "--tee", "1",
+               "--log_dir", os.path.join(tmp, name + "-logs"),
+               "--monitor_interval", "120",
+               "--master_port", str(self.master_port),
+               "--nproc_per_node", str(nproc)]
+        if nnodes > 1:
+            cmd += ["--nnodes", str(nnodes), "--node_rank", str(node_rank)]
+        if master_addr:
+            cmd += ["--master_addr", master_addr]
+        cmd += [EXAMPLE, *args]
         self.proc = subprocess.Popen(cmd, stdout=open(self.out, "w"),
-                                     stderr=subprocess.STDOUT, env=env,
+                                     stderr=subprocess.STDOUT, env=e,
                                      cwd=tmp, start_new_session=True)
         self.pids = {}
 
@@ -60,16 +75,19 @@ class Job:
         with open(self.out, errors="replace") as f:
             return f.read()
 
+    def ranks_started(self):
+        """{rank: pid} of the ranks that printed theirs."""
+        if self.proc.poll() is not None:
+            raise AssertionError("torchrun exited:\n" + self.text())
+        for line in self.text().splitlines():
+            if " of %d: pid " % self.world in line:
+                rank = int(line.split("rank ")[1].split()[0])
+                self.pids[rank] = int(line.rsplit(" ", 1)[1])
+        return self.pids
+
     def wait_ranks(self, timeout=240):
-        def up():
-            if self.proc.poll() is not None:
-                raise AssertionError("torchrun exited:\n" + self.text())
-            for line in self.text().splitlines():
-                if " of 4: pid " in line:
-                    rank = int(line.split("rank ")[1].split()[0])
-                    self.pids[rank] = int(line.rsplit(" ", 1)[1])
-            return len(self.pids) == 4
-        wait_for(up, timeout, "4 ranks")
+        wait_for(lambda: len(self.ranks_started()) == self.world, timeout,
+                 "%d ranks" % self.world)
         # Every rank registered and seen by rank 0.
         def registered():
             r = probing("query", "SELECT count(*) AS n FROM cluster.nodes",
