@@ -288,8 +288,7 @@ static int listen_remote(char *err, size_t errlen)
 	return 0;
 }
 
-/* ---- the thread ------------------------------------------------------------
- */
+/* ---- the thread --------------------------------------------------------- */
 
 /* Sleeps ms unless stopped; returns stopping. */
 static int nap(int ms)
@@ -380,8 +379,7 @@ static void *register_main(void *arg)
 	return NULL;
 }
 
-/* ---- lifecycle ------------------------------------------------------------
- */
+/* ---- lifecycle ---------------------------------------------------------- */
 
 int cluster_start(struct server *srv, struct store *st, char *err,
 		  size_t errlen)

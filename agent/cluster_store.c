@@ -102,8 +102,7 @@ int cluster_store_find_proto(void)
 	return 0;
 }
 
-/* ---- the token ------------------------------------------------------------
- */
+/* ---- the token ---------------------------------------------------------- */
 
 int cluster_store_share_token(char *err, size_t errlen)
 {

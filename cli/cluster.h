@@ -1,6 +1,13 @@
 /*
- * cluster: what the `probing cluster` subcommands share (cmd_cluster.c
- * holds the command, cluster_fg.c its flamegraph).
+ * cluster: what the `probing cluster` subcommands share.  cmd_cluster.c
+ * holds the command (options, the node list, nodes, add, reporting);
+ * each other subcommand has its file: cluster_query.c, cluster_bt.c,
+ * cluster_fg.c (flamegraph: recording) and cluster_fgout.c (its
+ * outputs).  Every subcommand sends one request to all the nodes at
+ * once (fanout.h), prints what came back, names the nodes that did not
+ * answer on stderr (cluster_report) and returns an exit code: CLI_OK,
+ * CLI_EPARTIAL when some nodes failed, or the nodes' common code when all
+ * failed alike.
  */
 #ifndef CLI_CLUSTER_H
 #define CLI_CLUSTER_H
@@ -27,6 +34,18 @@ struct cluster_opts {
 int cluster_report(const struct fanout_node *nodes, size_t n,
 		   const struct fanout_result *res, const int *ok,
 		   const char *what);
+
+/* `probing cluster query` (cluster_query.c).  merge may be NULL;
+ * max_rows 0: the agents' default. */
+int cluster_query(const struct cluster_opts *o, const struct fanout_node *nodes,
+		  size_t n, const char *sql, const char *merge, int max_rows,
+		  enum cli_format fmt);
+
+/* `probing cluster backtrace` (cluster_bt.c); lines: stacks that differ
+ * in line numbers only are different groups. */
+int cluster_backtrace(const struct cluster_opts *o,
+		      const struct fanout_node *nodes, size_t n, int lines,
+		      enum cli_format fmt);
 
 /* `probing cluster flamegraph` (cluster_fg.c): argv from "flamegraph". */
 int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *o,

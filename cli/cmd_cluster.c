@@ -16,8 +16,6 @@
 #include <string.h>
 
 #include "cluster.h"
-#include "resultdb.h"
-#include "stackgroup.h"
 
 #define CLUSTER_NODES_SQL                                                      \
 	"SELECT rank, host, addr FROM cluster.nodes ORDER BY rank"
@@ -147,7 +145,7 @@ static int get_nodes(struct cmd_ctx *ctx, const struct cluster_opts *o,
 	return CLI_OK;
 }
 
-/* ---- reporting ------------------------------------------------------------ */
+/* ---- reporting ---------------------------------------------------------- */
 
 static void who(const struct fanout_node *nd, char *out, size_t outlen)
 {
@@ -192,7 +190,7 @@ int cluster_report(const struct fanout_node *nodes, size_t n,
 	return good == 0 && common >= 0 ? common : CLI_EPARTIAL;
 }
 
-/* ---- nodes, add ------------------------------------------------------------ */
+/* ---- nodes, add --------------------------------------------------------- */
 
 static int show_rows(const cJSON *body, enum cli_format fmt)
 {
@@ -234,7 +232,8 @@ static int do_nodes(struct cmd_ctx *ctx, const struct cluster_opts *o,
 	int rc;
 
 	if (o->nodes_file)
-		return cli_error(CLI_EUSAGE, "'cluster nodes' lists what an "
+		return cli_error(CLI_EUSAGE,
+				 "'cluster nodes' lists what an "
 				 "agent knows; with --nodes, read the file");
 	rc = target_query(ctx, CLUSTER_SHOW_SQL, &resp);
 	if (rc != CLI_OK)
@@ -252,7 +251,7 @@ static int do_add(struct cmd_ctx *ctx, int argc, char **argv)
 
 	if (argc < 1)
 		return cli_usage_error(ctx->entry, "add: give HOST:PORT[=RANK]"
-				       "...");
+						   "...");
 	args = cJSON_CreateObject();
 	add = cJSON_AddArrayToObject(args, "add");
 	for (int i = 0; i < argc; i++) {
@@ -292,8 +291,8 @@ static int do_add(struct cmd_ctx *ctx, int argc, char **argv)
 	if (!resp->success) {
 		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
 	} else {
-		const cJSON *nn = cJSON_GetObjectItemCaseSensitive(resp->body,
-								   "nodes");
+		const cJSON *nn =
+			cJSON_GetObjectItemCaseSensitive(resp->body, "nodes");
 		if (cli_isatty(stdout))
 			printf("%d nodes listed\n",
 			       cJSON_IsNumber(nn) ? (int)nn->valuedouble : 0);
@@ -302,305 +301,7 @@ static int do_add(struct cmd_ctx *ctx, int argc, char **argv)
 	return rc;
 }
 
-/* ---- query ------------------------------------------------------------------ */
-
-/* The column names of a query response, or NULL. */
-static const cJSON *columns_of(const struct fanout_result *r)
-{
-	const cJSON *c;
-
-	if (r->rc != CLI_OK || !r->resp || !r->resp->success)
-		return NULL;
-	c = cJSON_GetObjectItemCaseSensitive(r->resp->body, "columns");
-	return cJSON_IsArray(c) && cJSON_GetArraySize(c) > 0 ? c : NULL;
-}
-
-static int do_query(struct cmd_ctx *ctx, const struct cluster_opts *o,
-		    const struct fanout_node *nodes, size_t n, const char *sql,
-		    const char *merge, int max_rows, enum cli_format fmt)
-{
-	struct fanout_result *res = calloc(n, sizeof(*res));
-	int *ok = calloc(n, sizeof(*ok));
-	const char *names[CLI_TABLE_COLS_MAX];
-	struct resultdb *db = NULL;
-	struct cli_table *t = NULL;
-	const cJSON *cols = NULL;
-	int ncols = 0, rc = CLI_OK, truncated = 0;
-	char err[512];
-	cJSON *args;
-
-	if (!res || !ok) {
-		free(res);
-		free(ok);
-		return cli_error(CLI_EFAIL, "out of memory");
-	}
-	args = cJSON_CreateObject();
-	cJSON_AddStringToObject(args, "sql", sql);
-	if (max_rows)
-		cJSON_AddNumberToObject(args, "maxRows", max_rows);
-	fanout_run(nodes, n, "probing/query", args, o->node_timeout_ms, res);
-	cJSON_Delete(args);
-	(void)ctx;
-	/* The columns: the first answer's; others must have as many. */
-	for (size_t i = 0; i < n && !cols; i++)
-		cols = columns_of(&res[i]);
-	if (cols) {
-		ncols = cJSON_GetArraySize(cols);
-		if (ncols + 2 > CLI_TABLE_COLS_MAX) {
-			rc = cli_error(CLI_EFAIL, "too many columns");
-			goto out;
-		}
-		names[0] = "rank";
-		names[1] = "host";
-		for (int i = 0; i < ncols; i++) {
-			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(
-				cJSON_GetArrayItem(cols, i), "name");
-			names[i + 2] = cJSON_IsString(nm) ? nm->valuestring
-							  : "?";
-		}
-		if (merge && resultdb_new(names + 2, (size_t)ncols, &db, err,
-					  sizeof(err))) {
-			rc = cli_error(CLI_EFAIL, "%s", err);
-			goto out;
-		}
-		if (!merge && !(t = cli_table_new(ncols + 2, names))) {
-			rc = cli_error(CLI_EFAIL, "out of memory");
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		const cJSON *c = columns_of(&res[i]), *rows, *row;
-		char rank[32], *cells[CLI_TABLE_COLS_MAX];
-
-		if (!c || cJSON_GetArraySize(c) != ncols)
-			continue;
-		ok[i] = 1;
-		rows = cJSON_GetObjectItemCaseSensitive(res[i].resp->body,
-							"rows");
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-			    res[i].resp->body, "truncated")))
-			truncated++;
-		snprintf(rank, sizeof(rank), "%lld", (long long)nodes[i].rank);
-		cJSON_ArrayForEach(row, rows)
-		{
-			if (db) {
-				if (resultdb_add(db, nodes[i].rank,
-						 nodes[i].host, row, err,
-						 sizeof(err)))
-					ok[i] = 0;
-				continue;
-			}
-			cells[0] = nodes[i].rank >= 0 ? rank : NULL;
-			cells[1] = (char *)nodes[i].host;
-			for (int k = 0; k < ncols; k++)
-				cells[k + 2] = cli_json_text(
-					cJSON_GetArrayItem(row, k));
-			if (cli_table_add(t, (const char *const *)cells))
-				ok[i] = 0;
-			for (int k = 0; k < ncols; k++)
-				free(cells[k + 2]);
-		}
-	}
-	if (db) {
-		if (resultdb_query(db, merge, &t, err, sizeof(err))) {
-			rc = cli_error(CLI_ESQL, "%s", err);
-			goto report;
-		}
-	} else if (t) {
-		cli_table_align_right(t, 0);
-	}
-	if (t)
-		cli_table_print(t, stdout, fmt, cli_isatty(stdout));
-	if (truncated)
-		cli_error(CLI_OK, "note: %d nodes cut their rows at the "
-			  "query's row limit (--max-rows)", truncated);
-report:
-	{
-		int r2 = cluster_report(nodes, n, res, ok, "query");
-		/* A bad SQL everywhere is a SQL error, as for one agent. */
-		if (r2 == CLI_EFAIL && !cols)
-			r2 = CLI_ESQL;
-		if (rc == CLI_OK)
-			rc = r2;
-	}
-out:
-	cli_table_free(t);
-	resultdb_free(db);
-	for (size_t i = 0; i < n; i++)
-		fanout_result_release(&res[i]);
-	free(res);
-	free(ok);
-	return rc;
-}
-
-/* ---- backtrace ------------------------------------------------------------- */
-
-/* The main thread's frames of a probing/backtrace body into s. */
-static int main_stack(const cJSON *body, struct sg_stack *s)
-{
-	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(body, "threads");
-	const cJSON *th, *frames, *f;
-	struct sg_frame *v;
-	size_t k = 0;
-
-	cJSON_ArrayForEach(th, threads)
-	{
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "isMain")))
-			break;
-	}
-	if (!th)
-		th = cJSON_GetArrayItem(threads, 0); /* no main: the first */
-	frames = cJSON_GetObjectItemCaseSensitive(th, "frames");
-	v = calloc((size_t)cJSON_GetArraySize(frames) + 1, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	cJSON_ArrayForEach(f, frames)
-	{
-		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(f, "func");
-		const cJSON *fl = cJSON_GetObjectItemCaseSensitive(f, "file");
-		const cJSON *ln = cJSON_GetObjectItemCaseSensitive(f, "line");
-
-		v[k].func = cJSON_IsString(fn) ? fn->valuestring : "?";
-		v[k].file = cJSON_IsString(fl) ? fl->valuestring : "?";
-		v[k].line = cJSON_IsNumber(ln) ? (int64_t)ln->valuedouble : -1;
-		k++;
-	}
-	s->frames = v;
-	s->n = k;
-	return 0;
-}
-
-/* One frame's line(s) in a group: "12", or "12,15" when ranks differ. */
-static void lines_of(const struct sg_stack *st, const struct sg_group *g,
-		     size_t d, char *out, size_t outlen)
-{
-	size_t len = 0;
-
-	out[0] = 0;
-	for (size_t m = 0; m < g->n && len + 24 < outlen; m++) {
-		int64_t l = st[g->members[m]].frames[d].line;
-		int seen = 0;
-
-		for (size_t p = 0; p < m && !seen; p++)
-			seen = st[g->members[p]].frames[d].line == l;
-		if (!seen)
-			len += (size_t)snprintf(out + len, outlen - len,
-						"%s%lld", len ? "," : "",
-						(long long)l);
-	}
-}
-
-static void print_groups(const struct sg_stack *st, size_t nst,
-			 const struct sg_group *g, size_t ng)
-{
-	char ranges[4096], lines[256];
-	int64_t *ranks = malloc((nst ? nst : 1) * sizeof(*ranks));
-
-	for (size_t i = 0; ranks && i < ng; i++) {
-		const struct sg_stack *first = &st[g[i].members[0]];
-
-		for (size_t m = 0; m < g[i].n; m++)
-			ranks[m] = st[g[i].members[m]].rank;
-		stackgroup_ranges(ranks, g[i].n, ranges, sizeof(ranges));
-		printf("%s%s %s (%zu of %zu)", i ? "\n" : "",
-		       g[i].n == 1 ? "rank" : "ranks", ranges, g[i].n, nst);
-		if (first->n)
-			printf(": %s\n", first->frames[0].func);
-		else
-			printf("\n");
-		for (size_t d = 0; d < first->n; d++) {
-			lines_of(st, &g[i], d, lines, sizeof(lines));
-			printf("  #%-2zu %s (%s:%s)\n", d, first->frames[d].func,
-			       first->frames[d].file, lines);
-		}
-		if (!first->n)
-			printf("  (no Python frames)\n");
-	}
-	free(ranks);
-}
-
-static void json_groups(const struct sg_stack *st, const struct sg_group *g,
-			size_t ng)
-{
-	cJSON *arr = cJSON_CreateArray();
-	char *text;
-
-	for (size_t i = 0; i < ng; i++) {
-		const struct sg_stack *first = &st[g[i].members[0]];
-		cJSON *o = cJSON_CreateObject(), *r, *fr;
-
-		r = cJSON_AddArrayToObject(o, "ranks");
-		for (size_t m = 0; m < g[i].n; m++)
-			cJSON_AddItemToArray(r, cJSON_CreateNumber((double)
-				st[g[i].members[m]].rank));
-		fr = cJSON_AddArrayToObject(o, "frames");
-		for (size_t d = 0; d < first->n; d++) {
-			cJSON *f = cJSON_CreateObject();
-
-			cJSON_AddStringToObject(f, "func", first->frames[d].func);
-			cJSON_AddStringToObject(f, "file", first->frames[d].file);
-			cJSON_AddNumberToObject(f, "line",
-						(double)first->frames[d].line);
-			cJSON_AddItemToArray(fr, f);
-		}
-		cJSON_AddItemToArray(arr, o);
-	}
-	text = cJSON_Print(arr);
-	if (text)
-		printf("%s\n", text);
-	free(text);
-	cJSON_Delete(arr);
-}
-
-static int do_backtrace(const struct cluster_opts *o,
-			const struct fanout_node *nodes, size_t n, int lines,
-			enum cli_format fmt)
-{
-	struct fanout_result *res = calloc(n, sizeof(*res));
-	struct sg_stack *st = calloc(n, sizeof(*st));
-	int *ok = calloc(n, sizeof(*ok));
-	struct sg_group *g = NULL;
-	size_t nst = 0, ng = 0;
-	int rc;
-
-	if (!res || !st || !ok) {
-		free(res);
-		free(st);
-		free(ok);
-		return cli_error(CLI_EFAIL, "out of memory");
-	}
-	fanout_run(nodes, n, "probing/backtrace", NULL, o->node_timeout_ms,
-		   res);
-	for (size_t i = 0; i < n; i++) {
-		if (res[i].rc != CLI_OK || !res[i].resp ||
-		    !res[i].resp->success)
-			continue;
-		if (main_stack(res[i].resp->body, &st[nst]) == 0) {
-			st[nst].rank = nodes[i].rank;
-			nst++;
-			ok[i] = 1;
-		}
-	}
-	rc = stackgroup_build(st, nst, lines, &g, &ng);
-	if (rc == 0 && fmt == CLI_FORMAT_JSON)
-		json_groups(st, g, ng);
-	else if (rc == 0)
-		print_groups(st, nst, g, ng);
-	fflush(stdout);
-	rc = rc ? cli_error(CLI_EFAIL, "out of memory")
-		: cluster_report(nodes, n, res, ok, "backtrace");
-	stackgroup_free(g, ng);
-	for (size_t i = 0; i < nst; i++)
-		free((void *)st[i].frames);
-	for (size_t i = 0; i < n; i++)
-		fanout_result_release(&res[i]);
-	free(res);
-	free(st);
-	free(ok);
-	return rc;
-}
-
-/* ---- the command ------------------------------------------------------------ */
+/* ---- the command -------------------------------------------------------- */
 
 static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
@@ -626,13 +327,14 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		argv++;
 	}
 	if (argc < 2)
-		return cli_usage_error(ctx->entry, "give a subcommand: nodes, "
+		return cli_usage_error(ctx->entry,
+				       "give a subcommand: nodes, "
 				       "add, query, backtrace or flamegraph");
 	sub = argv[1];
 	argc--;
 	argv++;
-	o.node_timeout_ms = ctx->timeout_given ? ctx->timeout_ms
-					       : CLUSTER_NODE_TIMEOUT_MS;
+	o.node_timeout_ms =
+		ctx->timeout_given ? ctx->timeout_ms : CLUSTER_NODE_TIMEOUT_MS;
 	if (!strcmp(sub, "flamegraph")) {
 		/* Its own options; --nodes among them. */
 		for (int i = 1; i + 1 < argc; i++)
@@ -662,7 +364,8 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			break;
 		case 'n':
 			if (cli_parse_ms(optarg, &max_rows) < 0)
-				return cli_usage_error(ctx->entry, "--max-rows "
+				return cli_usage_error(ctx->entry,
+						       "--max-rows "
 						       "must be a positive "
 						       "number");
 			break;
@@ -675,7 +378,7 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (!strcmp(sub, "nodes")) {
 		if (argc)
 			return cli_usage_error(ctx->entry, "nodes: no "
-					       "arguments");
+							   "arguments");
 		return do_nodes(ctx, &o, fmt);
 	}
 	if (!strcmp(sub, "add"))
@@ -685,17 +388,16 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 				       sub);
 	if (!strcmp(sub, "query") && argc != 1)
 		return cli_usage_error(ctx->entry, "query: give the SQL as "
-				       "one argument");
+						   "one argument");
 	if (!strcmp(sub, "backtrace") && argc)
 		return cli_usage_error(ctx->entry, "backtrace: no arguments");
 	rc = get_nodes(ctx, &o, &nodes, &n);
 	if (rc != CLI_OK)
 		return rc;
 	if (!strcmp(sub, "query"))
-		rc = do_query(ctx, &o, nodes, n, argv[0], merge, max_rows,
-			      fmt);
+		rc = cluster_query(&o, nodes, n, argv[0], merge, max_rows, fmt);
 	else
-		rc = do_backtrace(&o, nodes, n, lines, fmt);
+		rc = cluster_backtrace(&o, nodes, n, lines, fmt);
 	free(nodes);
 	return rc;
 }
