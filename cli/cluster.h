@@ -2,12 +2,12 @@
  * cluster: what the `probing cluster` subcommands share.  cmd_cluster.c
  * holds the command (options, the node list, nodes, add, reporting);
  * each other subcommand has its file: cluster_query.c, cluster_bt.c,
- * cluster_fg.c (flamegraph: recording) and cluster_fgout.c (its
- * outputs).  Every subcommand sends one request to all the nodes at
- * once (fanout.h), prints what came back, names the nodes that did not
- * answer on stderr (cluster_report) and returns an exit code: CLI_OK,
- * CLI_EPARTIAL when some nodes failed, or the nodes' common code when all
- * failed alike.
+ * cluster_fg.c (flamegraph: recording), cluster_fgout.c (its outputs
+ * from folded stacks) and cluster_chrome.c (its Chrome trace).  Every
+ * subcommand sends one request to all the nodes at once (fanout.h), prints what
+ * came back, names the nodes that did not answer on stderr (cluster_report) and
+ * returns an exit code: CLI_OK, CLI_EPARTIAL when some nodes failed, or the
+ * nodes' common code when all failed alike.
  */
 #ifndef CLI_CLUSTER_H
 #define CLI_CLUSTER_H

@@ -406,7 +406,7 @@ const struct cmd_entry cmd_cluster_entry = {
 	.name = "cluster",
 	.usage = "[--nodes FILE] nodes | add HOST:PORT[=RANK]... | query SQL "
 		 "[--merge SQL] | backtrace [--lines] | flamegraph [DURATION] "
-		 "[-o FILE] [--per-rank]",
+		 "[-o FILE] [--as FORMAT] [--per-rank]",
 	.summary = "Every rank of a distributed job at once",
 	.help = "The nodes are what the target agent lists in cluster.nodes "
 		"(-t ANY_RANK; without\n"
@@ -435,9 +435,20 @@ const struct cmd_entry cmd_cluster_entry = {
 		"                       odd ones out first\n"
 		"    --lines            stacks differing only in line numbers "
 		"are different\n"
-		"  flamegraph [DURATION]  record every rank, merge the "
-		"profiles ('cluster\n"
-		"                       flamegraph --help')\n"
+		"  flamegraph [DURATION]  record every rank at once (default "
+		"10s), put the\n"
+		"                       profiles together\n"
+		"    -o FILE            FILE.svg, FILE.folded, "
+		"FILE.speedscope.json, or FILE.json\n"
+		"                       (Chrome trace: a process per rank, "
+		"on one clock)\n"
+		"    --as FORMAT        svg, folded, speedscope or chrome "
+		"(stdout without -o)\n"
+		"    --per-rank         a root frame \"rank N\" per rank "
+		"(speedscope: a profile\n"
+		"                       per rank); merged otherwise\n"
+		"    --idle, --lines, --hz N, -n/--top N   as for 'probing "
+		"flamegraph'\n"
 		"\n"
 		"Options:\n"
 		"      --nodes FILE     the nodes from FILE, not from an "

@@ -11,12 +11,16 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 
 from conftest import (ROOT, SYSTEM_PYTHON, USERBASE, agent_listening,
                       probing, wait_for)
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "profile"))
+import formats  # noqa: E402
 
 TORCHRUN = "/usr/bin/torchrun"
 EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
@@ -215,6 +219,62 @@ def test_torchrun_flamegraph(hung_job, tmp_path):
                for s, _ in stacks)
     assert not any(s.startswith("rank 0;") and "load_batch" in s
                    for s, _ in stacks)
+
+
+@needs_torch
+def test_torchrun_flamegraph_formats(hung_job, tmp_path):
+    """speedscope (per rank: a profile each; merged: one) and a Chrome
+    trace (a process per rank), read by tests/profile's checkers."""
+    pids = hung_job.pids
+    out = tmp_path / "job.speedscope.json"
+    r = probing("cluster", "flamegraph", "1s", "--idle", "--per-rank",
+                "-o", str(out), target=pids[0])
+    assert r.rc == 0, r
+    doc = json.loads(out.read_text())
+    assert [p["name"] for p in doc["profiles"]] == \
+        ["rank 0", "rank 1", "rank 2", "rank 3"]
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    assert "rank 2" not in names  # a profile each, not a root frame
+    hang = names.index("load_batch")
+    for rank, prof in enumerate(doc["profiles"]):
+        assert prof["type"] == "sampled" and prof["endValue"] > 0
+        has = any(hang in stack for stack in prof["samples"])
+        assert has == (rank == 2), (rank, has)
+    read = formats.speedscope(str(out))
+    if read is not None:
+        assert read["importer"] == "Importing as speedscope json file", read
+    # Merged, to stdout: one profile.
+    r = probing("cluster", "flamegraph", "1s", "--idle", "--as",
+                "speedscope", target=pids[1])
+    assert r.rc == 0, r
+    doc = json.loads(r.out)
+    assert [p["name"] for p in doc["profiles"]] == ["all ranks"]
+    assert "load_batch" in [f["name"] for f in doc["shared"]["frames"]]
+    # Chrome: every rank a process, on one clock.
+    out = tmp_path / "job.json"
+    r = probing("cluster", "flamegraph", "1s", "--idle", "-o", str(out),
+                target=pids[0])
+    assert r.rc == 0, r
+    doc = json.loads(out.read_text())
+    by_thread = formats.check_chrome(doc)
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted(procs) == sorted(pids.values()), procs
+    for rank, pid in pids.items():
+        assert procs[pid] == "rank %d (%s, pid %d)" % (rank, HOST, pid)
+    order = {e["pid"]: e["args"]["sort_index"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_sort_index"}
+    assert order == {pid: rank for rank, pid in pids.items()}
+    hung = {pid for (pid, tid), evs in by_thread.items()
+            if any(e["name"].startswith("load_batch ") for e in evs)}
+    assert hung == {pids[2]}, hung
+    # The recordings overlap in time: one clock for all.
+    spans = [(min(e["ts"] for e in evs), max(e["ts"] + e["dur"] for e in evs))
+             for evs in by_thread.values()]
+    assert max(a for a, _ in spans) < min(b for _, b in spans), spans
+    r = probing("cluster", "flamegraph", "1s", "-o", str(tmp_path / "x.png"),
+                target=pids[0])
+    assert r.rc == 2 and "cannot tell the format" in r.err, r
 
 
 @needs_torch
