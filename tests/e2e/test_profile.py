@@ -130,26 +130,29 @@ def record_samples(t, want, hz=200, limit=60, native=False):
 def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
     t = start(spawn, python, SPLIT)
     folded = tmp_path / "profile.folded"
-    # Two threads: 1600 samples are about 800 of the worker.
-    record_samples(t, 1600)
-    r = probing("flamegraph", "--recorded", "-d", "120s", "--lines", "--cpu", "-o",
-                folded, target=t.pid)
-    assert r.rc == 0, r
-    assert "wrote" in r.err
-
     # 70/30 of the working thread's CPU time, within 5 points: the CPU
     # time under each of work()'s two calls (the phase, loop included),
     # each sample weighing what its thread used since the one before.
     lines = SPLIT.splitlines()
     line_a = 1 + next(i for i, l in enumerate(lines) if "spin(hot_a" in l)
     line_b = 1 + next(i for i, l in enumerate(lines) if "spin(hot_b" in l)
-    stacks = formats.parse_folded(folded.read_text())
-    phase = {}
-    for frames, n in stacks:
-        for f in frames:
-            if f.startswith("work ("):
-                ln = int(f.rsplit(":", 1)[1].rstrip(")"))
-                phase[ln] = phase.get(ln, 0) + n
+    # Two threads: 1600 samples are about 800 of the worker.  Until the
+    # work had a second of CPU in the profile (more rounds under load).
+    for _ in range(4):
+        record_samples(t, 1600)
+        r = probing("flamegraph", "--recorded", "-d", "120s", "--lines", "--cpu",
+                    "-o", folded, target=t.pid)
+        assert r.rc == 0, r
+        assert "wrote" in r.err
+        stacks = formats.parse_folded(folded.read_text())
+        phase = {}
+        for frames, n in stacks:
+            for f in frames:
+                if f.startswith("work ("):
+                    ln = int(f.rsplit(":", 1)[1].rstrip(")"))
+                    phase[ln] = phase.get(ln, 0) + n
+        if phase.get(line_a, 0) + phase.get(line_b, 0) >= 1000000:
+            break
     a, b = phase.get(line_a, 0), phase.get(line_b, 0)
     assert a + b >= 1000000, phase      # a second of CPU, in microseconds
     share = a / (a + b)
