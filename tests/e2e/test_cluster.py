@@ -6,6 +6,7 @@ load_batch() while the others wait for it in loss.backward(); discovery
 goes through the job's own rendezvous store.  The others use plain
 Python processes listening on TCP and `cluster add` / node files.
 """
+import glob
 import json
 import os
 import signal
@@ -49,6 +50,7 @@ class Job:
                  node_rank=0, master_addr=None, master_port=None,
                  name="job"):
         self.out = os.path.join(tmp, name + ".out")
+        self.sanitizer = os.path.join(tmp, name + "-sanitizer")
         self.master_port = master_port or free_port()
         self.world = nproc * nnodes
         e = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
@@ -56,6 +58,15 @@ class Job:
         e.pop("PROBING_PORT", None)
         e.pop("PROBING_LISTEN", None)
         e.update(env or {})
+        if os.environ.get("PROBING_TARGET_PRELOAD"):
+            # The ASan build: the runtime preloaded into torchrun and its
+            # ranks; reports go to files named after the job.
+            log = self.sanitizer
+            e["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]
+            e["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + \
+                ":detect_leaks=0:log_path=" + log
+            e["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "") + \
+                ":log_path=" + log
         # --redirects/--tee: torch 1.13's default "0" does not parse on
         # Python 3.11 (IntFlag iteration skips 0), so torchrun fails
         # without them.  --monitor_interval: the rank-killed test needs
@@ -106,6 +117,9 @@ class Job:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=60)
+        reports = glob.glob(self.sanitizer + "*")
+        assert not reports, "sanitizer reports:\n" + "\n".join(
+            open(r, errors="replace").read()[:4000] for r in reports)
 
 
 @pytest.fixture(scope="module")

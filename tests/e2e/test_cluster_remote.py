@@ -7,7 +7,7 @@ route, MASTER_ADDR that address): every rank adopts one token from the
 store before it listens, a wrong token is refused, the right one reaches
 every rank.
 
-test_two_hosts_netns: two "hosts" made of network namespaces (iproute2:
+test_torchrun_two_hosts_netns: two "hosts" made of network namespaces (iproute2:
 `ip netns`, veth pairs on a bridge), torchrun on each with --nnodes 2 and
 2 ranks, nothing set but PROBING=1: the ranks see a job across hosts,
 listen on their namespace's address and share the token; the CLI on host
@@ -209,7 +209,7 @@ def in_ns(ns, *args, target=None, env=None, timeout=60):
 
 
 @needs_torch
-def test_two_hosts_netns(two_hosts, tmp_path):
+def test_torchrun_two_hosts_netns(two_hosts, tmp_path):
     tmp = str(tmp_path)
     dirs = [private_dirs(tmp, "a"), private_dirs(tmp, "b")]
     port = 29400 + os.getpid() % 500
