@@ -4,7 +4,7 @@
  * breakpoint (verified when its file loads) and thread (started, exited).
  *
  * Events go to whichever session is attached when they are posted
- * (debugger_session()); with none they are dropped.  Thread events come
+ * (dbgsession_owner()); with none they are dropped.  Thread events come
  * from polling the target's threads twice a second on the server's loop
  * (read without the GIL): a thread that lives less than that may not be
  * reported.

@@ -54,7 +54,7 @@ int dbgsession_attach(uint64_t session, char *err, size_t errlen)
 			 "being cleaned up; try again");
 		rc = -EAGAIN;
 	} else if (!owner && held) {
-		/* Takes over a stop held for it (debugger_hold). */
+		/* Takes over a stop held for it (dbgsession_hold). */
 		owner = session;
 		held = 0;
 		announce = 1;

@@ -38,9 +38,8 @@
  * Threads and locks: one mutex guards the pause state (never held while
  * taking the GIL or running Python; taken after the session's lock when
  * both are); every function here takes it briefly and none blocks,
- * except debugger_wait_resume().  Breakpoints,
- * pyhook and Python objects are guarded by the GIL.  Which functions need
- * the GIL is said at each.
+ * except debugger_wait_resume().  Breakpoints, pyhook and Python objects
+ * are guarded by the GIL.  Which functions need the GIL is said at each.
  */
 #ifndef DEBUGGER_H
 #define DEBUGGER_H

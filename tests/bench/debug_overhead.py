@@ -15,13 +15,20 @@ situations, each in a fresh process, repeated with the order rotating:
   debugpy      python3 -m debugpy --listen; the same client, the same
                breakpoint in the file never run
 
-Ratios are against plain, for the median round and for the best round
+Ratios are against plain: of the median rounds, paired (each repeat's
+situation against that repeat's plain process, median over repeats: the
+machine's drift between processes mostly cancels), and of the best rounds
 (the best is what the code costs when the shared machine leaves it
 alone; the median includes the machine's noise).  The client is the same small DAP client for
 both debuggers (initialize, attach, setBreakpoints, configurationDone).
 
+--instructions: each situation once under valgrind's callgrind, counting
+the instructions the main thread executes per round (deterministic where
+CPU time is not: other jobs on a shared machine change times by tens of
+percent, instructions by a fraction of one).
+
 Usage: PROBING_BUILD=build /usr/bin/python3 tests/bench/debug_overhead.py
-       [--repeats 3] [--rounds 7] [--python /usr/bin/python3]
+       [--repeats 3] [--rounds 7] [--python /usr/bin/python3] [--instructions]
 Prints a Markdown table (paste into docs/benchmarks.md).
 """
 import argparse
@@ -41,6 +48,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
 HERE = os.path.dirname(os.path.abspath(__file__))
+COUNT = {"dir": None, "n": 0}  # --instructions: callgrind's output
 
 HELPERS = '''
 def never_called(x):
@@ -57,7 +65,10 @@ def elsewhere():
 class Client:
     """A minimal DAP client over TCP (the same for both debuggers)."""
 
-    def __init__(self, port, timeout=60):
+    TIMEOUT = 60  # seconds; longer under callgrind
+
+    def __init__(self, port, timeout=None):
+        timeout = timeout or self.TIMEOUT
         deadline = time.time() + timeout
         while True:
             try:
@@ -100,7 +111,8 @@ class Client:
         self.sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         return seq
 
-    def wait(self, pred, timeout=60):
+    def wait(self, pred, timeout=None):
+        timeout = timeout or self.TIMEOUT
         with self.cond:
             ok = self.cond.wait_for(lambda: any(pred(m) for m in self.msgs), timeout)
             if not ok:
@@ -109,7 +121,7 @@ class Client:
             self.msgs.remove(m)
             return m
 
-    def request(self, command, args=None, timeout=60):
+    def request(self, command, args=None, timeout=None):
         seq = self.send(command, args)
         r = self.wait(lambda m: m.get("type") == "response" and m.get("request_seq") == seq, timeout)
         if not r.get("success"):
@@ -147,7 +159,17 @@ def free_port():
 
 
 class Target:
+    """A workload process; under callgrind when COUNT["dir"] is set (then
+    rounds() gives instructions per round of the main thread, once)."""
+
     def __init__(self, argv, env, cwd):
+        self.cg = None
+        if COUNT["dir"]:
+            COUNT["n"] += 1
+            self.cg = os.path.join(COUNT["dir"], "t%d.cg" % COUNT["n"])
+            self.dumps = 0
+            argv = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                    "--callgrind-out-file=" + self.cg] + argv
         self.p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.expect("ready")
@@ -161,10 +183,23 @@ class Target:
                 return line
 
     def rounds(self, n):
+        if self.cg:
+            subprocess.run(["callgrind_control", "-z", str(self.p.pid)],
+                           capture_output=True, check=True)
         self.p.stdin.write("%d\n" % n)
         self.p.stdin.flush()
         line = self.expect("TIMES")
-        return [float(x) for x in line.split()[1:]]
+        if not self.cg:
+            return [float(x) for x in line.split()[1:]]
+        subprocess.run(["callgrind_control", "-d", str(self.p.pid)],
+                       capture_output=True, check=True)
+        self.dumps += 1
+        # The dump's file of the main thread (thread 01).
+        with open("%s.%d-01" % (self.cg, self.dumps)) as f:
+            for text in f:
+                if text.startswith(("summary:", "totals:")):
+                    return [int(text.split()[1]) / n]
+        raise RuntimeError("no totals in the callgrind dump")
 
     def stop(self):
         try:
@@ -191,6 +226,9 @@ def env(extra):
         e.pop(k, None)
     e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
     e["PYTHONUNBUFFERED"] = "1"
+    # One string hash for every process: the workload's dicts then probe
+    # the same way in each (otherwise ~2% of instructions vary by seed).
+    e["PYTHONHASHSEED"] = "0"
     e.update(extra)
     return e
 
@@ -215,7 +253,7 @@ def run_probing(py, d, rounds):
     c.set_breakpoint(helpers, 4)
     r["probing, breakpoint in an imported function never called"] = t.rounds(rounds)
     c.close()
-    time.sleep(0.5)
+    time.sleep(10 if COUNT["dir"] else 0.5)  # the cleanup after detach
     r["probing, after disconnect"] = t.rounds(rounds)
     t.stop()
     return r
@@ -242,26 +280,53 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--no-debugpy", action="store_true")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count the main thread's instructions per round under "
+                         "callgrind instead of timing (once per situation)")
     a = ap.parse_args()
+    if a.instructions:
+        COUNT["dir"] = tempfile.mkdtemp(prefix="debug_overhead_cg.")
+        a.repeats = 1
+        Client.TIMEOUT = 600
     runs = [run_plain, run_probing] + ([] if a.no_debugpy else [run_debugpy])
     samples = {}
+    per_repeat = []  # {situation: median of its rounds} for each repeat
+    load0 = os.getloadavg()[0]
     for rep in range(a.repeats):
         order = runs[rep % len(runs):] + runs[:rep % len(runs)]
+        medians = {}
         for fn in order:
             with tempfile.TemporaryDirectory() as d:
                 for k, v in fn(a.python, d, a.rounds).items():
                     samples.setdefault(k, []).extend(v)
+                    medians[k] = statistics.median(v)
+        per_repeat.append(medians)
+    load1 = os.getloadavg()[0]
+    if a.instructions:
+        base = samples["plain"][0]
+        print("Instructions of the main thread per round under callgrind, %s, %s, "
+              "Python %s, %d rounds:\n" % (time.strftime("%Y-%m-%d"), platform.machine(),
+                                            platform.python_version(), a.rounds))
+        print("| situation | instructions per round | vs plain |")
+        print("|---|---|---|")
+        for k, v in samples.items():
+            print("| %s | %.4g | %.3fx |" % (k, v[0], v[0] / base))
+        return
     base = statistics.median(samples["plain"])
     best = min(samples["plain"])
-    print("Result, %s, %s, %d cores, Python %s:\n" % (
+    print("Result, %s, %s, %d cores, Python %s, load average %.1f before, %.1f after:\n" % (
         time.strftime("%Y-%m-%d"), platform.machine(), os.cpu_count(),
-        platform.python_version()))
-    print("| situation | CPU s per round, median of %d | vs plain | best round | vs plain |"
-          % (a.repeats * a.rounds))
-    print("|---|---|---|---|---|")
+        platform.python_version(), load0, load1))
+    print("| situation | CPU s per round, median of %d | vs plain | paired, median of %d |"
+          " best round | vs plain |" % (a.repeats * a.rounds, a.repeats))
+    print("|---|---|---|---|---|---|")
     for k, v in samples.items():
         m = statistics.median(v)
-        print("| %s | %.4f | %.2fx | %.4f | %.2fx |" % (k, m, m / base, min(v), min(v) / best))
+        # Each repeat's situation against the plain process of the same
+        # repeat (run next to it): the machine's drift mostly cancels.
+        paired = statistics.median(r[k] / r["plain"] for r in per_repeat)
+        print("| %s | %.4f | %.2fx | %.2fx | %.4f | %.2fx |"
+              % (k, m, m / base, paired, min(v), min(v) / best))
 
 
 if __name__ == "__main__":
