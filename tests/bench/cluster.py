@@ -17,8 +17,12 @@ Measured, each the wall time of the CLI (exec to exit), ROUNDS times:
 Medians and the spread (min, max) are printed as a Markdown table for
 docs/benchmarks.md.  On this machine 2 cores run all N ranks and the CLI.
 
+With --token every rank has a token (PROBING_TOKEN, as the ranks of a job
+across hosts have the job's) and every connection presents it: the cost
+of checking it.
+
 Usage: PROBING_BUILD=build python3 tests/bench/cluster.py [--nodes 256]
-       [--rounds 11]
+       [--rounds 11] [--token]
 """
 import argparse
 import os
@@ -77,6 +81,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--token", action="store_true",
+                    help="every rank has a token; the CLI presents it")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="probing-cluster-bench-")
     script = os.path.join(tmp, "rank.py")
@@ -85,6 +91,12 @@ def main():
     env = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
                PROBING_MEMORY_INTERVAL_MS="0")
     env.pop("PROBING_PORT", None)
+    env.pop("PROBING_TOKEN", None)
+    os.environ.pop("PROBING_TOKEN", None)
+    if a.token:
+        # The ranks' and the CLI's (timed() passes os.environ on).
+        env["PROBING_TOKEN"] = os.environ["PROBING_TOKEN"] = \
+            os.urandom(32).hex()
     ports = free_ports(a.nodes)
     procs = []
     t0 = time.time()
@@ -137,9 +149,10 @@ def main():
                 if name == "query" and r == 0:
                     rows = out.strip().splitlines()[1:]
                     assert len({l.split("\t")[0] for l in rows}) == a.nodes
-        print("\n%d agents on %s (%d cores), %d rounds; wall time of the "
-              "CLI, ms:\n" % (a.nodes, platform.node(), os.cpu_count(),
-                              a.rounds))
+        print("\n%d agents on %s (%d cores), %d rounds%s; wall time of "
+              "the CLI, ms:\n" % (a.nodes, platform.node(), os.cpu_count(),
+                                  a.rounds, ", with a token" if a.token
+                                  else ""))
         print("| command | median | min | max |")
         print("|---|---|---|---|")
         for name, _ in cases:
