@@ -20,6 +20,7 @@
 #include "cluster.h"
 #include "cluster_chrome.h"
 #include "cluster_fgout.h"
+#include "folded.h"
 
 #define FG_DEFAULT_MS 10000
 #define FG_TOP_DEFAULT 20
@@ -32,28 +33,6 @@ struct fg_opts {
 			   text or the table */
 	enum cli_format fmt;
 };
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
-}
-
-/* The format a file name asks for, or NULL (as `probing flamegraph`). */
-static const char *format_of(const char *path)
-{
-	if (ends_with(path, ".speedscope.json"))
-		return "speedscope";
-	if (ends_with(path, ".json"))
-		return "chrome";
-	if (ends_with(path, ".svg"))
-		return "svg";
-	if (ends_with(path, ".folded") || ends_with(path, ".collapsed") ||
-	    ends_with(path, ".txt"))
-		return "folded";
-	return NULL;
-}
 
 static int write_out(const char *path, const char *data, size_t len)
 {
@@ -372,7 +351,7 @@ int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *co,
 				       "flamegraph: unexpected "
 				       "'%s'",
 				       argv[optind]);
-	if (o.output && !o.as && !(o.as = format_of(o.output)))
+	if (o.output && !o.as && !(o.as = folded_format_of(o.output)))
 		return cli_usage_error(ctx->entry,
 				       "cannot tell the format of '%s': name "
 				       "it .svg, .folded, .speedscope.json or "

@@ -58,28 +58,6 @@ int cli_parse_duration(const char *text, int *ms)
 	return 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
-}
-
-/* The format a file name asks for, or NULL. */
-static const char *format_of(const char *path)
-{
-	if (ends_with(path, ".speedscope.json"))
-		return "speedscope";
-	if (ends_with(path, ".json"))
-		return "chrome";
-	if (ends_with(path, ".svg"))
-		return "svg";
-	if (ends_with(path, ".folded") || ends_with(path, ".collapsed") ||
-	    ends_with(path, ".txt"))
-		return "folded";
-	return NULL;
-}
-
 static double num(const cJSON *o, const char *key, double def)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -462,7 +440,7 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 					       "speedscope or chrome");
 		o.format = as;
 	} else if (o.output) {
-		o.format = format_of(o.output);
+		o.format = folded_format_of(o.output);
 		if (!o.format)
 			return cli_usage_error(
 				&cmd_flamegraph_entry,

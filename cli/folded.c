@@ -223,3 +223,24 @@ void folded_label_split(const char *label, char *func, size_t funclen,
 	snprintf(func, funclen, "%.*s", (int)(i - 1), label);
 	snprintf(where, wherelen, "%.*s", (int)(n - i - 2), label + i + 1);
 }
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+const char *folded_format_of(const char *path)
+{
+	if (ends_with(path, ".speedscope.json"))
+		return "speedscope";
+	if (ends_with(path, ".json"))
+		return "chrome";
+	if (ends_with(path, ".svg"))
+		return "svg";
+	if (ends_with(path, ".folded") || ends_with(path, ".collapsed") ||
+	    ends_with(path, ".txt"))
+		return "folded";
+	return NULL;
+}

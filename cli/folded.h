@@ -19,6 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The flamegraph format a file name asks for: "speedscope"
+ * (.speedscope.json), "chrome" (.json), "svg", "folded" (.folded,
+ * .collapsed, .txt), or NULL. */
+const char *folded_format_of(const char *path);
+
 #define FOLDED_TEXT_MAX ((size_t)256 << 20)
 #define FOLDED_DEPTH_MAX 8192
 #define FOLDED_LABELS_MAX 1000000
