@@ -1,0 +1,32 @@
+/*
+ * server_request: a session's messages to handlers and back.
+ *
+ * Each message a session reads is parsed (bad JSON or a message that is
+ * not a request gets an error answer; the framing is intact, so the
+ * session goes on), put through the token gate (server_auth.h) when the
+ * session is not authed yet, then checked by read-only mode (readonly.h:
+ * DAP_ERROR_READONLY) and dispatched to its handler (handler.h): quick
+ * ones run inline on the loop, blocking ones go to the worker pool (at
+ * most SERVER_INFLIGHT_MAX per session) and are answered when done.  A
+ * request whose session has closed meanwhile is dropped unanswered.
+ *
+ * Threads: the loop thread only (handlers on workers run through
+ * worker.h, and their completion comes back to the loop).
+ */
+#ifndef SERVER_REQUEST_H
+#define SERVER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct server;
+struct session;
+
+/* Handles one framed message body of s (not kept). */
+void server_request_handle(struct session *s, const char *body, size_t len);
+
+/* Marks every in-flight request of session id cancelled (its session is
+ * closing: a running evaluate is interrupted, the answer dropped). */
+void server_request_cancel_session(struct server *srv, uint64_t id);
+
+#endif

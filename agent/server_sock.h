@@ -1,0 +1,32 @@
+/*
+ * server_sock: the server's listening sockets and the peer check of the
+ * unix socket.
+ *
+ * Sockets are made non-blocking and close-on-exec.  A TCP listener on an
+ * address that is not loopback is bound only once the agent has a token
+ * (auth_token_ensure() makes one first): other machines may connect there.
+ *
+ * Threads: any; nothing here touches the loop or the server.
+ */
+#ifndef SERVER_SOCK_H
+#define SERVER_SOCK_H
+
+#include <stddef.h>
+
+struct dap_addr;
+
+/* Binds and listens on a unix address (abstract or a path).  Returns the
+ * fd, or -errno with err. */
+int server_sock_bind_unix(const struct dap_addr *addr, char *err,
+			  size_t errlen);
+
+/* Binds and listens on the first address host resolves to that works.
+ * Returns the fd with the canonical address in canon, or -errno with err
+ * (-EPERM: not loopback, and no token could be had). */
+int server_sock_bind_tcp(const struct dap_addr *addr, char *canon,
+			 size_t canonlen, char *err, size_t errlen);
+
+/* Is the peer of unix socket fd our uid or root (SO_PEERCRED)?  1 or 0. */
+int server_sock_peer_allowed(int fd);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * torch_backward: timing the backward pass through autograd hooks.
+ *
+ * On a traced module's forward, prehooks go on the autograd nodes of its
+ * output (the gradient reached the module: start) and of its inputs (the
+ * gradient left it: end; for inputs needing no gradient, the end of the
+ * backward pass, through the engine's queue_callback).  They live on that
+ * step's graph and do nothing once their step is over (torch_st.gen
+ * changed) or tracing is off; they go with the graph.
+ *
+ * Registering a hook on a node makes torch call the Python function
+ * torch.autograd.Function._register_hook each time, most of the cost of
+ * timing the backward pass; while installed, torch_backward_install()
+ * replaces it by a C function that adds our hooks to the node's dict
+ * directly, merging those of one node into one.
+ *
+ * Threads: the GIL held (torch_intern.h).
+ */
+#ifndef TORCH_BACKWARD_H
+#define TORCH_BACKWARD_H
+
+#include <stdint.h>
+
+struct _object;
+
+/* Makes our callables and types, once (never freed).  0 or -ENOMEM. */
+int torch_backward_init(void);
+
+/* Arms the backward timing of the traced call of module `name` that took
+ * input (its args tuple) and gave output. */
+void torch_backward_attach(int32_t name, struct _object *input,
+			   struct _object *output);
+
+/* Installs the fast registration (without it, hooks are registered the
+ * slow way: nothing fails). */
+void torch_backward_install(void);
+
+/* Puts the original registration back.  Idempotent. */
+void torch_backward_remove(void);
+
+#endif
