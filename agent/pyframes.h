@@ -1,8 +1,11 @@
 /*
  * pyframes: CPython 3.11 thread states and frames read without the GIL.
  *
- * The one version-specific layer (DESIGN.md): only pyframes.c includes
- * CPython's internal headers.  Everything here reads interpreter memory
+ * The one version-specific layer (DESIGN.md): only the module's sources
+ * include CPython's internal headers (pyframes.c: thread states and the
+ * GIL; pyframes_walk.c: frames; pyframes_code.c: names and line tables;
+ * pyframes_leaf.c: the signal handler's read; all through pyframes_mem.c,
+ * sharing pyframes_impl.h).  Everything here reads interpreter memory
  * through a safe copy (process_vm_readv on our own pid, or a pipe when
  * that system call is refused), so a thread state or frame freed or
  * overwritten under us yields an error or a wrong-but-bounded answer,

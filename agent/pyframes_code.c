@@ -1,0 +1,251 @@
+/*
+ * pyframes_code: code objects' names and line tables, read without the
+ * GIL.  Part of the pyframes module (pyframes.h, pyframes_impl.h).
+ */
+#include "pyframes_impl.h"
+
+#include <errno.h>
+#include <string.h>
+
+/*
+ * Strings.  A code object's names are exact, ready str objects, almost
+ * always compact; the legacy (non-compact) form is read too.
+ */
+
+/* Appends code point c as UTF-8 at out+*len if it fits in cap bytes
+ * (keeping room for the NUL).  Lone surrogates become "\udXXX" as the
+ * backslashreplace error handler writes them.  0, or -1 when full. */
+static int put_utf8(char *out, size_t cap, size_t *len, uint32_t c)
+{
+	char b[10];
+	size_t k;
+
+	if (c < 0x80) {
+		b[0] = (char)c;
+		k = 1;
+	} else if (c < 0x800) {
+		b[0] = (char)(0xC0 | (c >> 6));
+		b[1] = (char)(0x80 | (c & 0x3F));
+		k = 2;
+	} else if (c >= 0xD800 && c <= 0xDFFF) {
+		k = (size_t)snprintf(b, sizeof(b), "\\u%04x", (unsigned)c);
+	} else if (c < 0x10000) {
+		b[0] = (char)(0xE0 | (c >> 12));
+		b[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+		b[2] = (char)(0x80 | (c & 0x3F));
+		k = 3;
+	} else if (c <= 0x10FFFF) {
+		b[0] = (char)(0xF0 | (c >> 18));
+		b[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+		b[2] = (char)(0x80 | ((c >> 6) & 0x3F));
+		b[3] = (char)(0x80 | (c & 0x3F));
+		k = 4;
+	} else {
+		b[0] = '?';
+		k = 1;
+	}
+	if (*len + k + 1 > cap)
+		return -1;
+	memcpy(out + *len, b, k);
+	*len += k;
+	return 0;
+}
+
+/* Reads the str at addr into out (cap bytes, cap >= 4) as UTF-8; a
+ * string that does not fit is cut and ends in "...".  0 or -EFAULT. */
+int pyframes_code_str(uintptr_t addr, char *out, size_t cap)
+{
+	unsigned char data[STR_CHARS_MAX * 4];
+	PyCompactUnicodeObject c;
+	uintptr_t at;
+	size_t len = 0, nchars, kind, i;
+	int cut;
+
+	out[0] = '\0';
+	if (pyframes_mem_read(&c, addr, sizeof(c)))
+		return -EFAULT;
+	if (c._base.ob_base.ob_type != &PyUnicode_Type || !c._base.state.ready)
+		return -EFAULT;
+	kind = c._base.state.kind;
+	if ((kind != 1 && kind != 2 && kind != 4) || c._base.length < 0)
+		return -EFAULT;
+	if (c._base.state.compact)
+		at = addr + (c._base.state.ascii
+				     ? sizeof(PyASCIIObject)
+				     : sizeof(PyCompactUnicodeObject));
+	else if (READ_FIELD(at, addr, PyUnicodeObject, data.any))
+		return -EFAULT;
+	/* More than cap characters never fit in cap bytes. */
+	nchars = (size_t)c._base.length;
+	cut = nchars > cap;
+	if (cut)
+		nchars = cap;
+	if (pyframes_mem_read(data, at, nchars * kind))
+		return -EFAULT;
+	for (i = 0; i < nchars; i++) {
+		uint32_t ch;
+
+		if (kind == 1)
+			ch = data[i];
+		else if (kind == 2)
+			ch = ((uint16_t *)(void *)data)[i];
+		else
+			ch = ((uint32_t *)(void *)data)[i];
+		if (put_utf8(out, cap, &len, ch) < 0) {
+			cut = 1;
+			break;
+		}
+	}
+	if (cut) {
+		/* Back off to a character boundary that leaves room for
+		 * "...", never splitting a UTF-8 sequence. */
+		while (len && len + 4 > cap)
+			while (len &&
+			       ((unsigned char)out[--len] & 0xC0) == 0x80)
+				;
+		memcpy(out + len, "...", 3);
+		len += 3;
+	}
+	out[len] = '\0';
+	return 0;
+}
+
+/*
+ * Line numbers: the 3.11 location table (Objects/locations.md).  Each
+ * entry starts with a byte whose top bit is set: bits 3-6 the code, bits
+ * 0-2 the length in code units minus one; following bytes (top bit clear)
+ * hold varints.  The table is read in small chunks as it is scanned.
+ */
+/* The byte at index i, or -1 (end or unreadable). */
+static int lt_byte(struct lt_reader *r, size_t i)
+{
+	if (i >= r->len)
+		return -1;
+	if (r->local)
+		return r->local[i];
+	if (i < r->start || i >= r->start + r->have) {
+		size_t k = r->len - i < sizeof(r->buf) ? r->len - i
+						       : sizeof(r->buf);
+
+		if (pyframes_mem_read(r->buf, r->base + i, k))
+			return -1;
+		r->start = i;
+		r->have = k;
+	}
+	return r->buf[i - r->start];
+}
+
+static int lt_svarint(struct lt_reader *r, size_t i)
+{
+	int b = lt_byte(r, i);
+	unsigned val, shift = 0;
+
+	if (b < 0)
+		return 0;
+	val = (unsigned)b & 63;
+	while ((b & 64) && shift < 24) {
+		b = lt_byte(r, ++i);
+		if (b < 0)
+			return 0;
+		shift += 6;
+		val |= ((unsigned)b & 63) << shift;
+	}
+	return (val & 1) ? -(int)(val >> 1) : (int)(val >> 1);
+}
+
+/* The line of the instruction at byte offset addr, as PyCode_Addr2Line;
+ * -1 when it has none. */
+int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr)
+{
+	struct lt_reader *r = rd;
+	size_t i = 0, len = r->len;
+	long start = 0;
+	int line = firstlineno;
+
+	if (addr < 0)
+		return firstlineno;
+	while (i < len) {
+		int b = lt_byte(r, i);
+		int code;
+
+		if (b < 0 || !(b & 0x80))
+			return -1;
+		code = (b >> 3) & 15;
+		if (code == 13 || code == 14) /* no columns, long form */
+			line += lt_svarint(r, i + 1);
+		else if (code >= 10 && code <= 12) /* one line forms */
+			line += code - 10;
+		start += ((b & 7) + 1) * (long)sizeof(_Py_CODEUNIT);
+		if (addr < start)
+			return code == 15 ? -1 : line;
+		do
+			b = lt_byte(r, ++i);
+		while (b >= 0 && !(b & 0x80));
+	}
+	return -1;
+}
+
+int pyframes_code_names(const struct pyframes_raw *r, char *func,
+			size_t funclen, char *file, size_t filelen)
+{
+	if (funclen < 4 || filelen < 4 ||
+	    pyframes_code_str(r->qualname, func, funclen) ||
+	    pyframes_code_str(r->filename, file, filelen))
+		return -EFAULT;
+	return 0;
+}
+
+/* The length of r's line table (a bytes object), or -EFAULT. */
+static long linetable_len(const struct pyframes_raw *r)
+{
+	PyBytesObject lt;
+
+	if (pyframes_mem_read(&lt, r->linetable,
+			      offsetof(PyBytesObject, ob_sval)) ||
+	    lt.ob_base.ob_base.ob_type != &PyBytes_Type ||
+	    lt.ob_base.ob_size < 0 || lt.ob_base.ob_size > LINETABLE_MAX)
+		return -EFAULT;
+	return (long)lt.ob_base.ob_size;
+}
+
+int pyframes_linetable_copy(const struct pyframes_raw *r, unsigned char *buf,
+			    size_t cap, size_t *len)
+{
+	long n = linetable_len(r);
+
+	*len = 0;
+	if (n < 0)
+		return -EFAULT;
+	if ((size_t)n > cap)
+		return -E2BIG;
+	if (pyframes_mem_read(buf,
+			      r->linetable + offsetof(PyBytesObject, ob_sval),
+			      (size_t)n))
+		return -EFAULT;
+	*len = (size_t)n;
+	return 0;
+}
+
+int pyframes_line_decode(const unsigned char *table, size_t len,
+			 int firstlineno, int lasti)
+{
+	struct lt_reader r = {.local = table, .len = len};
+	int line = pyframes_code_line(&r, firstlineno, lasti);
+
+	return line < -1 ? -1 : line;
+}
+
+int pyframes_line_remote(const struct pyframes_raw *r)
+{
+	long n = linetable_len(r);
+	struct lt_reader rd = {
+		.base = r->linetable + offsetof(PyBytesObject, ob_sval),
+	};
+	int line;
+
+	if (n < 0)
+		return -1;
+	rd.len = (size_t)n;
+	line = pyframes_code_line(&rd, r->firstlineno, r->lasti);
+	return line < -1 ? -1 : line;
+}

@@ -1,0 +1,346 @@
+/*
+ * pyframes_walk: a thread's frames, read without the GIL: the full walk
+ * (names and lines) and the sampler's raw one.  Part of the pyframes
+ * module (pyframes.h, pyframes_impl.h).
+ */
+#include "pyframes_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fills f from the copies fr (of the frame at address at) and co (of its
+ * code object).  0 or -EFAULT. */
+static int frame_fill(struct pyframes_frame *f, uintptr_t at,
+		      const _PyInterpreterFrame *fr, const PyCodeObject *co)
+{
+	uintptr_t code = (uintptr_t)fr->f_code;
+	uintptr_t first = code + offsetof(PyCodeObject, co_code_adaptive);
+	PyBytesObject lt;
+	long addr;
+
+	if (pyframes_code_str((uintptr_t)co->co_qualname, f->func,
+			      sizeof(f->func)) ||
+	    pyframes_code_str((uintptr_t)co->co_filename, f->file,
+			      sizeof(f->file)))
+		return -EFAULT;
+	f->code = code;
+	f->lineno = 0;
+	if (fr->frame_obj) {
+		PyFrameObject fo;
+
+		/* A tracer's line, when the frame object is this frame's
+		 * (not a freed one whose memory was reused). */
+		if (pyframes_mem_read(&fo, (uintptr_t)fr->frame_obj,
+				      sizeof(fo)))
+			return -EFAULT;
+		if (fo.ob_base.ob_type == &PyFrame_Type &&
+		    (uintptr_t)fo.f_frame == at && fo.f_lineno > 0)
+			f->lineno = fo.f_lineno;
+	}
+	if (f->lineno)
+		return 0;
+	if (pyframes_mem_read(&lt, (uintptr_t)co->co_linetable,
+			      offsetof(PyBytesObject, ob_sval)))
+		return -EFAULT;
+	if (lt.ob_base.ob_base.ob_type != &PyBytes_Type ||
+	    lt.ob_base.ob_size < 0 || lt.ob_base.ob_size > LINETABLE_MAX)
+		return -EFAULT;
+	addr = ((intptr_t)((uintptr_t)fr->prev_instr - first)) /
+	       (long)sizeof(_Py_CODEUNIT) * (long)sizeof(_Py_CODEUNIT);
+	struct lt_reader rd = {
+		.base = (uintptr_t)co->co_linetable +
+			offsetof(PyBytesObject, ob_sval),
+		.len = (size_t)lt.ob_base.ob_size,
+	};
+	f->lineno = pyframes_code_line(&rd, co->co_firstlineno, addr);
+	if (f->lineno < -1) /* a table read while it was replaced */
+		f->lineno = -1;
+	return 0;
+}
+
+int pyframes_walk(const struct pyframes_thread *t, struct pyframes_frame *out,
+		  size_t max, size_t *n, int *truncated, char *err,
+		  size_t errlen)
+{
+	PyThreadState ts;
+	_PyCFrame cf;
+	uintptr_t f;
+	size_t steps = 0, limit = max + PYFRAMES_SKIP_MAX;
+
+	*n = 0;
+	*truncated = 0;
+	if (pyframes_mem_read(&ts, t->tstate, sizeof(ts)) ||
+	    ts.thread_id != t->thread_id) {
+		pyframes_set_err(err, errlen, "thread %llu is gone",
+				 (unsigned long long)t->thread_id);
+		return -ESRCH;
+	}
+	if (!ts.cframe)
+		return 0;
+	if (pyframes_mem_read(&cf, (uintptr_t)ts.cframe, sizeof(cf)))
+		goto fault;
+	f = (uintptr_t)cf.current_frame;
+	while (f) {
+		_PyInterpreterFrame fr;
+		PyCodeObject co;
+		uintptr_t first, at = f;
+
+		if (steps++ >= limit) {
+			*truncated = 1;
+			break;
+		}
+		if (pyframes_mem_read(
+			    &fr, f, offsetof(_PyInterpreterFrame, localsplus)))
+			goto fault;
+		if (pyframes_mem_read(&co, (uintptr_t)fr.f_code,
+				      offsetof(PyCodeObject, co_code_adaptive)))
+			goto fault;
+		if (co.ob_base.ob_base.ob_type != &PyCode_Type ||
+		    co.ob_base.ob_size <= 0 ||
+		    co.ob_base.ob_size > CODE_SIZE_MAX ||
+		    co._co_firsttraceable < 0)
+			goto fault;
+		f = (uintptr_t)fr.previous;
+		/* _PyFrame_IsIncomplete: set up but not yet RESUMEd. */
+		first = (uintptr_t)fr.f_code +
+			offsetof(PyCodeObject, co_code_adaptive);
+		if (fr.owner != FRAME_OWNED_BY_GENERATOR &&
+		    (uintptr_t)fr.prev_instr <
+			    first + (uintptr_t)co._co_firsttraceable *
+					    sizeof(_Py_CODEUNIT))
+			continue;
+		if (*n == max) {
+			*truncated = 1;
+			break;
+		}
+		if (frame_fill(&out[*n], at, &fr, &co))
+			goto fault;
+		(*n)++;
+	}
+	return 0;
+fault:
+	pyframes_set_err(err, errlen,
+			 "frames of thread %llu changed while read",
+			 (unsigned long long)t->thread_id);
+	return -EFAULT;
+}
+
+/*
+ * The sampler's fast path.
+ */
+
+struct pyframes_scratch *pyframes_scratch_new(void)
+{
+	return malloc(sizeof(struct pyframes_scratch));
+}
+
+void pyframes_scratch_free(struct pyframes_scratch *s)
+{
+	free(s);
+}
+
+/* Reads the headers of code objects s->gather[0..n) into s->code with
+ * as few system calls as the kernel allows; a header that cannot be read
+ * is zeroed (its type check then fails). */
+static void read_code_heads(struct pyframes_scratch *s, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < GATHER_MAX ? n - done : GATHER_MAX, got;
+		ssize_t r = -1;
+
+		for (size_t i = 0; i < k; i++) {
+			s->local[i].iov_base = &s->code[done + i];
+			s->local[i].iov_len = CODE_HEAD;
+			s->remote[i].iov_base = (void *)s->gather[done + i];
+			s->remote[i].iov_len = CODE_HEAD;
+		}
+		if (!pyframes_mem_piped())
+			r = process_vm_readv(pyframes_mem_pid(), s->local, k,
+					     s->remote, k, 0);
+		/* Whole headers read; the one that failed is read alone
+		 * (and zeroed when it cannot be), then on with the rest. */
+		got = r > 0 ? (size_t)r / CODE_HEAD : 0;
+		if (got < k &&
+		    pyframes_mem_read(&s->code[done + got],
+				      s->gather[done + got], CODE_HEAD))
+			memset(&s->code[done + got], 0, CODE_HEAD);
+		done += got < k ? got + 1 : k;
+	}
+}
+
+/* s->frameaddr..owner[0..nf) (innermost first) to out: the code objects
+ * the caller does not vouch for are read in one gathered call and checked,
+ * incomplete frames skipped.  0, or -EFAULT when a code object is not
+ * one (out[0..*n) is still valid).  *truncated as pyframes_walk_raw. */
+int pyframes_walk_resolve(struct pyframes_scratch *s, size_t nf,
+			  const struct pyframes_trust *trust, int *truncated,
+			  struct pyframes_raw *out, size_t max, size_t *n)
+{
+	size_t ng = 0;
+	int rc = 0;
+
+	/* Which frames the caller vouches for (same place from the root,
+	 * same frame, same code); the others' code objects are read in one
+	 * gathered call. */
+	for (size_t i = 0; i < nf; i++) {
+		size_t pos = nf - 1 - i;
+
+		s->trusted[i] = !*truncated && trust && pos < trust->n &&
+				trust->frames[pos] == s->frameaddr[i] &&
+				trust->codes[pos] == s->codeaddr[i];
+		if (!s->trusted[i])
+			s->gather[ng++] = s->codeaddr[i];
+	}
+	read_code_heads(s, ng);
+	for (size_t i = 0, g = 0; i < nf; i++) {
+		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
+		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
+		struct pyframes_raw *r;
+		intptr_t off;
+
+		if (co && (co->ob_base.ob_base.ob_type != &PyCode_Type ||
+			   co->ob_base.ob_size <= 0 ||
+			   co->ob_base.ob_size > CODE_SIZE_MAX ||
+			   co->_co_firsttraceable < 0)) {
+			rc = -EFAULT;
+			break;
+		}
+		/* _PyFrame_IsIncomplete, as in pyframes_walk (a trusted
+		 * frame was complete when the caller saw it, and stays so). */
+		if (co && s->owner[i] != FRAME_OWNED_BY_GENERATOR &&
+		    s->prev_instr[i] <
+			    first + (uintptr_t)co->_co_firsttraceable *
+					    sizeof(_Py_CODEUNIT))
+			continue;
+		if (*n == max) {
+			*truncated = 1;
+			break;
+		}
+		r = &out[(*n)++];
+		memset(r, 0, sizeof(*r));
+		r->frame = s->frameaddr[i];
+		r->code = s->codeaddr[i];
+		r->is_entry = s->entry[i];
+		r->trusted = !co;
+		off = (intptr_t)(s->prev_instr[i] - first);
+		if (co) {
+			r->qualname = (uintptr_t)co->co_qualname;
+			r->filename = (uintptr_t)co->co_filename;
+			r->linetable = (uintptr_t)co->co_linetable;
+			r->firstlineno = co->co_firstlineno;
+			if (off > (intptr_t)co->ob_base.ob_size *
+					  (intptr_t)sizeof(_Py_CODEUNIT))
+				off = -1;
+		} else if (off > (intptr_t)CODE_SIZE_MAX *
+					 (intptr_t)sizeof(_Py_CODEUNIT)) {
+			off = -1;
+		}
+		r->lasti =
+			off < 0 ? -1
+				: (int)(off / (intptr_t)sizeof(_Py_CODEUNIT) *
+					(intptr_t)sizeof(_Py_CODEUNIT));
+	}
+	return rc;
+}
+
+int pyframes_walk_raw(const struct pyframes_thread *t,
+		      struct pyframes_scratch *s,
+		      const struct pyframes_trust *trust,
+		      struct pyframes_raw *out, size_t max, size_t *n,
+		      int *truncated)
+{
+	_PyCFrame cf;
+	uintptr_t f, lo = 0, hi = 0;
+	size_t nf = 0, limit, steps = 0;
+	int rc = 0;
+
+	*n = 0;
+	*truncated = 0;
+	if (max > PYFRAMES_RAW_MAX)
+		max = PYFRAMES_RAW_MAX;
+	limit = max + PYFRAMES_SKIP_MAX;
+	if (limit > PYFRAMES_RAW_MAX)
+		limit = PYFRAMES_RAW_MAX;
+	/* The thread state as the listing read it a moment ago. */
+	if (!t->cframe)
+		return 0;
+	/* Its _PyCFrame and the frames of its current data-stack chunk
+	 * (innermost at the top) in one system call; frames elsewhere (older
+	 * chunks, generators) are read one by one.  The top may have moved
+	 * since the listing: what lies outside the copy is read on its own. */
+	if (t->stack_chunk && t->stack_top) {
+		uintptr_t base = t->stack_chunk + offsetof(_PyStackChunk, data);
+
+		hi = t->stack_top;
+		lo = hi > base + BULK_MAX ? hi - BULK_MAX : base;
+		if (hi <= lo)
+			lo = hi = 0;
+	}
+	s->local[0].iov_base = &cf;
+	s->local[0].iov_len = sizeof(cf);
+	s->remote[0].iov_base = (void *)t->cframe;
+	s->remote[0].iov_len = sizeof(cf);
+	s->local[1].iov_base = s->bulk;
+	s->local[1].iov_len = hi - lo;
+	s->remote[1].iov_base = (void *)lo;
+	s->remote[1].iov_len = hi - lo;
+	if (pyframes_mem_gather(s->local, s->remote, hi > lo ? 2 : 1)) {
+		if (pyframes_mem_read(&cf, t->cframe, sizeof(cf)))
+			return -EFAULT;
+		lo = hi = 0;
+	}
+	f = (uintptr_t)cf.current_frame;
+	while (f) {
+		_PyInterpreterFrame fr;
+
+		if (steps++ >= limit) {
+			*truncated = 1;
+			break;
+		}
+		if (f >= lo && f + FRAME_HEAD <= hi)
+			memcpy(&fr, s->bulk + (f - lo), FRAME_HEAD);
+		else if (pyframes_mem_read(&fr, f, FRAME_HEAD)) {
+			rc = -EFAULT;
+			break;
+		}
+		s->frameaddr[nf] = f;
+		s->codeaddr[nf] = (uintptr_t)fr.f_code;
+		s->prev_instr[nf] = (uintptr_t)fr.prev_instr;
+		/* A bool in memory that may be changing under us: read as a
+		 * byte (a torn copy must not be a bool that is neither). */
+		memcpy(&s->entry[nf],
+		       (const char *)&fr +
+			       offsetof(_PyInterpreterFrame, is_entry),
+		       1);
+		s->entry[nf] = s->entry[nf] == 1;
+		s->owner[nf] = (unsigned char)fr.owner;
+		nf++;
+		f = (uintptr_t)fr.previous;
+	}
+	return pyframes_walk_resolve(s, nf, trust, truncated, out, max, n)
+		       ? -EFAULT
+		       : rc;
+}
+
+int pyframes_leaf_resolve(struct pyframes_scratch *s,
+			  const struct pyframes_leaf *l,
+			  struct pyframes_raw *out, size_t max, size_t *n)
+{
+	size_t nf = l->n < PYFRAMES_LEAF_MAX ? l->n : PYFRAMES_LEAF_MAX;
+	int truncated = 0;
+
+	*n = 0;
+	if (max > PYFRAMES_RAW_MAX)
+		max = PYFRAMES_RAW_MAX;
+	for (size_t i = 0; i < nf; i++) {
+		s->frameaddr[i] = l->f[i].frame;
+		s->codeaddr[i] = l->f[i].code;
+		s->prev_instr[i] = l->f[i].prev_instr;
+		s->entry[i] = l->f[i].entry == 1;
+		s->owner[i] = l->f[i].owner;
+	}
+	return pyframes_walk_resolve(s, nf, NULL, &truncated, out, max, n);
+}

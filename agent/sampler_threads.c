@@ -1,0 +1,174 @@
+/*
+ * sampler_threads: the threads the sampler knows and what it learns of
+ * each at a tick (its state from /proc, its CPU clock).  Part of the
+ * sampler (sampler_impl.h); sampler thread only.
+ */
+#include "sampler_impl.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- threads ---------------------------------------------------------- */
+
+static struct thr *thr_get(const struct pyframes_thread *pt)
+{
+	struct thr *t;
+	char path[64];
+	uint32_t idx;
+
+	if (sampler_map_get(&S.thr_map, pt->thread_id + 1, &idx) == 0) {
+		t = &S.thr[idx];
+		if (t->native_id == pt->native_id)
+			return t;
+		/* Same ident, another kernel thread: start over. */
+		if (t->fd >= 0)
+			close(t->fd);
+	} else {
+		if (S.nthr >= SAMPLER_THREADS_MAX ||
+		    sampler_map_put(&S.thr_map, pt->thread_id + 1,
+				    (uint32_t)S.nthr) < 0)
+			return NULL;
+		t = &S.thr[S.nthr++];
+		t->frames = t->nodes = NULL;
+	}
+	t->thread_id = pt->thread_id;
+	t->native_id = pt->native_id;
+	t->cpu_ns = -1;
+	t->depth = 0;
+	t->tn = 0;
+	t->nwant = 0; /* an earlier thread's wants are dropped unbound */
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
+		 pt->native_id);
+	t->fd = pt->native_id > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (!t->frames) {
+		t->frames = malloc(PATH_MAX_FRAMES * sizeof(*t->frames));
+		t->nodes = malloc(PATH_MAX_FRAMES * sizeof(*t->nodes));
+	}
+	if (!t->tframes) {
+		t->tframes = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tframes));
+		t->tcodes = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tcodes));
+		t->tlasti = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tlasti));
+		t->tfid = malloc(PYSTACK_DEPTH_MAX * sizeof(*t->tfid));
+		if (!t->tframes || !t->tcodes || !t->tlasti || !t->tfid) {
+			free(t->tframes);
+			free(t->tcodes);
+			free(t->tlasti);
+			free(t->tfid);
+			t->tframes = t->tcodes = NULL;
+			t->tlasti = NULL;
+			t->tfid = NULL;
+		}
+	}
+	return t;
+}
+
+static int64_t thread_cpu_ns(long tid)
+{
+	/* The kernel's per-thread CPU clock of any thread of ours, as
+	 * pthread_getcpuclockid() builds it: ~tid << 3 | PERTHREAD | SCHED. */
+	clockid_t id = (clockid_t)((~(unsigned)tid << 3) | 6);
+	struct timespec ts;
+
+	if (tid <= 0 || clock_gettime(id, &ts) < 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* running, gil_wait or idle, from the thread's current system call
+ * ("running" when it is in none); -1 when unknown. */
+static int syscall_state(struct thr *t)
+{
+	char buf[160], *end;
+	ssize_t n;
+	long nr;
+	unsigned long long arg0;
+
+	if (t->fd < 0)
+		return -1;
+	n = pread(t->fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (!strncmp(buf, "running", 7))
+		return SAMPLER_RUNNING;
+	nr = strtol(buf, &end, 10);
+	if (end == buf)
+		return -1;
+	if (nr == SYS_futex && *end == ' ') {
+		arg0 = strtoull(end + 1, NULL, 16);
+		if (arg0 >= S.gil_lo && arg0 < S.gil_hi)
+			return SAMPLER_GIL_WAIT;
+	}
+	return SAMPLER_IDLE;
+}
+
+/* Looks at one thread: its state and CPU time.  0 when it is to be
+ * sampled (w filled), 1 when not. */
+int sampler_threads_begin(const struct pyframes_thread *pt, uintptr_t gil_ts,
+			  double now, struct want *w)
+{
+	struct thr *t = thr_get(pt);
+	int64_t cpu;
+	int state;
+
+	if (!t)
+		return 1;
+	t->seen = S.tick;
+	if (t->nwant)
+		sampler_join_bind(pt, t);
+	cpu = thread_cpu_ns(pt->native_id);
+	state = syscall_state(t);
+	if (state < 0) /* no /proc answer: on CPU if it used the CPU */
+		state = cpu >= 0 && t->cpu_ns >= 0 &&
+				cpu - t->cpu_ns >
+					250000000LL / (S.o.hz ? S.o.hz : 1)
+			? SAMPLER_RUNNING
+			: SAMPLER_IDLE;
+	memset(w, 0, sizeof(*w));
+	w->pt = pt;
+	w->t = t;
+	w->native_id = pt->native_id;
+	w->ts = now;
+	w->tick = S.tick;
+	w->cpu_us = cpu >= 0 && t->cpu_ns >= 0 ? (cpu - t->cpu_ns) / 1000 : -1;
+	t->cpu_ns = cpu;
+	w->state = (uint8_t)state;
+	w->gil = gil_ts && gil_ts == pt->tstate;
+	return !S.o.idle && state != SAMPLER_RUNNING;
+}
+
+/* Forgets threads not seen this tick (they ended). */
+void sampler_threads_prune(void)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < S.nthr; i++) {
+		struct thr *t = &S.thr[i];
+
+		if (t->seen == S.tick) {
+			if (keep != i) {
+				struct thr tmp = S.thr[keep];
+
+				S.thr[keep] = *t;
+				*t = tmp; /* keeps the arrays owned */
+			}
+			keep++;
+			continue;
+		}
+		if (t->fd >= 0)
+			close(t->fd);
+		t->fd = -1;
+	}
+	if (keep == S.nthr)
+		return;
+	S.nthr = keep;
+	sampler_map_release(&S.thr_map);
+	for (size_t i = 0; i < S.nthr; i++)
+		sampler_map_put(&S.thr_map, S.thr[i].thread_id + 1,
+				(uint32_t)i);
+}
