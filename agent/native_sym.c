@@ -24,6 +24,7 @@ struct sym {
 struct object {
 	char path[PATH_MAX];
 	uintptr_t bias;
+	uintptr_t lo, hi; /* its loaded segments in memory; 0, 0: unknown */
 	const char *map; /* the file, read-only */
 	size_t maplen;
 	const char *strtab;
@@ -83,6 +84,33 @@ static int take_symbols(struct object *o, const ElfW(Ehdr) *eh,
 	return 0;
 }
 
+/* The addresses o's loadable segments cover in memory, from the file's
+ * program headers: lets a lookup find a known object without dladdr1,
+ * which searches the object's dynamic symbols one by one (about a million
+ * instructions for libtorch). */
+static void loaded_range(struct object *o, const ElfW(Ehdr) *eh)
+{
+	const ElfW(Phdr) *ph;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+
+	if (eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+	    eh->e_phoff + (size_t)eh->e_phnum * sizeof(ElfW(Phdr)) > o->maplen)
+		return;
+	ph = (const ElfW(Phdr) *)(o->map + eh->e_phoff);
+	for (size_t i = 0; i < eh->e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (ph[i].p_vaddr < lo)
+			lo = ph[i].p_vaddr;
+		if (ph[i].p_vaddr + ph[i].p_memsz > hi)
+			hi = ph[i].p_vaddr + ph[i].p_memsz;
+	}
+	if (lo < hi) {
+		o->lo = o->bias + lo;
+		o->hi = o->bias + hi;
+	}
+}
+
 /* Maps the file of o and reads its symbol table (.symtab, else .dynsym).
  * An object without one still resolves to object+offset. */
 static void load(struct object *o)
@@ -111,6 +139,7 @@ static void load(struct object *o)
 	    eh->e_shentsize != sizeof(ElfW(Shdr)) ||
 	    eh->e_shoff + (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > o->maplen)
 		return;
+	loaded_range(o, eh);
 	sh = (const ElfW(Shdr) *)(o->map + eh->e_shoff);
 	for (size_t i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_type == SHT_SYMTAB)
@@ -154,6 +183,17 @@ static struct object *object_of(const struct link_map *lm)
 	load(o);
 	objects[nobjects++] = o;
 	return o;
+}
+
+/* The cached object whose segments hold address a, or NULL.  (An object
+ * unloaded since, whose range another took, is the caveat every cache
+ * keyed by address has; the link map cache before it had it too.) */
+static const struct object *known_object(uintptr_t a)
+{
+	for (size_t i = 0; i < nobjects; i++)
+		if (objects[i]->lo <= a && a < objects[i]->hi)
+			return objects[i];
+	return NULL;
 }
 
 /* The symbol of o holding address a (unbiased), or NULL. */
@@ -233,14 +273,19 @@ int native_sym_lookup(uintptr_t ip, struct native_symbol *out)
 	Dl_info info;
 
 	memset(out, 0, sizeof(*out));
-	if (!dladdr1((void *)at, &info, (void **)&lm, RTLD_DL_LINKMAP) ||
-	    !lm) {
+	memset(&info, 0, sizeof(info));
+	o = known_object(at);
+	if (o) {
+		info.dli_fbase = (void *)o->lo;
+	} else if (!dladdr1((void *)at, &info, (void **)&lm, RTLD_DL_LINKMAP) ||
+		   !lm) {
 		snprintf(out->func, sizeof(out->func), "0x%lx",
 			 (unsigned long)at);
 		out->offset = at;
 		return -ENOENT;
+	} else {
+		o = object_of(lm);
 	}
-	o = object_of(lm);
 	snprintf(out->object, sizeof(out->object), "%.511s",
 		 o ? o->path : info.dli_fname ? info.dli_fname : "");
 	s = o && o->nsyms ? find(o, at - o->bias) : NULL;
@@ -251,7 +296,7 @@ int native_sym_lookup(uintptr_t ip, struct native_symbol *out)
 	}
 	base = strrchr(out->object, '/');
 	base = base ? base + 1 : out->object;
-	out->offset = at - (uintptr_t)info.dli_fbase;
+	out->offset = at - (o && o->hi ? o->lo : (uintptr_t)info.dli_fbase);
 	snprintf(out->func, sizeof(out->func), "[%.500s]", base);
 	return 0;
 }
