@@ -121,6 +121,15 @@ static int shows_spin(const struct native_capture *c)
 
 static struct native_capture cap;
 
+/* Every spinner's capture came at least n times. */
+static int answered(const int *got, int n)
+{
+	for (int i = 0; i < SPINNERS; i++)
+		if (got[i] < n)
+			return 0;
+	return 1;
+}
+
 static void test_requests_and_ring(void)
 {
 	struct sigaction sa, cur;
@@ -128,7 +137,7 @@ static void test_requests_and_ring(void)
 	pthread_t th[SPINNERS], bl;
 	int got[SPINNERS] = {0}, shown = 0, rounds = 0, rc;
 	char err[128];
-	int64_t deadline;
+	int64_t deadline, end;
 	long tid;
 
 	memset(&sa, 0, sizeof(sa));
@@ -148,8 +157,12 @@ static void test_requests_and_ring(void)
 
 	/* Rounds: every spinner asked at once, the captures taken as they
 	 * come.  On a loaded machine a thread may answer late: its request
-	 * stays outstanding (-EINPROGRESS) and its capture comes later. */
-	for (rounds = 0; rounds < 50; rounds++) {
+	 * stays outstanding (-EINPROGRESS) and its capture comes later; so
+	 * rounds go on until every spinner answered 50 times (at most 60 s,
+	 * a hang guard). */
+	end = mono_ns() + 60000000000LL;
+	for (rounds = 0; rounds < 50 || (!answered(got, 50) && mono_ns() < end);
+	     rounds++) {
 		for (int i = 0; i < SPINNERS; i++) {
 			rc = native_request(atomic_load(&spin_tid[i]),
 					    (uintptr_t)(1000 + i), rounds);
