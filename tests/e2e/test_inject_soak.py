@@ -2,7 +2,10 @@
 test_inject.py (sleeping, select, read, busy, holding the GIL, threads,
 forking, malloc traffic) and both Pythons, a few at a time; every fifth injector is
 SIGKILLed at a random moment first.  Zero target deaths, zero wrong
-outputs, zero hangs.
+outputs, zero hangs.  What a very busy machine does without us is not a
+failure: a clean refusal (exit 11, "nothing was changed") is tried again,
+and a worker thread that waited over 1 s for the CPU or the GIL is given
+20 s more to move (tests/bench/inject_stall.py); both are printed as notes.
 
 Bounded: PROBING_SOAK_N processes (default 200; 40 under the ASan pass,
 where every target carries the sanitizer runtime), 4 at a time — about a
@@ -11,6 +14,7 @@ minute on two cores.
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -22,7 +26,11 @@ from conftest import CLI, PYTHONS, USERBASE
 ASAN = bool(os.environ.get("PROBING_TARGET_PRELOAD"))
 N = int(os.environ.get("PROBING_SOAK_N", "40" if ASAN else "200"))
 WORKERS = 4
-HANG_S = 30  # a CLI call longer than this is a hang
+HANG_S = 60  # a CLI call longer than this is a hang
+INJECT_TIMEOUT_MS = 15000  # inject's own --timeout: an agent slow to answer
+                           # on an overloaded machine is not a failure
+REFUSED_MAX = 3  # clean refusals (exit 11, nothing changed) tried again
+notes = []  # what went slowly but right: printed, not failed
 
 # Each program prints READY, then after the injection (which happens
 # while it sleeps / spins / ...) prints OK only if what it observed is
@@ -78,20 +86,50 @@ import time; time.sleep(60)
 """,
     "threads": """\
 import threading, time
-counts = [0] * 30
+N = 30
+counts = [0] * N
+tids = [0] * N
 def work(i):
+    tids[i] = threading.get_native_id()
     while True:
         counts[i] += 1
         time.sleep(0.005)
-for i in range(30):
+def task(tid):
+    # The thread's kernel state: run state, wait channel, system call,
+    # signals blocked/pending, tracer.
+    b = "/proc/self/task/%d/" % tid
+    try:
+        st = open(b + "stat").read().rsplit(")", 1)[1].split()[0]
+        wchan = open(b + "wchan").read() or "-"
+        sysc = (open(b + "syscall").read().split() or ["?"])[0]
+        f = dict(l.split(":", 1) for l in open(b + "status").read().splitlines() if ":" in l)
+        return "tid %d %s %s syscall %s SigBlk %s SigPnd %s ShdPnd %s TracerPid %s" % (
+            tid, st, wchan, sysc, f["SigBlk"].strip(), f["SigPnd"].strip(),
+            f["ShdPnd"].strip(), f["TracerPid"].strip())
+    except (OSError, KeyError) as e:
+        return "tid %d: %s" % (tid, e)
+for i in range(N):
     threading.Thread(target=work, args=(i,), daemon=True).start()
 print("READY", flush=True)
 time.sleep(0.8)
-# Every thread must go on.  A thread stuck for good stays stuck; one that
-# merely lost the GIL race on a loaded machine moves within a second.
+# Every thread must go on.  On an overloaded machine a thread can wait for
+# the CPU or the GIL for seconds with no injection at all (runnable, or in
+# the GIL's futex; tests/bench/inject_stall.py), so one that did not move
+# in 1 s gets 20 s more.  A thread stuck for good (a system call that never
+# returns, left ptrace-stopped, a signal blocked) does not move: BAD, with
+# its kernel state.
 snap = list(counts); time.sleep(1.0)
-stalled = [i for i in range(30) if counts[i] == snap[i]]
-print("OK" if not stalled else "BAD stalled %r of %r" % (stalled, counts), flush=True)
+late = [i for i in range(N) if counts[i] == snap[i]]
+seen = [task(tids[i]) for i in late]  # starved: R (no CPU) or futex (GIL)
+t0 = time.monotonic()
+while time.monotonic() - t0 < 20 and any(counts[i] == snap[i] for i in late):
+    time.sleep(0.05)
+stuck = [i for i in late if counts[i] == snap[i]]
+if late:
+    print("NOTE threads %r did not move in 1 s (%s), all but %r moved within %.1f s more"
+          % (late, "; ".join(seen), stuck, time.monotonic() - t0), flush=True)
+print("OK" if not stuck else "BAD stuck %r of %r: %s" % (
+    stuck, counts, "; ".join(task(tids[i]) for i in stuck)), flush=True)
 time.sleep(60)
 """,
     "fork": """\
@@ -123,20 +161,32 @@ time.sleep(60)
 }
 
 
+def task_state(pid, tid):
+    """One thread's kernel state, as /proc shows it: run state (t: stopped
+    by a tracer), wait channel, system call, signals blocked and pending,
+    tracer."""
+    base = "/proc/%d/task/%d/" % (pid, tid)
+    try:
+        state = open(base + "stat").read().rsplit(")", 1)[1].split()[0]
+        wchan = open(base + "wchan").read() or "-"
+        sysc = " ".join(open(base + "syscall").read().split()[:2])
+        f = dict(l.split(":", 1) for l in open(base + "status").read().splitlines()
+                 if ":" in l)
+        return "tid %d %s %s syscall %s SigBlk %s SigPnd %s ShdPnd %s TracerPid %s" % (
+            tid, state, wchan, sysc, f["SigBlk"].strip(), f["SigPnd"].strip(),
+            f["ShdPnd"].strip(), f["TracerPid"].strip())
+    except (OSError, KeyError) as e:
+        return "tid %d: %s" % (tid, e)
+
+
 def diagnose(pid, inject_out):
     """What to look at when a target went wrong: the injection's report,
-    each thread's kernel state, and the Python stacks."""
+    each thread's kernel state, the Python stacks, and (with gdb) the
+    native ones."""
     lines = ["inject said: " + inject_out.strip().replace("\n", " | ")]
     try:
         for tid in sorted(int(t) for t in os.listdir("/proc/%d/task" % pid)):
-            base = "/proc/%d/task/%d/" % (pid, tid)
-            try:
-                state = open(base + "stat").read().rsplit(")", 1)[1].split()[0]
-                wchan = open(base + "wchan").read()
-                sysc = open(base + "syscall").read().split()[:2]
-            except OSError as e:
-                state, wchan, sysc = "?", str(e), []
-            lines.append("  tid %d %s %s %s" % (tid, state, wchan, " ".join(sysc)))
+            lines.append("  " + task_state(pid, tid))
     except OSError:
         pass
     try:
@@ -145,6 +195,14 @@ def diagnose(pid, inject_out):
         lines.append(r.stdout[-3000:])
     except subprocess.TimeoutExpired:
         lines.append("backtrace hung")
+    if shutil.which("gdb"):
+        try:
+            r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                                "-ex", "thread apply all bt 12"],
+                               capture_output=True, text=True, timeout=2 * HANG_S)
+            lines.append("gdb: " + r.stdout[-6000:])
+        except subprocess.TimeoutExpired:
+            lines.append("gdb hung")
     return "\n".join(lines)
 
 
@@ -182,11 +240,21 @@ def run_one(i, rnd, tmp):
             k.wait(timeout=HANG_S)
             if p.poll() is not None:
                 return "%s: died when the injector was killed: %s" % (what, text()[-300:])
-        try:
-            r = subprocess.run([CLI, "-t", str(p.pid), "inject"], capture_output=True,
-                               text=True, timeout=HANG_S)
-        except subprocess.TimeoutExpired:
-            return "%s: inject hung" % what
+        for attempt in range(REFUSED_MAX + 1):
+            try:
+                r = subprocess.run([CLI, "-t", str(p.pid), "--timeout", str(INJECT_TIMEOUT_MS),
+                                    "inject"], capture_output=True, text=True, timeout=HANG_S)
+            except subprocess.TimeoutExpired:
+                return "%s: inject hung" % what
+            # Exit 11 "... nothing was changed, try again": no thread
+            # stopped at a safe point in time (the CLI has already tried
+            # three times).  A documented, harmless refusal on a very busy
+            # machine, not a failure: the target must go on unharmed (its
+            # verdict below) and a later try must succeed.
+            if r.returncode != 11 or "nothing was changed" not in r.stderr:
+                break
+            notes.append("%s: inject refused, tried again: %s" % (what, r.stderr.strip()))
+            time.sleep(0.5)
         if r.returncode != 0:
             return "%s: inject rc=%d: %s" % (what, r.returncode, r.stderr.strip())
         inject_out = r.stdout
@@ -204,6 +272,9 @@ def run_one(i, rnd, tmp):
             if time.time() > deadline:
                 return "%s: no verdict: %s" % (what, text()[-300:])
             time.sleep(0.02)
+        note = re.search(r"^NOTE (.*)$", text(), re.M)
+        if note:
+            notes.append("%s: %s" % (what, note.group(1)))
         if "BAD" in text() or "Traceback" in text():
             return "%s: wrong output: %s\n%s" % (what, text()[-500:],
                                                  diagnose(p.pid, inject_out))
@@ -218,12 +289,15 @@ def run_one(i, rnd, tmp):
 def test_soak_many_fresh_processes():
     rnd = random.Random(20261122)
     seeds = [rnd.randrange(1 << 30) for _ in range(N)]
+    notes.clear()
     began = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         with ThreadPoolExecutor(WORKERS) as pool:
             results = list(pool.map(lambda i: run_one(i, random.Random(seeds[i]), tmp),
                                     range(N)))
     failures = [r for r in results if r]
-    print("soak: %d processes in %.0f s, %d failures" % (N, time.time() - began,
-                                                        len(failures)))
+    print("soak: %d processes in %.0f s, %d failures, load average %s" % (
+        N, time.time() - began, len(failures), open("/proc/loadavg").read().split()[0]))
+    for n in notes:
+        print("  note: " + n)
     assert not failures, "\n".join(failures[:20])
