@@ -136,24 +136,15 @@ int cluster_add_file(const char *path, char *err, size_t errlen)
 		return rc;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *save = NULL, *tok[3] = {NULL, NULL, NULL}, *end;
-		long long rank = -1;
-		int k = 0;
+		const char *node;
+		long long rank;
+		int got;
 
 		lineno++;
-		line[strcspn(line, "#\r\n")] = 0;
-		for (char *t = strtok_r(line, " \t", &save); t && k < 3;
-		     t = strtok_r(NULL, " \t", &save))
-			tok[k++] = t;
-		if (k == 0)
+		got = dap_addr_node_line(line, &node, &rank);
+		if (got == 0)
 			continue;
-		if (k == 2) {
-			errno = 0;
-			rank = strtoll(tok[1], &end, 10);
-			if (errno || *end || rank < 0)
-				k = 3;
-		}
-		if (k == 3) {
+		if (got < 0) {
 			snprintf(err, errlen,
 				 "%s:%d: expected HOST:PORT "
 				 "[RANK]",
@@ -161,7 +152,7 @@ int cluster_add_file(const char *path, char *err, size_t errlen)
 			rc = -EINVAL;
 			break;
 		}
-		snprintf(addr, sizeof(addr), "%s", tok[0]);
+		snprintf(addr, sizeof(addr), "%s", node);
 		rc = cluster_add(addr, rank, why, sizeof(why));
 		if (rc) {
 			snprintf(err, errlen, "%s:%d: %s", path, lineno, why);

@@ -142,26 +142,17 @@ int fanout_read_nodes(const char *path, struct fanout_node **out, char *err,
 		return rc;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *save = NULL, *tok[3] = {NULL, NULL, NULL}, *end;
+		const char *node;
 		struct dap_addr a;
 		char why[256];
-		long long rank = -1;
-		int k = 0;
+		long long rank;
+		int got;
 
 		lineno++;
-		line[strcspn(line, "#\r\n")] = 0;
-		for (char *t = strtok_r(line, " \t", &save); t && k < 3;
-		     t = strtok_r(NULL, " \t", &save))
-			tok[k++] = t;
-		if (k == 0)
+		got = dap_addr_node_line(line, &node, &rank);
+		if (got == 0)
 			continue;
-		if (k == 2) {
-			errno = 0;
-			rank = strtoll(tok[1], &end, 10);
-			if (errno || *end || rank < 0)
-				k = 3;
-		}
-		if (k == 3 || dap_addr_parse(tok[0], &a, why, sizeof(why)) ||
+		if (got < 0 || dap_addr_parse(node, &a, why, sizeof(why)) ||
 		    a.kind != DAP_ADDR_TCP) {
 			snprintf(err, errlen, "%s:%d: expected HOST:PORT [RANK]",
 				 path, lineno);

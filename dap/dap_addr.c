@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -205,4 +206,29 @@ int dap_addr_unix_sockaddr(const struct dap_addr *addr,
 	memcpy(sun->sun_path, addr->host, n + 1);
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 	return 0;
+}
+
+int dap_addr_node_line(char *line, const char **addr, long long *rank)
+{
+	char *save = NULL, *tok[3] = {NULL, NULL, NULL}, *end;
+	int k = 0;
+
+	*addr = NULL;
+	*rank = -1;
+	line[strcspn(line, "#\r\n")] = 0;
+	for (char *t = strtok_r(line, " \t", &save); t && k < 3;
+	     t = strtok_r(NULL, " \t", &save))
+		tok[k++] = t;
+	if (k == 0)
+		return 0;
+	if (k == 3)
+		return -EINVAL;
+	if (k == 2) {
+		errno = 0;
+		*rank = strtoll(tok[1], &end, 10);
+		if (errno || *end || *rank < 0)
+			return -EINVAL;
+	}
+	*addr = tok[0];
+	return 1;
 }

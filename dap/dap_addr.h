@@ -51,4 +51,14 @@ void dap_addr_format(const struct dap_addr *addr, char *out, size_t outlen);
 int dap_addr_unix_sockaddr(const struct dap_addr *addr,
 			   struct sockaddr_storage *ss, socklen_t *len);
 
+/*
+ * Splits one line of a node file (PROBING_NODES, `cluster --nodes`):
+ * "ADDR [RANK]", '#' to the end of the line a comment.  Cuts line in
+ * place; *addr points into it, *rank is -1 when not given.  Returns 1 for
+ * a node, 0 for a blank or comment line, -EINVAL for anything else (more
+ * than two words, a rank that is not a number >= 0).  The address itself
+ * is not checked: callers parse it with dap_addr_parse().
+ */
+int dap_addr_node_line(char *line, const char **addr, long long *rank);
+
 #endif

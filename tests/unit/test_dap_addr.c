@@ -181,4 +181,27 @@ static void test_sockaddr(void)
 	CHECK_STR(small, "127.");
 }
 
-TEST_MAIN(test_pid, test_unix, test_tcp, test_errors, test_sockaddr)
+static void test_node_line(void)
+{
+	const char *addr;
+	long long rank;
+	char l1[] = "  host-a:9922   3  # rank three\n", l2[] = "10.0.0.2:1\r\n",
+	     l3[] = "   # only a comment\n", l4[] = "\n", l5[] = "a:1 2 3\n",
+	     l6[] = "a:1 -1\n", l7[] = "a:1 x\n", l8[] = "a:1 99999999999999999999\n";
+
+	CHECK(dap_addr_node_line(l1, &addr, &rank) == 1);
+	CHECK_STR(addr, "host-a:9922");
+	CHECK(rank == 3);
+	CHECK(dap_addr_node_line(l2, &addr, &rank) == 1);
+	CHECK_STR(addr, "10.0.0.2:1");
+	CHECK(rank == -1);
+	CHECK(dap_addr_node_line(l3, &addr, &rank) == 0);
+	CHECK(dap_addr_node_line(l4, &addr, &rank) == 0);
+	CHECK(dap_addr_node_line(l5, &addr, &rank) == -EINVAL);
+	CHECK(dap_addr_node_line(l6, &addr, &rank) == -EINVAL);
+	CHECK(dap_addr_node_line(l7, &addr, &rank) == -EINVAL);
+	CHECK(dap_addr_node_line(l8, &addr, &rank) == -EINVAL);
+}
+
+TEST_MAIN(test_pid, test_unix, test_tcp, test_errors, test_sockaddr,
+	  test_node_line)
