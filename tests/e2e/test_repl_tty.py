@@ -72,11 +72,7 @@ class Tty:
 
 
 def test_repl_on_a_terminal(spawn, python, tmp_path):
-    t = spawn(python, IDLE)
-    t.wait_line("READY")
-    t.wait_agent()
-    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
-    tty = Tty([CLI, "-t", str(t.pid), "repl"], env)
+    t, tty = start_repl(spawn, python, tmp_path)
     try:
         _session(tty, t, tmp_path)
     finally:
@@ -106,6 +102,16 @@ def _session(tty, t, tmp_path):
     assert t.alive()
 
 
+def start_repl(spawn, python, tmp_path):
+    """An idle target with its agent, and `probing repl` on a terminal
+    against it (HOME: tmp_path, for the history file)."""
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
+    return t, Tty([CLI, "-t", str(t.pid), "repl"], env)
+
+
 def press_ctrl_d(tty):
     """Presses ^D until the repl exits (five tries); its exit code."""
     for _ in range(5):
@@ -118,11 +124,7 @@ def press_ctrl_d(tty):
 
 
 def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
-    t = spawn(python, IDLE)
-    t.wait_line("READY")
-    t.wait_agent()
-    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
-    tty = Tty([CLI, "-t", str(t.pid), "repl"], env)
+    t, tty = start_repl(spawn, python, tmp_path)
     try:
         tty.expect(">>> ")
         tty.send(b"y = 1\r")
@@ -142,11 +144,7 @@ def test_repl_ctrl_d_leaves(spawn, python, tmp_path):
 def test_repl_nul_then_ctrl_d(spawn, python, tmp_path):
     """A NUL byte at the prompt (what a ^D typed before raw mode turns
     into) is ignored, and the next ^D still leaves."""
-    t = spawn(python, IDLE)
-    t.wait_line("READY")
-    t.wait_agent()
-    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
-    tty = Tty([CLI, "-t", str(t.pid), "repl"], env)
+    t, tty = start_repl(spawn, python, tmp_path)
     try:
         tty.expect(">>> ")
         tty.send(b"\x00")
