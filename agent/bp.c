@@ -12,20 +12,7 @@
 #include <string.h>
 
 #include "bp.h"
-
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!buf || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}
+#include "errbuf.h"
 
 char *bp_error_text(void)
 {
@@ -128,7 +115,7 @@ static PyObject *parse_log(const char *text, char *msg, size_t msglen)
 		size_t el;
 
 		if (!close) {
-			set_msg(msg, msglen, "log message: '{' without '}'");
+			errbuf_set(msg, msglen, "log message: '{' without '}'");
 			goto fail;
 		}
 		el = (size_t)(close - p - 1);
@@ -148,8 +135,8 @@ static PyObject *parse_log(const char *text, char *msg, size_t msglen)
 		if (!item) {
 			char *e = bp_error_text();
 
-			set_msg(msg, msglen, "log message {%s}: %s", expr,
-				e ? e : "syntax error");
+			errbuf_set(msg, msglen, "log message {%s}: %s", expr,
+				   e ? e : "syntax error");
 			free(e);
 			goto fail;
 		}
@@ -196,8 +183,8 @@ int bp_fill(struct bp *b, const struct bp_spec *s, char *msg, size_t msglen)
 	if ((s->condition && strlen(s->condition) > BP_TEXT_MAX) ||
 	    (s->log_message && strlen(s->log_message) > BP_TEXT_MAX) ||
 	    (s->hit_condition && strlen(s->hit_condition) > BP_TEXT_MAX)) {
-		set_msg(msg, msglen, "condition or message longer than %d",
-			BP_TEXT_MAX);
+		errbuf_set(msg, msglen, "condition or message longer than %d",
+			   BP_TEXT_MAX);
 		return -EINVAL;
 	}
 	b->cond_text = dup_opt(s->condition);
@@ -213,17 +200,17 @@ int bp_fill(struct bp *b, const struct bp_spec *s, char *msg, size_t msglen)
 		if (!b->cond) {
 			char *e = bp_error_text();
 
-			set_msg(msg, msglen, "condition: %s",
-				e ? e : "syntax error");
+			errbuf_set(msg, msglen, "condition: %s",
+				   e ? e : "syntax error");
 			free(e);
 			return -EINVAL;
 		}
 	}
 	if (parse_hit(b->hit_text, &b->hit_op, &b->hit_n) < 0) {
-		set_msg(msg, msglen,
-			"hit condition '%s': expected a number, optionally "
-			"after ==, >=, >, <=, < or %%",
-			b->hit_text);
+		errbuf_set(msg, msglen,
+			   "hit condition '%s': expected a number, optionally "
+			   "after ==, >=, >, <=, < or %%",
+			   b->hit_text);
 		return -EINVAL;
 	}
 	if (b->log_text) {

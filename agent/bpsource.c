@@ -15,20 +15,7 @@
 
 #include "bp.h"
 #include "bpsource.h"
-
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!buf || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}
+#include "errbuf.h"
 
 int bpsource_init(struct bp_source *s, const char *path)
 {
@@ -128,25 +115,25 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 
 	if (stat(f->path, &st) < 0) {
 		rc = -errno;
-		set_msg(msg, msglen, "cannot read %s: %s", f->path,
-			strerror(errno));
+		errbuf_set(msg, msglen, "cannot read %s: %s", f->path,
+			   strerror(errno));
 		return rc;
 	}
 	if (f->lines && st.st_mtim.tv_sec == f->mtime.tv_sec &&
 	    st.st_mtim.tv_nsec == f->mtime.tv_nsec && st.st_size == f->size)
 		return 0;
 	if (!S_ISREG(st.st_mode) || (size_t)st.st_size > BP_SOURCE_MAX) {
-		set_msg(msg, msglen,
-			"%s is not a source file of at most %u "
-			"bytes",
-			f->path, BP_SOURCE_MAX);
+		errbuf_set(msg, msglen,
+			   "%s is not a source file of at most %u "
+			   "bytes",
+			   f->path, BP_SOURCE_MAX);
 		return -EINVAL;
 	}
 	fp = fopen(f->path, "rb");
 	if (!fp) {
 		rc = -errno;
-		set_msg(msg, msglen, "cannot read %s: %s", f->path,
-			strerror(errno));
+		errbuf_set(msg, msglen, "cannot read %s: %s", f->path,
+			   strerror(errno));
 		return rc;
 	}
 	src = malloc((size_t)st.st_size + 1);
@@ -157,8 +144,8 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 	src[len] = 0;
 	if (memchr(src, 0, len)) {
 		free(src);
-		set_msg(msg, msglen, "%s is not Python source (NUL bytes)",
-			f->path);
+		errbuf_set(msg, msglen, "%s is not Python source (NUL bytes)",
+			   f->path);
 		return -EINVAL;
 	}
 	code = Py_CompileStringExFlags(src, f->path, Py_file_input, NULL, -1);
@@ -166,8 +153,8 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 	if (!code) {
 		char *e = bp_error_text();
 
-		set_msg(msg, msglen, "%s does not compile: %s", f->base,
-			e ? e : "error");
+		errbuf_set(msg, msglen, "%s does not compile: %s", f->base,
+			   e ? e : "error");
 		free(e);
 		return -EINVAL;
 	}

@@ -21,6 +21,7 @@
 #include "bp.h"
 #include "bpsource.h"
 #include "breakpoints.h"
+#include "errbuf.h"
 
 struct bp_file {
 	struct bp_source src;
@@ -36,20 +37,6 @@ static size_t nfuncs;
 static PyObject *file_map; /* co_filename -> index in files, or -1 */
 static int next_id;
 static unsigned table_gen; /* bumped by every change of the table */
-
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_msg(char *buf, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!buf || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}
 
 static int same_text(const char *a, const char *b)
 {
@@ -114,19 +101,19 @@ int breakpoints_set_file(const char *path, const struct bp_spec *specs,
 	int src_rc;
 
 	if (n > BP_PER_FILE_MAX) {
-		set_msg(err, errlen,
-			"too many breakpoints in one file (max "
-			"%d)",
-			BP_PER_FILE_MAX);
+		errbuf_set(err, errlen,
+			   "too many breakpoints in one file (max "
+			   "%d)",
+			   BP_PER_FILE_MAX);
 		return -ENOSPC;
 	}
 	if (!f) {
 		if (!n)
 			return 0;
-		set_msg(err, errlen,
-			nfiles == BP_FILES_MAX
-				? "too many files with breakpoints"
-				: "out of memory");
+		errbuf_set(err, errlen,
+			   nfiles == BP_FILES_MAX
+				   ? "too many files with breakpoints"
+				   : "out of memory");
 		return nfiles == BP_FILES_MAX ? -ENOSPC : -ENOMEM;
 	}
 	if (!n) {
@@ -135,7 +122,7 @@ int breakpoints_set_file(const char *path, const struct bp_spec *specs,
 	}
 	nb = calloc(n, sizeof(*nb));
 	if (!nb) {
-		set_msg(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	src_rc = bpsource_lines(&f->src, msg, sizeof(msg));
@@ -169,7 +156,7 @@ int breakpoints_set_file(const char *path, const struct bp_spec *specs,
 			for (size_t k = 0; k <= i; k++)
 				bp_release(&nb[k]);
 			free(nb);
-			set_msg(err, errlen, "out of memory");
+			errbuf_set(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
 		if (src_rc) {
@@ -213,12 +200,13 @@ int breakpoints_set_functions(const struct bp_spec *specs, size_t n,
 	struct bp *nf = NULL;
 
 	if (n > BP_FUNCTIONS_MAX) {
-		set_msg(err, errlen, "too many function breakpoints (max %d)",
-			BP_FUNCTIONS_MAX);
+		errbuf_set(err, errlen,
+			   "too many function breakpoints (max %d)",
+			   BP_FUNCTIONS_MAX);
 		return -ENOSPC;
 	}
 	if (n && !(nf = calloc(n, sizeof(*nf)))) {
-		set_msg(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -254,7 +242,7 @@ int breakpoints_set_functions(const struct bp_spec *specs, size_t n,
 			for (size_t k = 0; k <= i; k++)
 				bp_release(&nf[k]);
 			free(nf);
-			set_msg(err, errlen, "out of memory");
+			errbuf_set(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
 		if (why[0]) {

@@ -19,22 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "pyeval.h"
 #include "pystack.h"
 
 #define NEST_MAX 8 /* evaluations in progress at once (GIL threads) */
 #define TRUNC_NOTE "\n[output truncated]\n"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /*
  * The output writer: keeps the first PYEVAL_OUTPUT_MAX bytes written
@@ -589,7 +579,7 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 
 	memset(res, 0, sizeof(*res));
 	if (!code) {
-		set_err(err, errlen, "no code");
+		errbuf_set(err, errlen, "no code");
 		return -EINVAL;
 	}
 	PyErr_Fetch(&et, &ev, &etb);
@@ -606,12 +596,12 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 	Py_XDECREF(io);
 	if (!g || !r.out || !r.in) {
 		PyErr_Clear();
-		set_err(err, errlen, "cannot set up the evaluation");
+		errbuf_set(err, errlen, "cannot set up the evaluation");
 		ret = -ENOMEM;
 		goto out;
 	}
 	if (redirect_begin(&r) < 0) {
-		set_err(err, errlen, "too many evaluations at once");
+		errbuf_set(err, errlen, "too many evaluations at once");
 		ret = -EBUSY;
 		goto out;
 	}
@@ -633,7 +623,7 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 		res->obj = Py_NewRef(value);
 	if (ret < 0) {
 		pyeval_result_release(res);
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 	}
 out:
 	Py_XDECREF(value);

@@ -66,7 +66,7 @@ static int list_threads(struct pyframes_thread *out, size_t max, size_t *n,
 		FIELD(interp, rt, _PyRuntimeState, interpreters.head);
 	}
 	if (!init || fin) {
-		pyframes_set_err(err, errlen, "Python is not initialised");
+		errbuf_set(err, errlen, "Python is not initialised");
 		return -ENOENT;
 	}
 	*first = interp;
@@ -96,7 +96,7 @@ static int list_threads(struct pyframes_thread *out, size_t max, size_t *n,
 #undef FIELD
 	return 0;
 fault:
-	pyframes_set_err(err, errlen, "interpreter or thread list unreadable");
+	errbuf_set(err, errlen, "interpreter or thread list unreadable");
 	return -EFAULT;
 }
 

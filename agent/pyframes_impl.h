@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "errbuf.h"
 #include "pyframes.h"
 #include "pyframes_mem.h"
 
@@ -76,22 +77,6 @@ struct pyframes_scratch {
 	unsigned char rt[RUNTIME_HEAD], ib[INTERP_HEAD];
 	struct _gil_runtime_state gil;
 };
-
-/* Formats into err (errlen bytes) when err is given. */
-static inline void pyframes_set_err(char *err, size_t errlen,
-				    const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static inline void pyframes_set_err(char *err, size_t errlen,
-				    const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- pyframes_code.c: strings and line tables ------------------------- */
 

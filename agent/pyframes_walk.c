@@ -72,8 +72,8 @@ int pyframes_walk(const struct pyframes_thread *t, struct pyframes_frame *out,
 	*truncated = 0;
 	if (pyframes_mem_read(&ts, t->tstate, sizeof(ts)) ||
 	    ts.thread_id != t->thread_id) {
-		pyframes_set_err(err, errlen, "thread %llu is gone",
-				 (unsigned long long)t->thread_id);
+		errbuf_set(err, errlen, "thread %llu is gone",
+			   (unsigned long long)t->thread_id);
 		return -ESRCH;
 	}
 	if (!ts.cframe)
@@ -120,9 +120,8 @@ int pyframes_walk(const struct pyframes_thread *t, struct pyframes_frame *out,
 	}
 	return 0;
 fault:
-	pyframes_set_err(err, errlen,
-			 "frames of thread %llu changed while read",
-			 (unsigned long long)t->thread_id);
+	errbuf_set(err, errlen, "frames of thread %llu changed while read",
+		   (unsigned long long)t->thread_id);
 	return -EFAULT;
 }
 

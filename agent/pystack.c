@@ -12,21 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "pyframes.h"
 #include "pystack.h"
 
 #define WALK_TRIES 3 /* walks of a thread that changed under us */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void opts_defaults(const struct pystack_opts *o, size_t *depth,
 			  size_t *repr)
@@ -158,7 +148,7 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 	memset(out, 0, sizeof(*out));
 	opts_defaults(o, &depth, &repr);
 	if (pyframes_ready() < 0) {
-		set_err(err, errlen, "Python is not initialised");
+		errbuf_set(err, errlen, "Python is not initialised");
 		return -ENOENT;
 	}
 	/* Scratch; only what is written gets read (large: untouched pages
@@ -174,7 +164,7 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 			break;
 	}
 	if (rc == -ENOENT) {
-		set_err(err, errlen, "Python is not initialised");
+		errbuf_set(err, errlen, "Python is not initialised");
 		free(ts);
 		free(fr);
 		return -ENOENT;
@@ -239,7 +229,7 @@ nomem:
 	free(ts);
 	free(fr);
 	pystack_release(out);
-	set_err(err, errlen, "out of memory");
+	errbuf_set(err, errlen, "out of memory");
 	return -ENOMEM;
 }
 
@@ -687,7 +677,7 @@ int pystack_take_gil(struct pystack *out, const struct pystack_opts *o,
 	opts_defaults(o, &w.depth, &w.repr);
 	w.fbuf = calloc(w.depth + 1, sizeof(*w.fbuf));
 	if (!w.fbuf) {
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	PyErr_Fetch(&et, &ev, &etb);
@@ -709,7 +699,7 @@ int pystack_take_gil(struct pystack *out, const struct pystack_opts *o,
 	if (rc < 0) {
 		pystack_release(out);
 		out->with_gil = 1;
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 	}
 	return rc;
 }
