@@ -41,15 +41,6 @@ import torch_trace  # noqa: E402  (the driver and its environment)
 CLI = os.path.join(torch_trace.BUILD, "cli", "probing")
 
 
-def env():
-    e = dict(os.environ)
-    for k in ("PROBING", "PROBING_TORCH_PROFILING"):
-        e.pop(k, None)
-    e["PYTHONUSERBASE"] = os.path.join(torch_trace.BUILD, "userbase")
-    e["PROBING"] = "1"
-    return e
-
-
 def seconds_per_step(steps, runs):
     """Wall seconds per step of the loop at full speed, with the agent."""
     per = []
@@ -68,44 +59,23 @@ def perf(pid, *args):
 
 
 def counted(steps, tmp, name, hz=0, native=False):
-    """(instructions of every thread during the loop, sampler ticks in it)."""
-    code = torch_trace.DRIVER % {"examples": os.path.join(torch_trace.ROOT, "examples")}
-    code = code.replace('print("ELAPSED"', 'print("ELAPSED_"')
-    base = os.path.join(tmp, name)
-    with open(base + ".err", "w") as err:
-        proc = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-             "--callgrind-out-file=" + base + ".cg", torch_trace.PY, "-c", code,
-             "agent", str(steps), base], env=env(), stdout=subprocess.PIPE,
-            stderr=err, text=True)
-        t0 = t1 = 0
-        for line in proc.stdout:
-            if line.startswith("GO"):
-                if hz:
-                    perf(proc.pid, "--cc" if native else "--start", "--hz", str(hz))
-                    t0 = perf(proc.pid)["ticks"]
-                subprocess.run(["callgrind_control", "-z", str(proc.pid)],
-                               capture_output=True, check=True)
-                open(base + ".go", "w").close()
-            elif line.startswith("ELAPSED_"):
-                subprocess.run(["callgrind_control", "-d", str(proc.pid)],
-                               capture_output=True, check=True)
-                if hz:
-                    t1 = perf(proc.pid)["ticks"]
-                open(base + ".end", "w").close()
-        proc.wait()
-    total = 0
-    dumps = [f for f in os.listdir(tmp) if f.startswith(name + ".cg.1-")]
-    if not dumps:
-        with open(base + ".err", errors="replace") as f:
-            sys.exit("%s: no callgrind dump:\n%s" % (name, f.read()[-3000:]))
-    for d in dumps:
-        with open(os.path.join(tmp, d)) as f:
-            for line in f:
-                if line.startswith(("summary:", "totals:")):
-                    total += int(line.split()[1])
-                    break
-    return total, t1 - t0
+    """(instructions of every thread during the loop, sampler ticks in it):
+    the profiler is started, and its ticks read, outside the counted
+    window."""
+    ticks = [0, 0]
+
+    def start(pid):
+        perf(pid, "--cc" if native else "--start", "--hz", str(hz))
+        ticks[0] = perf(pid)["ticks"]
+
+    def end(pid):
+        ticks[1] = perf(pid)["ticks"]
+
+    total = torch_trace.run_counted("agent", steps, tmp, all_threads=True,
+                                    name=name,
+                                    before_zero=start if hz else None,
+                                    after_dump=end if hz else None)
+    return total, ticks[1] - ticks[0]
 
 
 def main():

@@ -110,10 +110,14 @@ def run(variant, steps):
     return cpu, wall, other
 
 
-def run_counted(variant, steps, tmp, all_threads=False):
+def run_counted(variant, steps, tmp, all_threads=False, name=None,
+                before_zero=None, after_dump=None):
     """Instructions of the training thread in the timed loop, under
     callgrind; with all_threads, those of every thread of the process in
-    that time (the agent's own threads included)."""
+    that time (the agent's own threads included).  name: of the files in
+    tmp (default: the variant's).  before_zero(pid) runs just before the
+    counters are zeroed, after_dump(pid) just after they are dumped: what
+    they do is not counted."""
     e = dict(os.environ)
     for k in ("PROBING", "PROBING_TORCH_PROFILING"):
         e.pop(k, None)
@@ -122,7 +126,8 @@ def run_counted(variant, steps, tmp, all_threads=False):
     code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
     # The ELAPSED line comes before the dump: when a GIL thread takes the
     # GIL, its instructions count in its own thread, not the training one.
-    base = os.path.join(tmp, variant)
+    name = name or variant
+    base = os.path.join(tmp, name)
     code = code.replace('print("ELAPSED"', 'print("ELAPSED_"')
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--separate-threads=yes",
@@ -132,6 +137,8 @@ def run_counted(variant, steps, tmp, all_threads=False):
     zeroed = False
     for line in proc.stdout:
         if line.startswith("GO"):
+            if before_zero:
+                before_zero(proc.pid)
             subprocess.run(["callgrind_control", "-z", str(proc.pid)],
                            capture_output=True, check=True)
             zeroed = True
@@ -139,18 +146,20 @@ def run_counted(variant, steps, tmp, all_threads=False):
         elif line.startswith("ELAPSED_") and zeroed:
             subprocess.run(["callgrind_control", "-d", str(proc.pid)],
                            capture_output=True, check=True)
+            if after_dump:
+                after_dump(proc.pid)
             open(base + ".end", "w").close()
     proc.wait()
     # The dump after the zeroing: "<variant>.cg.1-TT", one file per thread
     # (01: the training thread).
     dumps = sorted(f for f in os.listdir(tmp)
-                   if f.startswith(variant + ".cg.1-")
+                   if f.startswith(name + ".cg.1-")
                    and (all_threads or f.endswith("-01")))
     if not dumps:
         with open(base + ".err", errors="replace") as f:
             err = f.read()[-3000:]
         sys.exit("%s: no callgrind dump (exit status %s); valgrind said:\n%s"
-                 % (variant, proc.returncode, err))
+                 % (name, proc.returncode, err))
     total = 0
     for d in dumps:
         with open(os.path.join(tmp, d)) as f:
@@ -159,7 +168,7 @@ def run_counted(variant, steps, tmp, all_threads=False):
                     total += int(line.split()[1])
                     break
             else:
-                sys.exit("%s: no totals in %s" % (variant, d))
+                sys.exit("%s: no totals in %s" % (name, d))
     return total
 
 
