@@ -5,6 +5,7 @@
 #include "pyframes_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 /*
@@ -160,7 +161,9 @@ int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr)
 	struct lt_reader *r = rd;
 	size_t i = 0, len = r->len;
 	long start = 0;
-	int line = firstlineno;
+	/* Wide enough that no table (LINETABLE_MAX entries of at most
+	 * 2^24 lines each) can overflow it; a line outside int is none. */
+	long long line = firstlineno;
 
 	if (addr < 0)
 		return firstlineno;
@@ -177,7 +180,9 @@ int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr)
 			line += code - 10;
 		start += ((b & 7) + 1) * (long)sizeof(_Py_CODEUNIT);
 		if (addr < start)
-			return code == 15 ? -1 : line;
+			return code == 15 || line < INT_MIN || line > INT_MAX
+				       ? -1
+				       : (int)line;
 		do
 			b = lt_byte(r, ++i);
 		while (b >= 0 && !(b & 0x80));

@@ -299,7 +299,10 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 			*truncated = 1;
 			break;
 		}
-		if (f >= lo && f + FRAME_HEAD <= hi)
+		/* In the copy only when the whole header is: written so
+		 * that no sum can wrap (a torn `previous` may be anything,
+		 * up to the top of the address space). */
+		if (f >= lo && f < hi && hi - f >= FRAME_HEAD)
 			memcpy(&fr, s->bulk + (f - lo), FRAME_HEAD);
 		else if (pyframes_mem_read(&fr, f, FRAME_HEAD)) {
 			rc = -EFAULT;

@@ -1,0 +1,110 @@
+/*
+ * libFuzzer target for the walkers that read interpreter memory without
+ * the GIL (agent/pyframes*.c): the full walk, the sampler's raw walk
+ * (with and without trust), names, line tables copied and in place, the
+ * signal handler's leaf capture, and the line-table decoder itself.
+ *
+ * Input layout: six 8-byte words make the thread as the listing would
+ * have given it (thread_id, native_id, tstate, cframe, stack_chunk,
+ * stack_top, each relocated as walk_arena.h says); the next 8 bytes are
+ * the decoder's firstlineno and lasti; the rest is the arena the walkers
+ * read (thread state, frames, code objects, strings, tables), tagged words
+ * relocated.  The thread state, when in the arena, is given the thread's
+ * ids so the walks get past their first check.
+ *
+ * The walkers must return an error or a bounded answer, never fault: a
+ * crash here is a target process killed by its sampler.
+ */
+#include "walk_arena.h"
+
+#include "internal/pycore_pystate.h"
+
+#include "pyframes_mem.h"
+
+#define MAXF 64
+
+static struct pyframes_frame frames[MAXF];
+static struct pyframes_raw raw[MAXF], raw2[MAXF];
+static struct pyframes_scratch *scratch;
+
+static uint64_t word(const uint8_t *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, 8);
+	return w;
+}
+
+static void walk_all(const struct pyframes_thread *t)
+{
+	uintptr_t tf[MAXF], tc[MAXF];
+	struct pyframes_trust trust = {tf, tc, 0};
+	struct pyframes_leaf leaf;
+	size_t n = 0, nr = 0;
+	int trunc;
+	char err[128];
+
+	(void)pyframes_walk(t, frames, MAXF, &n, &trunc, err, sizeof(err));
+	(void)pyframes_walk_raw(t, scratch, NULL, raw, MAXF, &nr, &trunc);
+	for (size_t i = 0; i < nr; i++) {
+		char func[PYFRAMES_NAME_MAX], file[PYFRAMES_FILE_MAX];
+		unsigned char lt[4096];
+		size_t ltlen;
+
+		(void)pyframes_code_names(&raw[i], func, sizeof(func), file,
+					  sizeof(file));
+		if (pyframes_linetable_copy(&raw[i], lt, sizeof(lt), &ltlen) ==
+		    0)
+			(void)pyframes_line_decode(lt, ltlen,
+						   raw[i].firstlineno,
+						   raw[i].lasti);
+		(void)pyframes_line_remote(&raw[i]);
+		tf[nr - 1 - i] = raw[i].frame;
+		tc[nr - 1 - i] = raw[i].code;
+	}
+	trust.n = nr;
+	(void)pyframes_walk_raw(t, scratch, &trust, raw2, MAXF, &n, &trunc);
+	if (pyframes_leaf_capture(t->native_id, t->tstate, &leaf,
+				  sizeof(leaf)) == sizeof(leaf))
+		(void)pyframes_leaf_resolve(scratch, &leaf, raw, MAXF, &n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct pyframes_thread t;
+	unsigned char *a;
+	int32_t firstlineno, lasti;
+
+	if (size < 56)
+		return 0;
+	if (!scratch) {
+		unsigned char probe;
+
+		scratch = pyframes_scratch_new();
+		/* The leaf capture reads nothing before a first read. */
+		(void)pyframes_mem_read(&probe, (uintptr_t)&probe, 1);
+	}
+	a = arena_fill(data + 56, size - 56);
+	if (!scratch || !a)
+		return 0;
+	t.thread_id = arena_reloc(a, word(data));
+	t.native_id = (long)arena_reloc(a, word(data + 8));
+	t.tstate = arena_reloc(a, word(data + 16));
+	t.cframe = arena_reloc(a, word(data + 24));
+	t.stack_chunk = arena_reloc(a, word(data + 32));
+	t.stack_top = arena_reloc(a, word(data + 40));
+	if (t.tstate >= (uintptr_t)a &&
+	    t.tstate - (uintptr_t)a <= ARENA_SIZE - sizeof(PyThreadState)) {
+		size_t at = t.tstate - (uintptr_t)a;
+
+		arena_put(a, at + offsetof(PyThreadState, thread_id),
+			  t.thread_id);
+		arena_put(a, at + offsetof(PyThreadState, native_thread_id),
+			  (uint64_t)t.native_id);
+	}
+	walk_all(&t);
+	memcpy(&firstlineno, data + 48, 4);
+	memcpy(&lasti, data + 52, 4);
+	(void)pyframes_line_decode(data + 56, size - 56, firstlineno, lasti);
+	return 0;
+}
