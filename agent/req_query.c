@@ -7,6 +7,7 @@
 #include "agent.h"
 #include "config.h"
 #include "handler.h"
+#include "readonly.h"
 #include "store.h"
 
 static cJSON *value_json(const struct store_value *v)
@@ -76,6 +77,7 @@ static void run_query(struct request *req)
 	}
 	lim.max_rows = (size_t)max_rows;
 	lim.timeout_ms = (int)timeout;
+	lim.read_only = readonly_on();
 	rc = store_query(st, sql, &lim, &res, err, sizeof(err));
 	if (rc) {
 		/* id 4: the CLI's "bad SQL" exit code keys on it. */

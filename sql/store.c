@@ -35,7 +35,9 @@ static const char *const builtin_schemas[] = {"python", "process", "profile",
 /* The state of the running call; valid while the db mutex is held. */
 struct query_state {
 	int restricted;	    /* store_query: apply the authorizer's rules */
+	int read_only;	    /* and refuse every write, main and temp too */
 	const char *denied; /* why the authorizer said no, or NULL */
+	char why[128];	    /* a reason that names something */
 	double deadline;    /* CLOCK_MONOTONIC ms; 0 = none */
 	int timed_out;
 };
@@ -103,6 +105,46 @@ static int pragma_reads(const char *name)
 }
 
 /*
+ * The SQL functions a query may call: SQLite's core, date and time, math,
+ * window and JSON functions.  Everything else is refused, notably what
+ * reaches raw pointers or the host (fts3_tokenizer, whose argument is a
+ * function pointer; load_extension) and the full-text and R-tree
+ * helpers, whose tables a query may not create anyway.
+ */
+static int function_allowed(const char *name)
+{
+	static const char *const ok[] = {
+		"->", "->>", "abs", "acos", "acosh", "asin", "asinh", "atan",
+		"atan2", "atanh", "avg", "ceil", "ceiling", "changes", "char",
+		"coalesce", "cos", "cosh", "count", "cume_dist",
+		"current_date", "current_time", "current_timestamp", "date",
+		"datetime", "degrees", "dense_rank", "exp", "first_value",
+		"floor", "format", "glob", "group_concat", "hex", "ifnull",
+		"iif", "instr", "json", "json_array", "json_array_length",
+		"json_each", "json_extract", "json_group_array",
+		"json_group_object", "json_insert", "json_object",
+		"json_patch", "json_quote", "json_remove", "json_replace",
+		"json_set", "json_tree", "json_type", "json_valid",
+		"julianday", "lag", "last_insert_rowid", "last_value", "lead",
+		"length", "like", "likelihood", "likely", "ln", "log", "log10",
+		"log2", "lower", "ltrim", "max", "min", "mod", "nth_value",
+		"ntile", "nullif", "percent_rank", "pi", "pow", "power",
+		"printf", "quote", "radians", "random", "randomblob", "rank",
+		"replace", "round", "row_number", "rtrim", "sign", "sin",
+		"sinh", "soundex", "sqlite_source_id", "sqlite_version",
+		"sqrt", "strftime", "substr", "substring", "sum", "tan",
+		"tanh", "time", "total", "total_changes", "trim", "trunc",
+		"typeof", "unicode", "unixepoch", "unlikely", "upper",
+		"zeroblob",
+	};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++)
+		if (sqlite3_stricmp(name, ok[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/*
  * The rules of store_query (store.h); store_exec is trusted.  Reasons are
  * kept so the error says more than SQLite's "not authorized".
  */
@@ -132,29 +174,46 @@ static int authorizer(void *arg, int action, const char *a3, const char *a4,
 		why = "triggers are not allowed";
 		break;
 	case SQLITE_FUNCTION:
-		if (a4 && sqlite3_stricmp(a4, "load_extension") == 0)
-			why = "load_extension() is not allowed";
+		if (!a4 || !function_allowed(a4)) {
+			snprintf(q->why, sizeof(q->why),
+				 "the function %.64s() is not allowed in "
+				 "queries",
+				 a4 ? a4 : "?");
+			why = q->why;
+		}
+		break;
+	case SQLITE_CREATE_VTABLE:
+	case SQLITE_DROP_VTABLE:
+		why = "virtual tables cannot be created or dropped in queries";
 		break;
 	case SQLITE_PRAGMA:
 		if (a4 && !pragma_reads(a3))
 			why = "PRAGMAs that set a value are not allowed in "
 			      "queries";
 		break;
+	case SQLITE_CREATE_TEMP_INDEX:
+	case SQLITE_CREATE_TEMP_TABLE:
+	case SQLITE_CREATE_TEMP_VIEW:
+	case SQLITE_DROP_TEMP_INDEX:
+	case SQLITE_DROP_TEMP_TABLE:
+	case SQLITE_DROP_TEMP_VIEW:
+	case SQLITE_DROP_TEMP_TRIGGER:
 	case SQLITE_INSERT:
 	case SQLITE_UPDATE:
 	case SQLITE_DELETE:
 	case SQLITE_CREATE_INDEX:
 	case SQLITE_CREATE_TABLE:
 	case SQLITE_CREATE_VIEW:
-	case SQLITE_CREATE_VTABLE:
 	case SQLITE_DROP_INDEX:
 	case SQLITE_DROP_TABLE:
 	case SQLITE_DROP_VIEW:
-	case SQLITE_DROP_VTABLE:
 	case SQLITE_DROP_TRIGGER:
 	case SQLITE_ALTER_TABLE:
 		/* ALTER TABLE passes its schema as a3; the others as dbname. */
-		if (is_builtin(dbname) ||
+		if (q->read_only)
+			why = "read-only mode: queries may not create or "
+			      "write tables";
+		else if (is_builtin(dbname) ||
 		    (action == SQLITE_ALTER_TABLE && is_builtin(a3)))
 			why = "the built-in schemas (python, process, profile, "
 			      "probing) are read-only; write in main or temp";
@@ -245,6 +304,10 @@ int store_new(struct store **out, char *err, size_t errlen)
 	sqlite3_db_config(st->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0,
 			  NULL);
 	sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	/* fts3_tokenizer(name, ptr) takes a raw function pointer. */
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0,
+			  NULL);
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
 	sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, VALUE_MAX);
 	rc = exec_locked(st,
 			 "PRAGMA temp_store = MEMORY;"
@@ -638,6 +701,7 @@ int store_query(struct store *st, const char *sql,
 	saved = st->q;
 	start = now_ms();
 	st->q.restricted = 1;
+	st->q.read_only = lim && lim->read_only;
 	st->q.denied = NULL;
 	st->q.timed_out = 0;
 	st->q.deadline = start + timeout;

@@ -59,6 +59,8 @@ struct store_limits {
 	size_t max_bytes;    /* 0 = default 64 MiB; at most 1 GiB: text/blob
 			      * bytes (+1 per TEXT/BLOB for the NUL) plus
 			      * sizeof(struct store_value) per cell */
+	int read_only;       /* refuse every write and DDL, main and temp
+			      * too (a read-only session's query) */
 };
 
 /* Opens the database and attaches the schemas.  Returns 0 and a new store,
@@ -84,9 +86,13 @@ int store_add_livetab(struct store *st, const struct livetab *tab, void *ctx,
  * collected before the cap, with truncated = 1.
  *
  * Queries may read everything and write in schemas main and temp (scratch
- * space for analysis).  Refused with a message: ATTACH, DETACH, writes and
- * DDL in the built-in schemas, triggers, BEGIN/COMMIT/SAVEPOINT, PRAGMAs
- * that set a value, load_extension().  The whole query, snapshots
+ * space for analysis) unless lim->read_only.  Refused with a message:
+ * ATTACH, DETACH, writes and DDL in the built-in schemas, triggers,
+ * virtual tables created or dropped, BEGIN/COMMIT/SAVEPOINT, PRAGMAs that
+ * set a value, and every function but SQLite's core, date/time, math,
+ * window and JSON ones (no load_extension(), no fts3_tokenizer(): the
+ * FTS3 tokenizer pointer and untrusted schemas are also switched off, and
+ * the database is DEFENSIVE).  The whole query, snapshots
  * included, holds the database mutex: other threads' calls wait.
  */
 int store_query(struct store *st, const char *sql,

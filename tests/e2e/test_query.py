@@ -83,3 +83,36 @@ def test_concurrent_clients(spawn, python):
     for r in results:
         assert r.rc == 0, r
         assert r.json()[0]["n"] >= 1
+
+
+def test_sql_cannot_reach_raw_pointers(spawn, python):
+    """fts3_tokenizer() took a raw function pointer: one query leaked an
+    address, two killed the target (a general protection fault in
+    libsqlite3).  Both refused now, with a reason, and the target lives."""
+    t = start(spawn, python)
+    attempts = [
+        ("SELECT hex(fts3_tokenizer('simple')) AS p", "fts3_tokenizer"),
+        ("SELECT fts3_tokenizer('evil', x'4141414141414141')", "fts3_tokenizer"),
+        ("CREATE VIRTUAL TABLE e USING fts3(x, tokenize=evil)", "virtual tables"),
+        ("CREATE VIRTUAL TABLE e USING fts3(x)", "virtual tables"),
+        ("SELECT load_extension('/tmp/x.so')", "load_extension"),
+    ]
+    for sql, why in attempts:
+        r = probing("query", sql, target=t.pid)
+        assert r.rc == 7 and "not authorized" in r.err and why in r.err, (sql, r)
+        assert t.alive(), (sql, t.output())
+    r = probing("query", "-f", "json", "SELECT 1 + 1 AS two", target=t.pid)
+    assert r.rc == 0 and r.json() == [{"two": 2}], r
+
+
+def test_readonly_session_creates_no_tables(spawn, python):
+    t = spawn(python, IDLE, env={"PROBING_READONLY": "1"})
+    t.wait_line("READY")
+    t.wait_agent()
+    for sql in ("CREATE TABLE scratch(a)", "CREATE TEMP TABLE s AS SELECT 1",
+                "CREATE VIEW v AS SELECT 1"):
+        r = probing("query", sql, target=t.pid)
+        assert r.rc == 7 and "read-only mode" in r.err, (sql, r)
+    r = probing("query", "-f", "json",
+                "SELECT count(*) AS n FROM sqlite_schema", target=t.pid)
+    assert r.rc == 0 and r.json() == [{"n": 0}], r

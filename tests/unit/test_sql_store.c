@@ -459,6 +459,20 @@ static void test_refusals(void)
 		{"CREATE VIEW python.v AS SELECT 1", "read-only"},
 		{"PRAGMA python.max_page_count = 10", "PRAGMA"},
 		{"PRAGMA writable_schema = 1", "PRAGMA"},
+		/* Raw pointers: the tokenizer's address leaked, then a
+		 * forged one called (a general protection fault). */
+		{"SELECT fts3_tokenizer('simple')", "fts3_tokenizer"},
+		{"SELECT fts3_tokenizer('evil', x'4141414141414141')",
+		 "fts3_tokenizer"},
+		{"CREATE VIRTUAL TABLE e USING fts3(x, tokenize=simple)",
+		 "virtual tables"},
+		{"CREATE VIRTUAL TABLE temp.e USING fts4(x)", "virtual tables"},
+		{"CREATE VIRTUAL TABLE r USING rtree(id, a, b)",
+		 "virtual tables"},
+		{"SELECT sqlite_compileoption_get(0)", "function"},
+		{"SELECT rtreenode(2, x'00')", "function"},
+		{"SELECT sqlite_log(1, 'x')", "function"},
+		{"SELECT fts5(NULL)", "function"},
 	};
 	struct store *st = new_store();
 	struct store_result res;
@@ -498,9 +512,60 @@ static void test_refusals(void)
 	store_result_release(&res);
 	CHECK(q(st, "PRAGMA page_size", &res, err, sizeof(err)) == 0);
 	store_result_release(&res);
+	/* Functions a person analysing a profile writes are fine. */
+	CHECK(q(st,
+		"SELECT json_object('a', round(avg(a), 2)), "
+		"strftime('%Y', 'now'), printf('%d', count(*)), "
+		"group_concat(a), max(a), upper('x'), sqrt(4), "
+		"row_number() OVER () FROM python.x",
+		&res, err, sizeof(err)) == 0);
+	store_result_release(&res);
+	/* Scratch tables in main and temp are fine... */
+	CHECK(q(st, "CREATE TABLE scratch(a)", &res, err, sizeof(err)) == 0);
+	store_result_release(&res);
 	/* store_exec is trusted. */
 	CHECK(store_exec(st, "INSERT INTO python.x VALUES (2)", err,
 			 sizeof(err)) == 0);
+	store_free(st);
+}
+
+/* ...but not in a read-only session: no table, view or row anywhere. */
+static void test_read_only(void)
+{
+	static const char *const no[] = {
+		"CREATE TABLE scratch2(a)",
+		"CREATE TEMP TABLE t(a)",
+		"CREATE TEMP VIEW v AS SELECT 1",
+		"CREATE VIEW v AS SELECT 1",
+		"INSERT INTO scratch VALUES (1)",
+		"DELETE FROM scratch",
+		"UPDATE scratch SET a = 2",
+		"DROP TABLE scratch",
+		"CREATE INDEX i ON scratch(a)",
+		"ALTER TABLE scratch ADD COLUMN b",
+	};
+	struct store_limits ro = {.read_only = 1};
+	struct store *st = new_store();
+	struct store_result res;
+	char err[256];
+
+	CHECK(store_exec(st, "CREATE TABLE scratch(a)", err, sizeof(err)) ==
+	      0);
+	for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++) {
+		int rc = store_query(st, no[i], &ro, &res, err, sizeof(err));
+
+		CHECK(rc == STORE_ESQL && strstr(err, "read-only mode"));
+		if (rc != STORE_ESQL)
+			fprintf(stderr, "  %s -> %d %s\n", no[i], rc, err);
+		store_result_release(&res);
+	}
+	CHECK(store_query(st, "SELECT count(*) FROM scratch", &ro, &res, err,
+			  sizeof(err)) == 0);
+	CHECK(cell_int(&res, 0, 0) == 0);
+	store_result_release(&res);
+	CHECK(store_query(st, "SELECT name FROM python.threads", &ro, &res,
+			  err, sizeof(err)) == 0);
+	store_result_release(&res);
 	store_free(st);
 }
 
@@ -596,4 +661,4 @@ static void test_threads(void)
 }
 
 TEST_MAIN(test_schemas, test_live_queries, test_bad_sql, test_limits,
-	  test_types, test_refusals, test_threads)
+	  test_types, test_refusals, test_read_only, test_threads)
