@@ -129,7 +129,7 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 			   f->path, BP_SOURCE_MAX);
 		return -EINVAL;
 	}
-	fp = fopen(f->path, "rb");
+	fp = fopen(f->path, "rbe");
 	if (!fp) {
 		rc = -errno;
 		errbuf_set(msg, msglen, "cannot read %s: %s", f->path,

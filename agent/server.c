@@ -40,14 +40,20 @@ static void on_reap(struct ev_loop *loop, ev_prepare *w, int revents)
 	server_session_reap(w->data);
 }
 
+static void listener_lost(struct server *srv, struct listener *l);
+
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct listener *l = w->data;
 	struct server *srv = current_server;
 	int fd, one = 1;
 
-	(void)loop, (void)revents;
-	fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	(void)loop;
+	if ((revents & EV_ERROR) || !fdown_ours(&l->sock)) {
+		listener_lost(srv, l);
+		return;
+	}
+	fd = accept4(l->sock.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	if (l->is_unix && !server_sock_peer_allowed(fd)) {
@@ -79,23 +85,71 @@ static void add_listener(struct server *srv, int fd, int is_unix,
 		close(fd);
 		return;
 	}
-	l = &srv->listeners[srv->nlisteners++];
-	l->fd = fd;
+	l = &srv->listeners[srv->nlisteners];
+	if (fdown_take(&l->sock, fd))
+		return;
+	srv->nlisteners++;
 	l->is_unix = is_unix;
 	snprintf(l->addr, sizeof(l->addr), "%s", addr);
-	ev_io_init(&l->io, on_accept, fd, EV_READ);
+	ev_io_init(&l->io, on_accept, l->sock.fd, EV_READ);
 	l->io.data = l;
 	ev_io_start(srv->loop, &l->io);
 }
 
-static void on_wake(struct ev_loop *loop, ev_async *w, int revents)
+/* Binds l's address again after the program closed its socket: the
+ * name or port was let go with it. */
+static void listener_lost(struct server *srv, struct listener *l)
 {
-	struct server *srv = w->data;
+	struct dap_addr addr;
+	char err[256], c[DAP_ADDR_TEXT_MAX];
+	int fd;
+
+	ev_io_stop(srv->loop, &l->io);
+	fdown_forget(&l->sock);
+	if (dap_addr_parse(l->addr, &addr, err, sizeof(err)))
+		fd = -1;
+	else if (addr.kind == DAP_ADDR_UNIX)
+		fd = server_sock_bind_unix(&addr, err, sizeof(err));
+	else
+		fd = server_sock_bind_tcp(&addr, c, sizeof(c), err,
+					  sizeof(err));
+	if (fd < 0 || fdown_take(&l->sock, fd)) {
+		log_warn("the program closed the agent's socket on %s and it "
+			 "cannot listen there again: %s",
+			 l->addr, fd < 0 ? err : "descriptor lost");
+		return;
+	}
+	log_info("the program closed the agent's socket on %s; listening "
+		 "again", l->addr);
+	ev_io_set(&l->io, l->sock.fd, EV_READ);
+	ev_io_start(srv->loop, &l->io);
+}
+
+/* Every second: a listener or session whose descriptor the program
+ * closed (or closed and reused) is seen to even when nothing happens on
+ * it. */
+static void on_fdcheck(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct server *srv = t->data;
+
+	(void)loop, (void)revents;
+	for (int i = 0; i < srv->nlisteners; i++)
+		if (!fdown_ours(&srv->listeners[i].sock))
+			listener_lost(srv, &srv->listeners[i]);
+	for (int i = 0; i < srv->nsessions; i++)
+		if (!srv->sessions[i]->closed &&
+		    !fdown_ours(&srv->sessions[i]->sock))
+			server_session_lost(srv->sessions[i]);
+}
+
+static void on_wake(void *data)
+{
+	struct server *srv = data;
+	struct ev_loop *loop = srv->loop;
 	struct pending_listener p[SERVER_LISTENERS_MAX];
 	struct posted_event *events;
 	int n, stop;
 
-	(void)revents;
 	pthread_mutex_lock(&srv->lock);
 	n = srv->npending;
 	memcpy(p, srv->pending, sizeof(p[0]) * (size_t)n);
@@ -164,7 +218,7 @@ int server_listen(struct server *srv, const char *text, char *canon,
 	p->is_unix = addr.kind == DAP_ADDR_UNIX;
 	snprintf(p->addr, sizeof(p->addr), "%s", c);
 	pthread_mutex_unlock(&srv->lock);
-	ev_async_send(srv->loop, &srv->wake);
+	wake_send(&srv->wake);
 	snprintf(canon, canonlen, "%s", c);
 	return 0;
 }
@@ -189,7 +243,14 @@ int server_new(struct server **out, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&srv->lock, NULL);
-	srv->loop = ev_loop_new(EVFLAG_NOSIGMASK | EVFLAG_NOENV);
+	/* select(): no descriptor of the loop's own that the program could
+	 * close or reuse (epoll's), and a closed one is dropped from the set
+	 * instead of libev asserting or calling back forever; inotify and
+	 * timerfd off for the same reason.  A few dozen descriptors at most:
+	 * select is as fast as epoll here. */
+	srv->loop = ev_loop_new(EVBACKEND_SELECT | EVFLAG_NOSIGMASK |
+				EVFLAG_NOENV | EVFLAG_NOINOTIFY |
+				EVFLAG_NOTIMERFD);
 	if (!srv->loop) {
 		snprintf(err, errlen, "cannot create an event loop");
 		free(srv);
@@ -204,9 +265,17 @@ int server_new(struct server **out, char *err, size_t errlen)
 	}
 	dap_addr_format(&addr, canon, sizeof(canon));
 	note_address(srv, canon);
-	ev_async_init(&srv->wake, on_wake);
-	srv->wake.data = srv;
-	ev_async_start(srv->loop, &srv->wake);
+	if (wake_init(&srv->wake, srv->loop, on_wake, srv)) {
+		snprintf(err, errlen, "cannot make the loop's wake-up pipe");
+		close(fd);
+		ev_loop_destroy(srv->loop);
+		free(srv);
+		return -EMFILE;
+	}
+	ev_timer_init(&srv->fdcheck, on_fdcheck, WAKE_CHECK_S, WAKE_CHECK_S);
+	srv->fdcheck.data = srv;
+	ev_timer_start(srv->loop, &srv->fdcheck);
+	ev_unref(srv->loop);
 	ev_prepare_init(&srv->reaper, on_reap);
 	srv->reaper.data = srv;
 	ev_prepare_start(srv->loop, &srv->reaper);
@@ -239,7 +308,7 @@ void server_stop(struct server *srv)
 	pthread_mutex_lock(&srv->lock);
 	srv->stop_requested = 1;
 	pthread_mutex_unlock(&srv->lock);
-	ev_async_send(srv->loop, &srv->wake);
+	wake_send(&srv->wake);
 }
 
 void server_addresses(struct server *srv, char *out, size_t outlen)
@@ -264,15 +333,18 @@ void server_free(struct server *srv)
 	}
 	for (int i = 0; i < srv->nlisteners; i++) {
 		ev_io_stop(srv->loop, &srv->listeners[i].io);
-		close(srv->listeners[i].fd);
+		fdown_close(&srv->listeners[i].sock);
 	}
 	for (int i = 0; i < srv->npending; i++)
 		close(srv->pending[i].fd);
+	ev_ref(srv->loop);
+	ev_timer_stop(srv->loop, &srv->fdcheck);
 	server_events_free(srv->events_head);
 	srv->events_head = srv->events_tail = NULL;
 	/* Requests still on workers keep pointing at their messages: leave
 	 * them (and the loop they would wake) to the exiting process. */
 	if (!srv->inflight) {
+		wake_release(&srv->wake);
 		ev_loop_destroy(srv->loop);
 		pthread_mutex_destroy(&srv->lock);
 		free(srv);
@@ -286,11 +358,11 @@ void server_atfork_child(struct server *srv)
 	if (!srv)
 		return;
 	for (int i = 0; i < srv->nlisteners; i++)
-		close(srv->listeners[i].fd);
+		fdown_close(&srv->listeners[i].sock);
 	for (int i = 0; i < srv->nsessions; i++)
-		if (srv->sessions[i]->fd >= 0)
-			close(srv->sessions[i]->fd);
+		fdown_close(&srv->sessions[i]->sock);
 	for (int i = 0; i < srv->npending; i++)
 		close(srv->pending[i].fd);
+	wake_atfork_child(&srv->wake);
 	current_server = NULL;
 }

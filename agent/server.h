@@ -70,7 +70,7 @@ struct ev_loop *server_loop(struct server *srv);
 /* Runs the loop until server_stop().  Agent thread. */
 void server_run(struct server *srv);
 
-/* Asks the loop to end (async-safe enough for atexit: ev_async_send). */
+/* Asks the loop to end (safe from atexit: wake_send). */
 void server_stop(struct server *srv);
 
 /* Loop thread: interrupts the in-flight request `seq` of session. Returns

@@ -37,7 +37,8 @@ void server_auth_init(struct session *s)
 void server_auth_linger(struct session *s)
 {
 	s->lingering = 1;
-	shutdown(s->fd, SHUT_WR);
+	if (fdown_ours(&s->sock))
+		shutdown(s->sock.fd, SHUT_WR);
 	ev_timer_stop(s->srv->loop, &s->auth_timer);
 	ev_timer_set(&s->auth_timer, SERVER_LINGER_S, 0.);
 	ev_timer_start(s->srv->loop, &s->auth_timer);

@@ -78,6 +78,6 @@ int server_post_event(struct server *srv, uint64_t session,
 	srv->events_tail = pe;
 	srv->nevents++;
 	pthread_mutex_unlock(&srv->lock);
-	ev_async_send(srv->loop, &srv->wake);
+	wake_send(&srv->wake);
 	return 0;
 }

@@ -15,14 +15,16 @@
 #include <stdint.h>
 
 #include "dap_addr.h"
+#include "fdown.h"
 #include "server.h"
+#include "wake.h"
 
 struct session;
 struct request;
 struct posted_event;
 
 struct listener {
-	int fd;
+	struct fdown sock; /* fdown.h */
 	int is_unix;
 	ev_io io;
 	char addr[DAP_ADDR_TEXT_MAX];
@@ -37,7 +39,8 @@ struct pending_listener {
 
 struct server {
 	struct ev_loop *loop;
-	ev_async wake;            /* new listeners, posted events, stop */
+	struct wake wake;         /* new listeners, posted events, stop */
+	ev_timer fdcheck;         /* are listeners and sessions still ours */
 	ev_prepare reaper;        /* frees closed sessions */
 	struct listener listeners[SERVER_LISTENERS_MAX];
 	int nlisteners;

@@ -31,7 +31,14 @@ static void flush_output(struct session *s)
 {
 	while (s->out_head) {
 		struct outbuf *b = s->out_head;
-		ssize_t n = send(s->fd, b->data + b->off, b->len - b->off,
+		ssize_t n;
+
+		/* A number the program reused gets nothing of ours. */
+		if (!fdown_ours(&s->sock)) {
+			server_session_lost(s);
+			return;
+		}
+		n = send(s->sock.fd, b->data + b->off, b->len - b->off,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -119,8 +126,13 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 	ssize_t n;
 	int rc;
 
-	(void)loop, (void)revents;
-	n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	(void)loop;
+	/* Not ours any more: reading would take the program's data. */
+	if ((revents & EV_ERROR) || !fdown_ours(&s->sock)) {
+		server_session_lost(s);
+		return;
+	}
+	n = recv(s->sock.fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (s->refused) {
 		/* Dropped unread; the end of it (or the timer) closes. */
 		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN &&
@@ -175,6 +187,12 @@ struct session *server_session_find(struct server *srv, uint64_t id)
 	return NULL;
 }
 
+void server_session_lost(struct session *s)
+{
+	fdown_forget(&s->sock);
+	server_session_close(s);
+}
+
 void server_session_close(struct session *s)
 {
 	if (s->closed)
@@ -183,8 +201,7 @@ void server_session_close(struct session *s)
 	ev_io_stop(s->srv->loop, &s->rd);
 	ev_io_stop(s->srv->loop, &s->wr);
 	ev_timer_stop(s->srv->loop, &s->auth_timer);
-	close(s->fd);
-	s->fd = -1;
+	fdown_close(&s->sock);
 	/* In-flight requests find no session and drop their replies; a
 	 * running evaluate is interrupted. */
 	server_request_cancel_session(s->srv, s->id);
@@ -227,8 +244,12 @@ struct session *server_session_new(struct server *srv, int fd, int authed)
 		close(fd);
 		return NULL;
 	}
+	if (fdown_take(&s->sock, fd)) {
+		free(s);
+		return NULL;
+	}
+	fd = s->sock.fd;
 	s->id = ++srv->next_session;
-	s->fd = fd;
 	s->srv = srv;
 	s->authed = authed;
 	/* Until the token is given, little is buffered and not for long

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "dap_frame.h"
+#include "fdown.h"
 
 struct server;
 struct dap_message;
@@ -32,7 +33,7 @@ struct outbuf;
 
 struct session {
 	uint64_t id;
-	int fd;
+	struct fdown sock;        /* the connection (fdown.h) */
 	ev_io rd, wr;
 	struct dap_framer framer;
 	struct outbuf *out_head, *out_tail;
@@ -60,6 +61,10 @@ void server_session_send(struct session *s, struct dap_message *msg);
 
 /* Marks s closed (idempotent); it stays valid until reaped. */
 void server_session_close(struct session *s);
+
+/* The same for a session whose descriptor the program closed (and may
+ * have reused): closed without touching that number. */
+void server_session_lost(struct session *s);
 
 /* The open session of id, or NULL. */
 struct session *server_session_find(struct server *srv, uint64_t id);

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "wake.h"
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static struct worker_job *todo_head, *todo_tail;  /* waiting to run */
@@ -19,7 +21,7 @@ static int ntodo, stopping, started;
 static pthread_t threads[WORKER_THREADS];
 static int nthreads;
 static struct ev_loop *loop;
-static ev_async wakeup;
+static struct wake wakeup;
 
 static void push(struct worker_job **head, struct worker_job **tail,
 		 struct worker_job *job)
@@ -54,18 +56,18 @@ static void *worker_main(void *arg)
 		if (stopping)
 			break;
 		push(&done_head, &done_tail, job);
-		ev_async_send(loop, &wakeup);
+		wake_send(&wakeup);
 	}
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
 
 /* Loop thread: hand finished jobs back to their owners. */
-static void on_wakeup(struct ev_loop *l, ev_async *w, int revents)
+static void on_wakeup(void *data)
 {
 	struct worker_job *job, *next;
 
-	(void)l, (void)w, (void)revents;
+	(void)data;
 	pthread_mutex_lock(&lock);
 	job = done_head;
 	done_head = done_tail = NULL;
@@ -85,8 +87,12 @@ int worker_start(struct ev_loop *l, char *err, size_t errlen)
 		return 0;
 	loop = l;
 	stopping = 0;
-	ev_async_init(&wakeup, on_wakeup);
-	ev_async_start(loop, &wakeup);
+	rc = wake_init(&wakeup, loop, on_wakeup, NULL);
+	if (rc) {
+		snprintf(err, errlen, "worker: cannot make a wake-up pipe: %s",
+			 strerror(-rc));
+		return rc;
+	}
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -146,12 +152,14 @@ void worker_stop(int timeout_ms)
 	for (int i = 0; i < nthreads; i++)
 		if (pthread_timedjoin_np(threads[i], NULL, &dl) != 0)
 			pthread_detach(threads[i]);
-	ev_async_stop(loop, &wakeup);
+	wake_release(&wakeup);
 	started = 0;
 }
 
 void worker_atfork_child(void)
 {
+	if (started)
+		wake_atfork_child(&wakeup);
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&cond, NULL);
 	todo_head = todo_tail = done_head = done_tail = NULL;

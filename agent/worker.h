@@ -3,7 +3,7 @@
  * on SQLite), so the server loop never does.
  *
  * The loop thread submits a job; a worker thread runs job->run(); then
- * job->done() runs back on the loop thread (woken through an ev_async).
+ * job->done() runs back on the loop thread (woken through a wake, wake.h).
  * Ownership of the job stays with the submitter; the pool only links it.
  *
  * Threads: worker_submit() and worker_stop() on the loop thread only.
