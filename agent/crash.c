@@ -370,14 +370,93 @@ static void pass_on(int sig, siginfo_t *si, void *uc)
 	p.sa_handler(sig);
 }
 
+/*
+ * The report's own stack.  The handler may run on a stack it did not
+ * allocate and cannot measure: faulthandler's (SIGSTKSZ * 2 from the heap)
+ * when faulthandler, enabled after us, raises the signal again for us from
+ * its handler, with two signal frames already on it (3 KiB each with
+ * AVX-512), or a thread's own stack near its end.  So the report is
+ * written on CRASH_STACK bytes of ours (mmap'd with a guard page at
+ * install), switched to with a few instructions: swapcontext would do,
+ * but ASan reports every use of it.
+ */
+static char *report_stack; /* its top, 16-byte aligned; NULL: none */
+static struct {
+	int sig;
+	siginfo_t *si;
+	void *uc;
+	long tid;
+} report_call;
+
+static void report_on_own_stack(void)
+{
+	dump(report_call.sig, report_call.si, report_call.uc, report_call.tid);
+}
+
+/* Calls fn on the stack whose top is top, then comes back. */
+static void call_on_stack(void (*fn)(void), char *top)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("mov %%rsp, %%r12\n\t"
+			 "mov %0, %%rsp\n\t"
+			 "call *%1\n\t"
+			 "mov %%r12, %%rsp\n\t"
+			 :
+			 : "r"(top), "r"(fn)
+			 : "r12", "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9",
+			   "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4",
+			   "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+			   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory",
+			   "cc");
+#elif defined(__aarch64__)
+	__asm__ volatile("mov x19, sp\n\t"
+			 "mov sp, %0\n\t"
+			 "blr %1\n\t"
+			 "mov sp, x19\n\t"
+			 :
+			 : "r"(top), "r"(fn)
+			 : "x19", "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",
+			   "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15",
+			   "x16", "x17", "x18", "x30", "v0", "v1", "v2", "v3",
+			   "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19",
+			   "v20", "v21", "v22", "v23", "v24", "v25", "v26",
+			   "v27", "v28", "v29", "v30", "v31", "memory", "cc");
+#else
+	(void)top;
+	fn();
+#endif
+}
+
+static void report_stack_make(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	char *m;
+
+	if (report_stack)
+		return;
+	m = mmap(NULL, CRASH_STACK + page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return;
+	mprotect(m, page, PROT_NONE); /* guard: an overflow faults */
+	report_stack = m + page + CRASH_STACK;
+}
+
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 	long tid = gettid_();
 
 	if (acquire(tid, CRASH_WAIT_MS)) {
-		if (atomic_load(&installed))
+		if (atomic_load(&installed) && report_stack) {
+			report_call.sig = sig;
+			report_call.si = si;
+			report_call.uc = uc;
+			report_call.tid = tid;
+			call_on_stack(report_on_own_stack, report_stack);
+		} else if (atomic_load(&installed)) {
 			dump(sig, si, uc, tid);
+		}
 		/* One report per process: later crashes just pass on. */
 	}
 	pass_on(sig, si, uc);
@@ -400,6 +479,7 @@ static void install(void)
 		while (unw_step(&cur) > 0)
 			;
 	(void)pyframes_ready();
+	report_stack_make();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fatal;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;

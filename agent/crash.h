@@ -37,7 +37,10 @@
  *    own stack (sigaltstack is per thread and the agent cannot run code on
  *    threads it did not start); one that overflowed its stack dies
  *    without a report.  An alternate stack set up earlier and large
- *    enough (faulthandler's, if larger) is kept.
+ *    enough (faulthandler's, if larger) is kept.  Whatever stack the
+ *    handler finds itself on, the report is written on a stack of the
+ *    agent's own (CRASH_STACK bytes, guard page below): faulthandler's,
+ *    or a thread's near its end, may have only a few KiB left.
  *
  *  - Uncaught exceptions: an audit hook on "sys.excepthook" (added once,
  *    from the same pending call, with the GIL) writes a report of kind
@@ -66,6 +69,8 @@
 #define CRASH_NATIVE_MAX 128
 #define CRASH_WAIT_MS 10000
 #define CRASH_ALTSTACK (256 * 1024)
+#define CRASH_STACK (256 * 1024) /* the report is written on a stack of
+				    its own this big (see crash.c) */
 
 /* Registers for crash.* settings and applies the current ones.  0 or
  * -errno with err. */

@@ -341,6 +341,43 @@ def test_chains_from_faulthandler_enabled_after(spawn, python, tmp_path):
         out.index("probing-report: 1")
 
 
+# faulthandler's alternate stack (SIGSTKSZ * 2 from the heap) replaced by
+# one of the same size with a guard page below: a handler that runs past
+# it faults there instead of writing over the heap unseen.
+SMALL_ALTSTACK = """
+import ctypes, faulthandler
+faulthandler.enable()
+libc = ctypes.CDLL(None, use_errno=True)
+class stack_t(ctypes.Structure):
+    _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int),
+                ("ss_size", ctypes.c_size_t)]
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+PAGE, SIZE = 4096, %d
+m = libc.mmap(None, SIZE + PAGE, 3, 0x22, -1, 0)
+assert libc.mprotect(ctypes.c_void_p(m), PAGE, 0) == 0
+assert libc.sigaltstack(ctypes.byref(stack_t(m + PAGE, 0, SIZE)), None) == 0
+"""
+
+
+@pytest.mark.parametrize("size", [16384, 12288])
+def test_report_fits_on_a_small_foreign_altstack(spawn, python, tmp_path,
+                                                  size):
+    """faulthandler (enabled after the agent) runs first on its small
+    stack and raises the signal again for us there: the report must not
+    assume that stack is big enough (AVX-512 signal frames take 3 KiB
+    each of it; ASan saw the old handler write past faulthandler's)."""
+    t = spawn(python, SMALL_ALTSTACK % size + SEGV, env=crash_env(tmp_path))
+    assert wait_exit(t) == -signal.SIGSEGV
+    _, rep = the_report(tmp_path, t.pid)
+    assert py_funcs(rep["threads"][0])[:2] == ["string_at", "crash"]
+    assert rep["threads"][0].get("native"), rep["threads"][0]
+    out = t.output()
+    assert out.index("Fatal Python error: Segmentation fault") < \
+        out.index("probing-report: 1")
+
+
 def test_chains_to_a_c_handler_with_the_faults_siginfo(spawn, python,
                                                        tmp_path):
     lib = crasher_lib(tmp_path)
