@@ -53,7 +53,7 @@ class Job:
         self.sanitizer = os.path.join(tmp, name + "-sanitizer")
         self.master_port = master_port or free_port()
         self.world = nproc * nnodes
-        e = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
+        e = dict(os.environ, PROBING="2", PYTHONUSERBASE=USERBASE,
                  PYTHONUNBUFFERED="1")
         e.pop("PROBING_PORT", None)
         e.pop("PROBING_LISTEN", None)
@@ -356,7 +356,7 @@ def nodes_of(tmp_path):
         out = []
         for i, role in enumerate(roles):
             port = free_port()
-            e = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE,
+            e = dict(os.environ, PROBING="2", PYTHONUSERBASE=USERBASE,
                      PROBING_LISTEN="127.0.0.1:%d" % port)
             if os.environ.get("PROBING_TARGET_PRELOAD"):
                 log = str(tmp_path / "sanitizer")

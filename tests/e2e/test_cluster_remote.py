@@ -9,7 +9,7 @@ every rank.
 
 test_torchrun_two_hosts_netns: two "hosts" made of network namespaces (iproute2:
 `ip netns`, veth pairs on a bridge), torchrun on each with --nnodes 2 and
-2 ranks, nothing set but PROBING=1: the ranks see a job across hosts,
+2 ranks, nothing set but PROBING=2: the ranks see a job across hosts,
 listen on their namespace's address and share the token; the CLI on host
 A (its token file) and in the root namespace (PROBING_TOKEN) reach all 4.
 """

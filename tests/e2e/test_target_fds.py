@@ -137,3 +137,41 @@ def test_closerange_all_agent_rebuilds_quietly(spawn, python, tmp_path):
              if "libev" in l or "probing" in l.lower()]
     assert len(noise) <= 3 and not any("libev" in l for l in noise), noise
     assert t.alive()
+
+
+CHILD_FDS = """\
+import os, subprocess, sys, time
+print("READY", flush=True)
+while not os.path.exists("go"):
+    time.sleep(0.02)
+code = ("import os, time; time.sleep(1.0); "
+        "print(os.environ.get('PROBING'), sorted(int(n) for n in "
+        "os.listdir('/proc/self/fd')))")
+print("CHILD", subprocess.run([sys.executable, "-c", code],
+                              capture_output=True, text=True).stdout.strip(),
+      flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_probing_1_is_this_process_only(spawn, python, tmp_path):
+    """PROBING=1: the program's Python children run exactly as without
+    Probing (no agent, none of its descriptors: CPython's own
+    test_subprocess counts a child's descriptors); PROBING=2 is inherited
+    (torchrun's ranks)."""
+    for value, inherited in (("1", False), ("2", True)):
+        t = spawn(python, CHILD_FDS, env={"PROBING": value})
+        t.wait_line("READY")
+        t.wait_agent()
+        (tmp_path / "go").write_text("")
+        t.wait_line("CHILD")
+        line = [l for l in t.output().splitlines() if l.startswith("CHILD")][0]
+        env, fds = line.split(" ", 2)[1:]
+        high = [fd for fd in eval(fds) if fd >= 512]
+        if inherited:
+            assert env == value and len(high) >= 3, line
+        else:
+            assert env == "None" and high == [], line
+        (tmp_path / "go").unlink()
+        t.stop()

@@ -20,7 +20,9 @@ writes; see docs/security.md)::
 
 ``PROBING=1 python app.py`` does the same at start-up (through the
 ``probing.pth`` file installed next to this package), with the settings
-taken from the environment (``PROBING_PORT``, ``PROBING_<SETTING>``).
+taken from the environment (``PROBING_PORT``, ``PROBING_<SETTING>``);
+``PROBING=2`` also starts it in every Python process ``app.py`` starts
+(``PROBING=2 torchrun ...``).
 """
 
 import importlib.machinery
@@ -76,11 +78,32 @@ def _setting_name(key):
     return head + "." + tail if sep else key
 
 
+# PROBING's values: this process only, or this process and the Python
+# processes it starts (a torchrun launcher and its ranks).
+_THIS_ONLY = ("1", "on", "true", "yes")
+_NESTED = ("2", "nested")
+
+
 def _autostart():
-    """Called by probing.pth when PROBING is set at interpreter start."""
-    value = os.environ.get("PROBING", "")
-    if value.lower() in ("", "0", "off", "false", "no"):
+    """Called by probing.pth when PROBING is set at interpreter start.
+
+    PROBING=1 starts the agent in this process only: PROBING is taken out
+    of the environment, so a Python child (a subprocess, a test's helper)
+    runs exactly as it would without Probing.  PROBING=2 (or "nested")
+    leaves it there: every Python process started from this one gets an
+    agent too, as the ranks of a torchrun job need.
+    """
+    value = os.environ.get("PROBING", "").lower()
+    if value in ("", "0", "off", "false", "no"):
         return
+    if value not in _THIS_ONLY + _NESTED:
+        import sys
+        print("[probing] not started: PROBING=%s (use 1 for this process, "
+              "2 for it and its children)" % os.environ["PROBING"],
+              file=sys.stderr)
+        return
+    if value in _THIS_ONLY:
+        del os.environ["PROBING"]
     try:
         init()
     except Exception as exc:  # never stop the program because of us
