@@ -30,16 +30,30 @@
  * The output writer: keeps the first PYEVAL_OUTPUT_MAX bytes written
  * (UTF-8), drops the rest and remembers that it did.
  */
-typedef struct {
+typedef struct writer {
 	PyObject_HEAD char *buf;
 	size_t len, cap;
 	int truncated;
+	/* Only the evaluating thread's writes are the evaluation's; the
+	 * program's other threads keep writing where they did (stream: 0
+	 * stdout, 1 stderr).  A stderr writer keeps its text in its stdout
+	 * writer (sink, a reference), so both come back as one output. */
+	unsigned long owner;
+	int stream;
+	struct writer *sink;
+	/* The stream it stands in for (a reference), where the others'
+	 * writes go, and every write once the evaluation is over (done):
+	 * code may have kept the writer, as a logging handler does. */
+	PyObject *orig;
+	int done;
 } writer;
 
 static void writer_dealloc(PyObject *o)
 {
 	PyTypeObject *tp = Py_TYPE(o);
 
+	Py_XDECREF((PyObject *)((writer *)o)->sink);
+	Py_XDECREF(((writer *)o)->orig);
 	free(((writer *)o)->buf);
 	tp->tp_free(o);
 	Py_DECREF(tp);
@@ -73,6 +87,8 @@ static void writer_append(writer *w, const char *s, size_t n)
 	w->len += n;
 }
 
+static PyObject *forward_write(writer *w, PyObject *arg);
+
 static PyObject *writer_write(PyObject *o, PyObject *arg)
 {
 	writer *w = (writer *)o;
@@ -80,6 +96,10 @@ static PyObject *writer_write(PyObject *o, PyObject *arg)
 	const char *s;
 	Py_ssize_t n;
 
+	if (w->done || w->owner != PyThread_get_thread_ident())
+		return forward_write(w, arg);
+	if (w->sink)
+		w = w->sink;
 	if (!PyUnicode_Check(arg))
 		return PyErr_Format(PyExc_TypeError,
 				    "write() argument must be str, not %.100s",
@@ -224,6 +244,8 @@ static PyObject *writer_new(void)
 		return NULL;
 	w = PyType_GenericNew((PyTypeObject *)tp, NULL, NULL);
 	Py_DECREF(tp);
+	if (w)
+		((writer *)w)->owner = PyThread_get_thread_ident();
 	return w;
 }
 
@@ -236,7 +258,8 @@ static PyObject *writer_new(void)
  * is guarded by the GIL.
  */
 struct redirect {
-	PyObject *out; /* writer, for stdout and stderr */
+	PyObject *out; /* writer, for stdout (owns the text) */
+	PyObject *err; /* writer, for stderr (into out's text) */
 	PyObject *in;  /* empty StringIO, for stdin */
 };
 
@@ -247,7 +270,28 @@ static const char *const stream_names[3] = {"stdout", "stderr", "stdin"};
 
 static PyObject *stream_of(const struct redirect *r, int i)
 {
-	return i < 2 ? r->out : r->in;
+	return i == 0 ? r->out : i == 1 ? r->err : r->in;
+}
+
+/* A write from a thread other than w's evaluating one: into the
+ * evaluation that thread runs, if it runs one, else to the stream the
+ * program had (its output must not vanish into someone's eval reply). */
+static PyObject *forward_write(writer *w, PyObject *arg)
+{
+	unsigned long me = PyThread_get_thread_ident();
+	PyObject *to;
+
+	for (size_t k = 0; k < nactive; k++) {
+		writer *o = (writer *)stream_of(&active[k], w->stream);
+
+		if (o->owner == me)
+			return writer_write((PyObject *)o, arg);
+	}
+	to = w->orig;
+	if (!to || to == Py_None) /* no stream: dropped, as print does */
+		return PyLong_FromSsize_t(
+			PyUnicode_Check(arg) ? PyUnicode_GET_LENGTH(arg) : 0);
+	return PyObject_CallMethod(to, "write", "O", arg);
 }
 
 static int redirect_begin(const struct redirect *r)
@@ -260,6 +304,7 @@ static int redirect_begin(const struct redirect *r)
 			Py_XINCREF(saved[i]);
 		}
 	active[nactive].out = Py_NewRef(r->out);
+	active[nactive].err = Py_NewRef(r->err);
 	active[nactive].in = Py_NewRef(r->in);
 	nactive++;
 	for (int i = 0; i < 3; i++)
@@ -299,6 +344,7 @@ static void redirect_end(const struct redirect *r)
 			PyErr_Clear();
 	}
 	Py_DECREF(r->out);
+	Py_DECREF(r->err);
 	Py_DECREF(r->in);
 	if (!nactive)
 		for (int i = 0; i < 3; i++)
@@ -572,7 +618,7 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 		  struct pyeval_result *res, char *err, size_t errlen)
 {
 	static unsigned long runs;
-	struct redirect r = {NULL, NULL};
+	struct redirect r = {NULL, NULL, NULL};
 	PyObject *et, *ev, *etb, *main, *g, *l, *value = NULL, *io;
 	char name[64];
 	int rc, is_expr = 0, ret = 0;
@@ -591,10 +637,17 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 	}
 	l = scope && scope->locals ? scope->locals : g;
 	r.out = writer_new();
+	r.err = writer_new();
+	if (r.out && r.err) {
+		((writer *)r.out)->orig = Py_XNewRef(PySys_GetObject("stdout"));
+		((writer *)r.err)->orig = Py_XNewRef(PySys_GetObject("stderr"));
+		((writer *)r.err)->stream = 1;
+		((writer *)r.err)->sink = (writer *)Py_NewRef(r.out);
+	}
 	io = PyImport_ImportModule("io");
 	r.in = io ? PyObject_CallMethod(io, "StringIO", NULL) : NULL;
 	Py_XDECREF(io);
-	if (!g || !r.out || !r.in) {
+	if (!g || !r.out || !r.err || !r.in) {
 		PyErr_Clear();
 		errbuf_set(err, errlen, "cannot set up the evaluation");
 		ret = -ENOMEM;
@@ -615,6 +668,7 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 		ret = -ENOMEM;
 	PyErr_Clear();
 	redirect_end(&r);
+	((writer *)r.out)->done = ((writer *)r.err)->done = 1;
 	linecache_set(name, NULL, 0);
 	res->output = output_text((writer *)r.out);
 	if (!res->output)
@@ -628,6 +682,7 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 out:
 	Py_XDECREF(value);
 	Py_XDECREF(r.out);
+	Py_XDECREF(r.err);
 	Py_XDECREF(r.in);
 	PyErr_Clear();
 	PyErr_Restore(et, ev, etb);

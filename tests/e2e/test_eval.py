@@ -1,4 +1,5 @@
 """probing eval / repl: code runs in __main__ of the live target."""
+import re
 import time
 
 from conftest import probing
@@ -100,3 +101,45 @@ def test_none_is_not_echoed(spawn, python):
     assert r.rc == 0 and r.out == "only this\n", r
     r = probing("eval", "None", target=t.pid)
     assert r.rc == 0 and r.out == "", r
+
+
+CHATTY = """\
+import sys, threading, time
+def chat(name, tag):
+    n = 0
+    while True:
+        stream = getattr(sys, name)  # looked up each time, as print does
+        stream.write("%s %d\\n" % (tag, n))
+        stream.flush()
+        n += 1
+        time.sleep(0.002)
+threading.Thread(target=chat, args=("stdout", "OUT"), daemon=True).start()
+threading.Thread(target=chat, args=("stderr", "ERR"), daemon=True).start()
+print("READY", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def test_eval_captures_only_its_own_output(spawn, python):
+    """While an evaluation runs, the program's own threads keep printing to
+    their stdout and stderr: not one of their lines goes into the reply or
+    goes missing from the program's log (they all went into the eval's
+    reply before)."""
+    t = spawn(python, CHATTY)
+    t.wait_line("READY")
+    t.wait_agent()
+    r = probing("eval", "import sys, time\n"
+                "print('mine'); time.sleep(1.5)\n"
+                "print('mine too', file=sys.stderr)", target=t.pid)
+    assert r.rc == 0, r
+    assert r.out.split() == ["mine", "mine", "too"], r
+    time.sleep(0.2)
+    out = t.output()
+    for tag in ("OUT", "ERR"):
+        # stdout and stderr share one file: lines may interleave.
+        seen = [int(n) for n in re.findall(tag + r" (\d+)\n", out)]
+        # Every line, in order, none lost, through the 1.5 s evaluation.
+        assert seen == list(range(len(seen))) and len(seen) > 200, \
+            (tag, len(seen), [s for i, s in enumerate(seen) if s != i][:5])
+    assert "mine" not in t.output()
