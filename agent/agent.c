@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "dap_addr.h"
 #include "cluster.h"
 #include "config.h"
 #include "crash.h"
@@ -26,6 +27,7 @@
 #include "pygil.h"
 #include "sampler.h"
 #include "server.h"
+#include "server_sock.h"
 #include "store.h"
 #include "tables.h"
 #include "torch.h"
@@ -190,6 +192,16 @@ static int bring_up(char *err, size_t errlen)
 	return 0;
 }
 
+/* Whether @probing-<our pid> is held by this process (another copy of
+ * the agent) rather than by a stranger. */
+static int agent_holds_own_name(void)
+{
+	struct dap_addr addr;
+
+	dap_addr_for_pid(getpid(), &addr);
+	return server_sock_unix_holder(&addr) == getpid();
+}
+
 static void *agent_main(void *arg)
 {
 	struct pygil_limits lim = {.start_ms = 2000};
@@ -200,6 +212,12 @@ static void *agent_main(void *arg)
 	if (wait_for_python())
 		return NULL;
 	rc = bring_up(err, sizeof(err));
+	if (rc == -EADDRINUSE && !agent_holds_own_name()) {
+		/* Not another copy of ours: someone else took the name. */
+		log_warn("agent not started: %s", err);
+		set_state(FAILED, err);
+		return NULL;
+	}
 	if (rc == -EADDRINUSE) {
 		/* Another copy of the agent (another libprobing.so) serves
 		 * this process already: one agent per process. */

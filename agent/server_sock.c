@@ -16,6 +16,25 @@
 #include "auth.h"
 #include "dap_addr.h"
 
+pid_t server_sock_unix_holder(const struct dap_addr *addr)
+{
+	struct sockaddr_storage ss;
+	struct ucred cr = {0};
+	socklen_t len, crlen = sizeof(cr);
+	int fd;
+
+	if (dap_addr_unix_sockaddr(addr, &ss, &len))
+		return 0;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
+		cr.pid = 0;
+	close(fd);
+	return cr.pid;
+}
+
 int server_sock_bind_unix(const struct dap_addr *addr, char *err,
 			  size_t errlen)
 {
@@ -36,8 +55,16 @@ int server_sock_bind_unix(const struct dap_addr *addr, char *err,
 	}
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot listen on %s: %s", addr->host,
-			 strerror(errno));
+		if (rc == -EADDRINUSE)
+			snprintf(err, errlen,
+				 "cannot listen on %s: another process holds "
+				 "that name (it bound it first; `ss -xlp | "
+				 "grep %s` tells which); clients check who "
+				 "listens and will not talk to it",
+				 addr->host, addr->host);
+		else
+			snprintf(err, errlen, "cannot listen on %s: %s",
+				 addr->host, strerror(errno));
 		close(fd);
 		return rc;
 	}

@@ -12,11 +12,16 @@
 #define SERVER_SOCK_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct dap_addr;
 
 /* Binds and listens on a unix address (abstract or a path).  Returns the
  * fd, or -errno with err. */
+/* The process that holds unix address addr (listening there): its pid,
+ * or 0 when none can be reached or told. */
+pid_t server_sock_unix_holder(const struct dap_addr *addr);
+
 int server_sock_bind_unix(const struct dap_addr *addr, char *err,
 			  size_t errlen);
 

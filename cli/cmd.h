@@ -42,6 +42,7 @@ enum cli_exit {
 	CLI_EINJECT = 11, /* inject: the injection itself failed */
 	CLI_EAUTH = 12,	  /* the agent refused the token (missing or wrong) */
 	CLI_EPARTIAL = 13, /* cluster: some nodes did not answer */
+	CLI_EPEER = 14,	  /* the socket is held by another process or user */
 	CLI_EINTR = 130,  /* given up on after Ctrl-C */
 };
 

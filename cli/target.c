@@ -148,6 +148,10 @@ static int connect_failed(const struct dap_addr *addr, int rc, int timeout_ms,
 		snprintf(err, errlen, "no socket at %s", where);
 		return CLI_EREFUSED;
 	}
+	if (rc == DAP_EPEER) {
+		snprintf(err, errlen, "%s", why);
+		return CLI_EPEER;
+	}
 	snprintf(err, errlen, "cannot connect to %s: %s", where,
 		 why && *why ? why : dap_strerror(rc));
 	return CLI_EREFUSED;

@@ -96,6 +96,41 @@ static int wait_fd(int fd, short events, int64_t deadline)
 
 /* ---- connecting ---- */
 
+/* Whether the process at the other end of unix socket fd may be trusted
+ * with what we send (code, the token): the target itself when addr names
+ * a pid, else a process of ours or root's.  0, or DAP_EPEER with why. */
+static int peer_check(int fd, const struct dap_addr *addr, char *err,
+		      size_t errlen)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	uid_t me = geteuid();
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+	    len != sizeof(cr)) {
+		set_err(err, errlen, "%s: cannot tell who listens there",
+			addr->host);
+		return DAP_EPEER;
+	}
+	if (addr->pid > 0 && cr.pid != addr->pid) {
+		set_err(err, errlen,
+			"%s is held by process %ld (uid %ld), not by process "
+			"%ld: not its agent, nothing sent (someone may have "
+			"taken the name first)",
+			addr->host, (long)cr.pid, (long)cr.uid,
+			(long)addr->pid);
+		return DAP_EPEER;
+	}
+	if (addr->pid <= 0 && cr.uid != me && cr.uid != 0 && me != 0) {
+		set_err(err, errlen,
+			"%s is held by process %ld of another user (uid %ld): "
+			"nothing sent",
+			addr->host, (long)cr.pid, (long)cr.uid);
+		return DAP_EPEER;
+	}
+	return 0;
+}
+
 static int connect_unix(const struct dap_addr *addr, int64_t deadline, int *fdp,
 			char *err, size_t errlen)
 {
@@ -151,6 +186,11 @@ static int connect_unix(const struct dap_addr *addr, int64_t deadline, int *fdp,
 		}
 		set_err(err, errlen, "connecting to %s: %s", addr->host,
 			strerror(-rc));
+		return rc;
+	}
+	rc = peer_check(fd, addr, err, errlen);
+	if (rc) {
+		close(fd);
 		return rc;
 	}
 	*fdp = fd;

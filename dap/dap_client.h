@@ -28,6 +28,8 @@ enum {
 	DAP_ECONNREFUSED = -1100, /* nothing listens at the address */
 	DAP_ETIMEDOUT = -1101,    /* no answer in time */
 	DAP_ECLOSED = -1102,      /* the agent closed the connection */
+	DAP_EPEER = -1103,        /* the socket is not the target's (another
+				     process or user holds the name) */
 };
 
 /*
@@ -35,7 +37,11 @@ enum {
  * bounded).  Returns 0 and a new client in *out, or DAP_ECONNREFUSED (unix:
  * ECONNREFUSED or ENOENT; the message tells a missing process from a
  * process without an agent), DAP_ETIMEDOUT, -EHOSTUNREACH (host name not
- * resolved) or -errno with a message in err.
+ * resolved) or -errno with a message in err.  A unix socket's peer is
+ * checked (SO_PEERCRED) before anything is sent: for an address given as
+ * a pid it must be that process, else a process of this user (or root);
+ * otherwise DAP_EPEER, and nothing was written (no code, no token reaches
+ * a socket someone else bound first).
  */
 int dap_client_connect(const struct dap_addr *addr, int timeout_ms,
 		       struct dap_client **out, char *err, size_t errlen);

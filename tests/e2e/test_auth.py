@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import CLI, SYSTEM_PYTHON, probing, wait_for
+from conftest import CLI, SITE, SYSTEM_PYTHON, probing, wait_for
 
 TOKEN = "s3cret-token-0123456789abcdef"
 
@@ -524,3 +524,65 @@ except ValueError as e:
     t2 = start(spawn, SYSTEM_PYTHON, dict(dirs, PROBING_READONLY="1"), code)
     out = t2.output()
     assert "REFUSED" in out and "cannot be switched off" in out, out
+
+
+SQUATTER = """\
+import socket, sys, time
+pid = int(sys.argv[1])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\\0probing-%d" % pid)
+s.listen(4)
+s.settimeout(0.2)
+print("BOUND", flush=True)
+got = b""
+while True:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(2)
+    try:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            got += b
+            print("GOT", len(got), flush=True)
+    except socket.timeout:
+        pass
+    c.close()
+"""
+
+
+def test_squatted_socket_gets_nothing(spawn, python, tmp_path):
+    """Another process binds @probing-<pid> first: the CLI checks who
+    listens (SO_PEERCRED) and sends it no code and no token; the target's
+    agent says its name is taken."""
+    t = spawn(python, """\
+import os, time
+print("READY", flush=True)
+while not os.path.exists("start"):
+    time.sleep(0.02)
+import probing
+try:
+    probing.init(timeout=2)
+except Exception as e:
+    print("INIT FAILED:", e, flush=True)
+while True:
+    time.sleep(0.05)
+""", agent=None, env={"PYTHONPATH": SITE})
+    t.wait_line("READY")
+    sq = spawn(python, SQUATTER, agent=None, args=(str(t.pid),))
+    sq.wait_line("BOUND")
+    for args in (("eval", "1 + 1"), ("query", "SELECT 1"),
+                 ("--token", "a" * 20, "backtrace")):
+        r = probing(*args, target=t.pid, env={"PROBING_TOKEN": "b" * 20})
+        assert r.rc == 14, (args, r)
+        assert "held by process %d" % sq.pid in r.err and \
+            "nothing sent" in r.err, r
+    r = probing("inject", target=t.pid)
+    assert r.rc == 14 and "nothing sent" in r.err, r
+    (tmp_path / "start").write_text("")
+    t.wait_line("INIT FAILED")
+    assert "another process holds that name" in t.output(), t.output()
+    assert "GOT" not in sq.output(), sq.output()
