@@ -406,8 +406,8 @@ static void call_on_stack(void (*fn)(void), char *top)
 			 : "r12", "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9",
 			   "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4",
 			   "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-			   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory",
-			   "cc");
+			   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+			   "memory", "cc");
 #elif defined(__aarch64__)
 	__asm__ volatile("mov x19, sp\n\t"
 			 "mov sp, %0\n\t"
@@ -415,31 +415,47 @@ static void call_on_stack(void (*fn)(void), char *top)
 			 "mov sp, x19\n\t"
 			 :
 			 : "r"(top), "r"(fn)
-			 : "x19", "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7",
-			   "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15",
-			   "x16", "x17", "x18", "x30", "v0", "v1", "v2", "v3",
-			   "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19",
-			   "v20", "v21", "v22", "v23", "v24", "v25", "v26",
-			   "v27", "v28", "v29", "v30", "v31", "memory", "cc");
+			 : "x19", "x0", "x1", "x2", "x3", "x4", "x5", "x6",
+			   "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14",
+			   "x15", "x16", "x17", "x18", "x30", "v0", "v1", "v2",
+			   "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18",
+			   "v19", "v20", "v21", "v22", "v23", "v24", "v25",
+			   "v26", "v27", "v28", "v29", "v30", "v31", "memory",
+			   "cc");
 #else
 	(void)top;
 	fn();
 #endif
 }
 
-static void report_stack_make(void)
+/* size bytes of stack with a guard page below (an overflow faults): its
+ * lowest usable address, or NULL.  Freed with guarded_stack_free. */
+static char *guarded_stack_new(size_t size)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	char *m;
+	char *m = mmap(NULL, size + page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (report_stack)
-		return;
-	m = mmap(NULL, CRASH_STACK + page, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
+		return NULL;
+	mprotect(m, page, PROT_NONE);
+	return m + page;
+}
+
+static void guarded_stack_free(char *low, size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	munmap(low - page, size + page);
+}
+
+static void report_stack_make(void)
+{
+	char *low;
+
+	if (report_stack || !(low = guarded_stack_new(CRASH_STACK)))
 		return;
-	mprotect(m, page, PROT_NONE); /* guard: an overflow faults */
-	report_stack = m + page + CRASH_STACK;
+	report_stack = low + CRASH_STACK;
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
@@ -517,24 +533,19 @@ int crash_enabled(void)
 
 static void altstack_here(void)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	stack_t cur, ss;
-	char *m;
 
 	if (sigaltstack(NULL, &cur) < 0 || cur.ss_flags & SS_ONSTACK)
 		return;
 	if (!(cur.ss_flags & SS_DISABLE) && cur.ss_size >= CRASH_ALTSTACK)
 		return;
-	m = mmap(NULL, CRASH_ALTSTACK + page, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
+	ss.ss_sp = guarded_stack_new(CRASH_ALTSTACK);
+	if (!ss.ss_sp)
 		return;
-	mprotect(m, page, PROT_NONE); /* guard: an overflow faults */
-	ss.ss_sp = m + page;
 	ss.ss_size = CRASH_ALTSTACK;
 	ss.ss_flags = 0;
 	if (sigaltstack(&ss, NULL) < 0)
-		munmap(m, CRASH_ALTSTACK + page);
+		guarded_stack_free(ss.ss_sp, CRASH_ALTSTACK);
 }
 
 static void exception_report(PyObject *type, PyObject *value, PyObject *tb);

@@ -29,17 +29,15 @@ struct outbuf {
 
 static void flush_output(struct session *s)
 {
+	/* A number the program reused gets nothing of ours. */
+	if (s->out_head && !fdown_ours(&s->sock)) {
+		server_session_lost(s);
+		return;
+	}
 	while (s->out_head) {
 		struct outbuf *b = s->out_head;
-		ssize_t n;
-
-		/* A number the program reused gets nothing of ours. */
-		if (!fdown_ours(&s->sock)) {
-			server_session_lost(s);
-			return;
-		}
-		n = send(s->sock.fd, b->data + b->off, b->len - b->off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = send(s->sock.fd, b->data + b->off,
+				 b->len - b->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

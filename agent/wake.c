@@ -73,14 +73,13 @@ static void on_readable(struct ev_loop *loop, ev_io *io, int revents)
 static void on_check(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct wake *w = t->data;
-
 	int wr_ours;
 
 	(void)loop, (void)revents;
 	pthread_mutex_lock(&w->lock);
 	wr_ours = fdown_ours(&w->wr);
 	pthread_mutex_unlock(&w->lock);
-	if (w->rd.fd < 0 || !fdown_ours(&w->rd) || !wr_ours)
+	if (!fdown_ours(&w->rd) || !wr_ours)
 		rebuild(w);
 	else if (atomic_exchange(&w->pending, 0))
 		w->fn(w->data); /* a wake whose byte was not written */
