@@ -383,3 +383,16 @@ __attribute__((constructor)) static void probing_constructor(void)
 {
 	agent_start();
 }
+
+/* What `probing inject` calls in a process that has this library mapped
+ * already (inject/layout.h: INJECT_RESTART_SYMBOL), in dlopen's place and
+ * with its signature: a forked child, whose agent is gone.  Runs where
+ * the constructor does, under the same rules.  Non-NULL when the agent
+ * runs (or was running already). */
+__attribute__((visibility("default"))) void *
+probing_agent_restart(const char *path, int mode)
+{
+	(void)path;
+	(void)mode;
+	return agent_start() == 0 ? (void *)&agent_thread : NULL;
+}

@@ -8,7 +8,8 @@
  * store, starts the GIL threads, the workers and the server, and runs the
  * server loop.  At interpreter exit an atexit hook stops it all (bounded);
  * in a forked child the parent's agent is forgotten (its sockets closed)
- * and a new one can be started with probing.init().
+ * and a new one can be started with probing.init() or `probing inject`
+ * (which calls the exported probing_agent_restart(), agent.c).
  *
  * Threads: agent_start/agent_wait_ready/agent_listen from any thread.
  */

@@ -21,6 +21,7 @@
 #include "cluster_addr.h"
 #include "cluster_intern.h"
 #include "cluster_nodes.h"
+#include "cluster_role.h"
 #include "cluster_store.h"
 #include "config.h"
 #include "log.h"
@@ -36,6 +37,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t thread;
 static pthread_cond_t cond;
 static int running, stopping;
+
+/* The rank this process is (its own pid) or descends from; 0 while no
+ * job was read.  Kept across fork for cluster_role_forked(). */
+static pid_t job_rank;
 
 double cluster_mono_ms(void)
 {
@@ -400,6 +405,18 @@ int cluster_start(struct server *srv, struct store *st, char *err,
 			       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
 		return 0;
 	}
+	if (cluster_role_child_of_rank(&job_rank)) {
+		cluster_status("a child of rank %lld (pid %d), not the rank: "
+			       "not registered (the rank's own agent answers "
+			       "for it)",
+			       (long long)cluster_job.rank, (int)job_rank);
+		log_info("cluster: pid %d is a child of rank %lld (pid %d): "
+			 "not registered as that rank",
+			 (int)getpid(), (long long)cluster_job.rank,
+			 (int)job_rank);
+		return 0;
+	}
+	job_rank = getpid();
 	server = srv;
 	rc = plan_listen(why, sizeof(why));
 	if (rc) {
@@ -451,6 +468,9 @@ void cluster_atfork_child(void)
 	pthread_mutex_init(&cluster_job_lock, NULL);
 	cluster_nodes_atfork_child();
 	cluster_store_atfork_child();
+	/* A forked child is never the rank. */
+	if (job_rank)
+		cluster_role_forked(job_rank);
 	/* The parent's list stays (the child is in the same job, as far as
 	 * it knows); its thread does not exist here. */
 	running = 0;

@@ -199,14 +199,22 @@ static void print_injected(pid_t pid, const char *lib,
 	char cmd[CLI_CMDLINE_MAX + 8];
 
 	cli_target_cmdline(pid, cmd, sizeof(cmd), CLI_CMDLINE_MAX);
-	printf("injected %s into process %d (%s)\n", lib, (int)pid, cmd);
+	if (res->restarted)
+		printf("restarted the agent in process %d (%s): %s was "
+		       "loaded already, its agent stopped (a forked "
+		       "child's)\n",
+		       (int)pid, cmd, res->target_path);
+	else
+		printf("injected %s into process %d (%s)\n", lib, (int)pid,
+		       cmd);
 	if (res->note[0])
 		printf("  %s\n", res->note);
 	printf("  thread %d was stopped %.2f ms, %s\n", (int)res->tid,
 	       res->stopped_ms, res->where);
-	printf("  dlopen took %.1f ms; the agent answered %.1f ms after the "
+	printf("  %s took %.1f ms; the agent answered %.1f ms after the "
 	       "start\n",
-	       res->dlopen_ms, agent_ms);
+	       res->restarted ? "the restart" : "dlopen", res->dlopen_ms,
+	       agent_ms);
 	printf("  loader code left in unused bytes of %s and %s\n",
 	       res->code_file, res->data_file);
 }

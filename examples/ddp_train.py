@@ -1,6 +1,8 @@
 """A small DDP training loop on CPU (gloo), to try `probing cluster` on.
 
-    PROBING=1 torchrun --nproc_per_node 4 examples/ddp_train.py --hang-rank 2
+    PROBING=2 torchrun --nproc_per_node 4 examples/ddp_train.py --hang-rank 2
+
+(PROBING=2: torchrun and every process it starts get the agent.)
 
 Every rank trains the same small model on random data; DDP averages the
 gradients across ranks in loss.backward().  With --hang-rank R, rank R
@@ -20,10 +22,24 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
-def load_batch(step, rank, args):
+class RandomBatches(torch.utils.data.IterableDataset):
+    """Endless random batches, made in DataLoader worker processes."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def __iter__(self):
+        while True:
+            x = torch.randn(self.batch, 64)
+            yield x, x.sum(dim=1, keepdim=True)
+
+
+def load_batch(step, rank, args, batches):
     if rank == args.hang_rank and step >= args.hang_step:
         while True:  # a reader that never gets its data
             time.sleep(0.05)
+    if batches is not None:
+        return next(batches)
     x = torch.randn(args.batch, 64)
     y = x.sum(dim=1, keepdim=True)
     return x, y
@@ -35,8 +51,13 @@ def train(args):
     model = DDP(nn.Sequential(nn.Linear(64, 128), nn.ReLU(),
                               nn.Linear(128, 1)))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    batches = None
+    if args.loader_workers:
+        batches = iter(torch.utils.data.DataLoader(
+            RandomBatches(args.batch), batch_size=None,
+            num_workers=args.loader_workers))
     for step in range(args.steps):
-        x, y = load_batch(step, rank, args)
+        x, y = load_batch(step, rank, args, batches)
         loss = nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -54,6 +75,10 @@ def main():
     p.add_argument("--hang-rank", type=int, default=-1,
                    help="this rank gets stuck at --hang-step")
     p.add_argument("--hang-step", type=int, default=3)
+    p.add_argument("--loader-workers", type=int, default=0,
+                   help="make the batches in this many DataLoader worker "
+                        "processes per rank (forked children that inherit "
+                        "RANK)")
     p.add_argument("--step-sleep", type=float, default=0.0,
                    help="seconds each step sleeps (a gentler load)")
     p.add_argument("--linger", type=float, default=0.0,

@@ -433,6 +433,14 @@ static int check(struct run *r, const char *path, char *abs, char *err,
 			 r->arch->name);
 		return -ENOEXEC;
 	}
+	if (r->layout.restart) {
+		/* The agent is there (a forked child of a process that had
+		 * it): started again, never loaded twice. */
+		r->res->restarted = 1;
+		snprintf(r->res->target_path, sizeof(r->res->target_path),
+			 "%s", r->layout.agent);
+		return 0;
+	}
 	rc = inject_proc_library(r->pid, abs, r->res->target_path,
 				 sizeof(r->res->target_path), r->copied,
 				 sizeof(r->copied), r->res->note,
@@ -463,8 +471,9 @@ static int write_caves(struct run *r, char *err, size_t errlen)
 
 	err[0] = '\0';
 	*s = (struct inject_shell){
-		.dlopen = r->layout.dlopen,
-		.dlerror = r->layout.dlerror,
+		.dlopen = r->res->restarted ? r->layout.restart
+					    : r->layout.dlopen,
+		.dlerror = r->res->restarted ? 0 : r->layout.dlerror,
 		.errno_fn = r->layout.errno_fn,
 		.mode = r->layout.mode,
 		.path = r->res->target_path,
@@ -549,6 +558,13 @@ static int wait_done(struct run *r, char *err, size_t errlen)
 			pause *= 2;
 	}
 	r->res->handle = get64(area + INJECT_RESULT_HANDLE);
+	if (!r->res->handle && r->res->restarted) {
+		snprintf(err, errlen,
+			 "the agent loaded in process %d already (%s) did not "
+			 "start again (see the process's stderr)",
+			 (int)r->pid, r->res->target_path);
+		return -ELIBBAD;
+	}
 	if (!r->res->handle) {
 		area[sizeof(area) - 1] = '\0';
 		snprintf(err, errlen, "dlopen(\"%s\") failed in process %d: %s",

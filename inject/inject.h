@@ -25,6 +25,10 @@
  *   5. One register write sends the thread into the shellcode; detach.
  *      The thread calls dlopen, restores everything and goes on by
  *      itself.  We poll the result area for done, with a deadline.
+ * A process that has an agent library mapped already (a forked child of
+ * a process with the agent: the mapping is inherited, the agent's threads
+ * are not) gets the same sequence with the library's restart function
+ * called in dlopen's place (layout.h): the agent is never loaded twice.
  *
  * The target is never in a state it cannot leave alone: before step 5 its
  * registers are untouched (a dead injector's thread is detached by the
@@ -72,6 +76,8 @@ struct inject_result {
 	uint64_t code, data; /* the caves used */
 	char code_file[48], data_file[48];
 	char target_path[PATH_MAX]; /* what dlopen was given */
+	int restarted; /* an agent mapped already was started again, in
+			* dlopen's place (layout.h); target_path is it */
 	char note[512];		    /* mount namespace note, or "" */
 	double stopped_ms;	    /* the thread was stopped this long */
 	double dlopen_ms;	    /* release to done */
@@ -90,7 +96,9 @@ struct inject_result {
  *   -EAGAIN     Python not initialised yet or finalising; the process is
  *               stopped (job control)
  *   -ENOENT     the library is not there or not visible in the target
- *   -EALREADY   the library is loaded in the process already
+ *   -EALREADY   the library is loaded in the process already, without
+ *               the restart function (an agent mapped already that has
+ *               it is started again instead: res->restarted)
  *   -ELIBBAD    dlopen failed in the target: err has dlerror()'s text
  *   -EBUSY      no thread stopped at a safe point in time
  *   -ETIMEDOUT  a thread did not stop, or dlopen did not finish, in time

@@ -194,6 +194,31 @@ static int find_dlopen(pid_t pid, const struct inject_maps *m,
 	return 0;
 }
 
+/* An agent library mapped already (a forked child keeps its parent's):
+ * the first mapped file named like libprobing*.so that exports
+ * INJECT_RESTART_SYMBOL.  Not finding one is no error. */
+static void find_agent(pid_t pid, const struct inject_maps *m,
+		       struct inject_layout *l)
+{
+	for (size_t i = 0; i < m->n && !l->restart; i++) {
+		const char *path = m->v[i].path;
+		const char *base = basename_of(path);
+		struct inject_elf *e = NULL;
+		char why[256];
+
+		if (path[0] != '/' || strncmp(base, "libprobing", 10) ||
+		    !strstr(base, ".so") ||
+		    (i > 0 && !strcmp(m->v[i - 1].path, path)))
+			continue;
+		if (open_elf(pid, path, &e, why, sizeof(why)))
+			continue;
+		l->restart = symbol_at(m, path, e, INJECT_RESTART_SYMBOL);
+		if (l->restart)
+			snprintf(l->agent, sizeof(l->agent), "%s", path);
+		inject_elf_free(e);
+	}
+}
+
 static void add_range(struct inject_range *r, size_t *n, size_t max,
 		      const struct inject_mapping *e)
 {
@@ -375,12 +400,16 @@ int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
 	rc = find_dlopen(pid, &m, l, err, errlen);
 	if (rc)
 		goto out;
+	find_agent(pid, &m, l);
 	for (size_t i = 0; i < m.n; i++) {
 		const struct inject_mapping *e = &m.v[i];
 
 		if (!strchr(e->perms, 'x') || e->path[0] != '/')
 			continue;
-		if (inject_maps_named(e->path, runtime_names))
+		/* A thread stopped in the agent's own code may hold the lock
+		 * its restart takes. */
+		if (inject_maps_named(e->path, runtime_names) ||
+		    (l->restart && !strcmp(e->path, l->agent)))
 			add_range(l->runtime, &l->nruntime, INJECT_RANGES_MAX,
 				  e);
 		if (inject_maps_named(e->path, loader_names))

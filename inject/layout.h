@@ -2,7 +2,10 @@
  * layout: a survey of the target's address space, taken before any thread
  * is stopped — is it CPython 3.11 and initialised, where are dlopen,
  * dlerror and __errno_location, which code must not be interrupted for a
- * dlopen, and where the caves are.
+ * dlopen, and where the caves are.  It also finds an agent library the
+ * target has mapped already (a forked child keeps its parent's, with the
+ * agent stopped): then the shellcode calls that library's
+ * INJECT_RESTART_SYMBOL, which has dlopen's signature, in dlopen's place.
  *
  * A cave is the unused tail of the last page of a loaded segment: mapped,
  * never used by the program (the segment ends before the page does).
@@ -36,6 +39,11 @@
 #define INJECT_CAVE_FILES 48 /* ELF files looked at for caves */
 #define INJECT_CAVE_MIN 320  /* smaller tails are not kept */
 
+/* void *probing_agent_restart(const char *path, int mode): exported by the
+ * agent; starts the agent when it is not running and returns non-NULL, or
+ * NULL when it could not.  path and mode are ignored. */
+#define INJECT_RESTART_SYMBOL "probing_agent_restart"
+
 struct inject_range {
 	uint64_t lo, hi; /* [lo, hi) */
 };
@@ -56,8 +64,13 @@ struct inject_layout {
 	uint64_t dlopen, dlerror, errno_fn; /* dlerror may be 0 */
 	uint32_t mode;			    /* INJECT_RTLD_* */
 	const char *dlopen_name;	    /* "dlopen" or the fallback */
-	/* Text of libc, ld.so, libpthread, libdl, libgcc_s: a thread
-	 * stopped there may hold the malloc or the loader lock. */
+	/* An agent library mapped already: where its restart function is
+	 * (0: none) and its path. */
+	uint64_t restart;
+	char agent[PATH_MAX];
+	/* Text of libc, ld.so, libpthread, libdl, libgcc_s (and of an
+	 * agent mapped already): a thread stopped there may hold the
+	 * malloc, the loader or the agent's lock. */
 	struct inject_range runtime[INJECT_RANGES_MAX];
 	size_t nruntime;
 	/* Text of the dynamic loader alone: any system call made from

@@ -126,8 +126,10 @@ class Job:
 def hung_job(tmp_path_factory):
     if not have_torch():
         pytest.skip("needs torchrun and python3-torch")
+    # Each rank has a DataLoader worker: a forked child that inherits
+    # RANK (test_torchrun_loader_worker_is_not_the_rank).
     job = Job(str(tmp_path_factory.mktemp("hung")), "--hang-rank", "2",
-              "--step-sleep", "0.01")
+              "--step-sleep", "0.01", "--loader-workers", "1")
     try:
         job.wait_ranks()
         # Ranks 0, 1, 3 reach backward() of the step rank 2 never joins.
@@ -159,6 +161,37 @@ def test_torchrun_discovery(hung_job):
         assert n["status"] == "up" and n["last_seen"]
     r = probing("config", target=hung_job.pids[2])
     assert "rank 2 of 4: registered in the store" in r.out, r
+
+
+def children(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return [int(c) for c in f.read().split()]
+
+
+@needs_torch
+def test_torchrun_loader_worker_is_not_the_rank(hung_job):
+    """Rank 2's DataLoader worker, given an agent, knows it is a child of
+    rank 2 and stays out of the store: the job's node list keeps the
+    rank, and `cluster backtrace` still shows the rank stuck in
+    load_batch (it showed the worker when the worker registered as rank
+    2)."""
+    rank = hung_job.pids[2]
+    worker, = children(rank)
+    r = probing("inject", target=worker)
+    assert r.rc == 0, r
+    r = probing("config", "-f", "json", target=worker)
+    assert r.rc == 0, r
+    status = {s["name"]: s["value"] for s in r.json()}["cluster.status"]
+    assert status.startswith("a child of rank 2 (pid %d), not the rank"
+                             % rank), status
+    # Every rank reads the store again within CLUSTER_REFRESH_MS (2 s).
+    time.sleep(2.5)
+    r = probing("cluster", "nodes", "-f", "json", target=hung_job.pids[0])
+    assert r.rc == 0, r
+    assert {int(n["rank"]): int(n["pid"]) for n in r.json()} == \
+        hung_job.pids
+    r = probing("cluster", "backtrace", target=hung_job.pids[0])
+    assert r.rc == 0 and r.out.startswith("rank 2 (1 of 4): load_batch"), r
 
 
 @needs_torch
@@ -468,3 +501,108 @@ def test_cluster_errors(nodes_of, python, tmp_path):
     bad.write_text("127.0.0.1:1 2 3\n")
     r = probing("cluster", "--nodes", str(bad), "backtrace")
     assert r.rc == 2 and "bad:1" in r.err, r
+
+
+FAMILY = """
+import os, subprocess, sys, time
+def idle():
+    while True:
+        time.sleep(0.05)
+how = sys.argv[1]
+if how == "leaf":
+    idle()
+if how == "fork":        # a DataLoader worker (fork)
+    kid = os.fork()
+    if kid == 0:
+        idle()
+elif how == "exec":      # a worker started with the same Python (spawn)
+    kid = subprocess.Popen([sys.executable, __file__, "leaf"]).pid
+elif how == "shell":     # a launcher, the job's environment given to a
+    job = dict(os.environ, **dict(a.split("=") for a in sys.argv[2:]))
+    kid = subprocess.Popen(  # shell script that runs Python (no exec)
+        ["/bin/sh", "-c", '"$0" "$1" fork; :', sys.executable, __file__],
+        env=job).pid
+elif how == "init":      # a rank that set its job environment itself,
+    import signal        # then started the agent, then forked (when
+    os.environ.update(a.split("=") for a in sys.argv[2:])  # told to)
+    import probing
+    probing.init()
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    print("ready", flush=True)
+    signal.pause()
+    kid = os.fork()
+    if kid == 0:
+        idle()
+print("proc", os.getpid(), "kid", kid, flush=True)
+idle()
+"""
+
+
+def job_env():
+    return {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+
+
+def family(spawn, python, how, env=None, args=(), procs=1):
+    """Starts FAMILY: its pid, and {pid: kid} of the Pythons that
+    printed theirs."""
+    t = spawn(python, FAMILY, agent=None, env=env, args=(how, *args))
+    if how == "init":
+        t.wait_line("ready", 60)
+        assert cluster_status(t.pid).startswith(
+            "rank 1: waiting for the process to import torch")
+        os.kill(t.pid, signal.SIGUSR1)
+    def printed():
+        return t.output().count("proc ") >= procs
+    wait_for(printed, 60, "the processes to start")
+    kids = {}
+    for line in t.output().splitlines():
+        if line.startswith("proc "):
+            _, pid, _, kid = line.split()
+            kids[int(pid)] = int(kid)
+    return t.pid, kids
+
+
+def cluster_status(pid):
+    """The agent of pid (injected if need be): its cluster.status."""
+    r = probing("inject", target=pid)
+    assert r.rc == 0, r
+    r = probing("config", "-f", "json", target=pid)
+    assert r.rc == 0, r
+    return {s["name"]: s["value"] for s in r.json()}["cluster.status"]
+
+
+def test_cluster_child_of_a_rank_is_not_the_rank(spawn, python):
+    """A DataLoader worker (forked, or the same Python started again)
+    inherits RANK and the rest, but is never registered as the rank: it
+    would replace the rank in the store, and `cluster backtrace` would
+    show the worker instead of the rank."""
+    rank_says = "rank 1: waiting for the process to import torch"
+    for how in ("fork", "exec"):
+        rank, kids = family(spawn, python, how, env=job_env())
+        kid = kids[rank]
+        assert cluster_status(kid) == (
+            "a child of rank 1 (pid %d), not the rank: not registered "
+            "(the rank's own agent answers for it)" % rank)
+        assert cluster_status(rank).startswith(rank_says)
+    # A launcher gives the job's environment to a shell script, which
+    # starts Python: that Python is the rank (its parent is no Python of
+    # the job), and its forked worker is its child.
+    job = job_env()
+    launcher, kids = family(spawn, python, "shell", procs=2,
+                            args=["%s=%s" % kv for kv in job.items()])
+    rank, = [p for p in kids if p != launcher]
+    assert cluster_status(rank).startswith(rank_says)
+    assert cluster_status(kids[rank]).startswith(
+        "a child of rank 1 (pid %d), not the rank" % rank)
+    # A rank that put RANK into os.environ itself (its starting
+    # environment has none) and had the agent when it forked: the child
+    # knows from the fork.  Its agent is the parent's library, restarted
+    # by `probing inject`, not a second copy.
+    rank, kids = family(spawn, python, "init",
+                        args=["%s=%s" % kv for kv in job_env().items()])
+    assert cluster_status(kids[rank]).startswith(
+        "a child of rank 1 (pid %d), not the rank" % rank)
+    with open("/proc/%d/maps" % kids[rank]) as f:
+        agents = {l.split()[-1] for l in f if "libprobing" in l}
+    assert len(agents) == 1, agents

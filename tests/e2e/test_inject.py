@@ -409,6 +409,53 @@ def test_started_with_probing_env_is_reused(spawn, python):
         {"name": s["name"], "value": s["value"]} for s in r.json()] or "77" in r.out
 
 
+FORKED = """\
+import os, time
+parent = os.getpid()
+kid = os.fork()
+if kid == 0:
+    i = 0
+    while os.getppid() == parent:
+        print("CHILD", i, flush=True)
+        time.sleep(0.05)
+        i += 1
+    os._exit(0)
+print("KID", kid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("agent", ["env", "init"])
+def test_forked_child_gets_its_agent_restarted(spawn, python, agent):
+    """A forked child keeps the parent's agent library mapped, not its
+    agent: inject starts that library's agent again (never a second copy
+    of the library, which would run two agents in one process, nor a wait
+    for an agent that cannot come)."""
+    t = spawn(python, FORKED, agent=agent)
+    t.wait_line("KID")
+    kid = int(t.output().split("KID ")[1].split()[0])
+    t.wait_agent()
+    r = inject(kid)
+    assert r.rc == 0, r
+    assert r.out.startswith("restarted the agent in process %d" % kid), r
+    assert "agent: @probing-%d" % kid in r.out, r
+    frames = main_frames(backtrace(kid), kid)
+    assert frames[0] == "<module>", frames
+    with open("/proc/%d/maps" % kid) as f:
+        libs = {l.split()[-1] for l in f if "libprobing" in l}
+    assert len(libs) == 1, libs
+    # Once running, it is reused like any other.
+    r = inject(kid)
+    assert r.rc == 0 and "already has a Probing agent" in r.out, r
+    # The child went on printing through it all; the parent's agent
+    # still answers.
+    n = t.output().count("CHILD")
+    wait_for(lambda: t.output().count("CHILD") >= n + 3, 30, "the child")
+    backtrace(t.pid)
+    no_trouble(t)
+    os.kill(kid, signal.SIGKILL)
+
+
 def test_listen_and_settings(spawn, python):
     t = spawn(python, SLEEP, agent=None)
     t.wait_line("READY")

@@ -1,0 +1,168 @@
+/*
+ * cluster_role: see cluster_role.h.
+ */
+#include "cluster_role.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ENVIRON_MAX (8u << 20) /* a starting environment larger: unread */
+#define ANCESTORS_MAX 32       /* how far up the parents are followed */
+
+/* What a launcher gives each rank, compared between parent and child. */
+static const char *const job_vars[] = {
+	"RANK",		 "WORLD_SIZE",	       "LOCAL_RANK",
+	"MASTER_ADDR",	 "MASTER_PORT",	       "GROUP_RANK",
+	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+};
+
+static volatile pid_t forked_rank;
+
+void cluster_role_forked(pid_t rank_pid)
+{
+	forked_rank = rank_pid;
+}
+
+/* All of a /proc file, NUL-terminated, in *out (malloc'd); its length,
+ * or -errno. */
+static ssize_t read_all(const char *path, char **out, size_t cap)
+{
+	size_t len = 0, size = 4096;
+	char *buf = malloc(size + 1), *bigger;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || !buf) {
+		int e = fd < 0 ? errno : ENOMEM;
+
+		if (fd >= 0)
+			close(fd);
+		free(buf);
+		return -e;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (len == size) {
+			if (size >= cap)
+				break;
+			size *= 2;
+			bigger = realloc(buf, size + 1);
+			if (!bigger)
+				break;
+			buf = bigger;
+		}
+		n = read(fd, buf + len, size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			if (n < 0) {
+				free(buf);
+				return -EIO;
+			}
+			buf[len] = 0;
+			*out = buf;
+			return (ssize_t)len;
+		}
+		len += (size_t)n;
+	}
+	close(fd);
+	free(buf);
+	return -E2BIG;
+}
+
+/* The value of name in an environ block (NUL-separated), or NULL. */
+static const char *environ_get(const char *env, size_t len, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (size_t i = 0; i < len;) {
+		const char *e = env + i;
+		size_t el = strnlen(e, len - i);
+
+		if (el > nl && e[nl] == '=' && !memcmp(e, name, nl))
+			return e + nl + 1;
+		i += el + 1;
+	}
+	return NULL;
+}
+
+/* Whether pid was started with our job environment. */
+static int same_job(pid_t pid)
+{
+	char path[64], *env = NULL;
+	ssize_t len;
+	int same = 1;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	len = read_all(path, &env, ENVIRON_MAX);
+	if (len < 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(job_vars) / sizeof(*job_vars); i++) {
+		const char *ours = getenv(job_vars[i]);
+		const char *theirs = environ_get(env, (size_t)len, job_vars[i]);
+
+		if ((ours == NULL) != (theirs == NULL) ||
+		    (ours && strcmp(ours, theirs)))
+			same = 0;
+	}
+	free(env);
+	return same;
+}
+
+/* Whether pid runs the file we run. */
+static int same_exe(pid_t pid)
+{
+	struct stat a, b;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	return stat("/proc/self/exe", &a) == 0 && stat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* pid's parent, or 0. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], *stat = NULL, *close_paren;
+	long ppid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_all(path, &stat, 1u << 16) < 0)
+		return 0;
+	/* "pid (comm) state ppid ...": comm may hold anything, ')' too. */
+	close_paren = strrchr(stat, ')');
+	if (!close_paren || sscanf(close_paren + 1, " %*c %ld", &ppid) != 1 ||
+	    ppid < 0)
+		ppid = 0;
+	free(stat);
+	return (pid_t)ppid;
+}
+
+int cluster_role_child_of_rank(pid_t *rank_pid)
+{
+	pid_t rank = 0, pid = getpid();
+
+	if (forked_rank > 0) {
+		*rank_pid = forked_rank;
+		return 1;
+	}
+	if (!getenv("RANK"))
+		return 0;
+	for (int i = 0; i < ANCESTORS_MAX; i++) {
+		pid_t up = parent_of(pid);
+
+		if (up <= 1 || !same_exe(up) || !same_job(up))
+			break;
+		rank = pid = up;
+	}
+	if (!rank)
+		return 0;
+	*rank_pid = rank;
+	return 1;
+}
