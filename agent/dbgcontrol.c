@@ -19,9 +19,9 @@
 #include "dbgstop.h"
 #include "dbgtrace.h"
 #include "debugger.h"
+#include "gilcall.h"
 #include "pygil.h"
 #include "pyhook.h"
-#include "pystack.h"
 #include "variables.h"
 #include "worker.h"
 
@@ -90,27 +90,12 @@ static int with_gil_ms(pygil_fn fn, void *arg, int start_ms, char *err,
 		       size_t errlen)
 {
 	struct pygil_limits lim = {0};
-	long holder_native = 0;
-	uint64_t holder;
 	int rc;
 
 	lim.start_ms = start_ms;
 	rc = pygil_run(fn, arg, &lim, NULL);
-	if (rc == -ETIMEDOUT) {
-		holder = pystack_gil_holder(&holder_native);
-		if (holder)
-			snprintf(err, errlen,
-				 "the GIL is held by thread %ld "
-				 "and did not come within %d ms",
-				 holder_native, lim.start_ms);
-		else
-			snprintf(err, errlen,
-				 "the GIL did not come within "
-				 "%d ms",
-				 lim.start_ms);
-	} else if (rc) {
-		snprintf(err, errlen, "cannot run Python: %s", strerror(-rc));
-	}
+	if (rc)
+		gilcall_explain(rc, lim.start_ms, err, errlen);
 	return rc;
 }
 

@@ -29,12 +29,16 @@ struct gilcall {
  * interrupts the run after run_ms (0: never) or when *cancel is set
  * (cancel may be NULL).  Returns 0 when run ended (its results may be
  * read), else -ETIMEDOUT (with the thread holding the GIL in err),
- * -EINPROGRESS (it did not stop when interrupted), -ECANCELED, -EAGAIN,
- * -ESHUTDOWN with err.  In every case the caller then calls
+ * -EBUSY (every GIL thread runs an earlier call), -EINPROGRESS (it did
+ * not stop when interrupted), -ECANCELED, -EAGAIN, -ESHUTDOWN with err.  In every case the caller then calls
  * gilcall_done(c) once and must not touch c afterwards.
  */
 int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
 		size_t errlen);
+
+/* Why a pygil_run() that waited start_ms returned rc (not 0), in words:
+ * who holds the GIL, or which earlier calls still run. */
+void gilcall_explain(int rc, int start_ms, char *err, size_t errlen);
 
 /* The caller lets go of c. */
 void gilcall_done(struct gilcall *c);

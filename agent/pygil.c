@@ -39,13 +39,22 @@ struct call {
 	struct call *next;
 };
 
+/* A GIL thread's place: what its thread does now. */
+enum slot_state { SLOT_EMPTY, SLOT_IDLE, SLOT_WAITING, SLOT_RUNNING };
+
+struct slot {
+	pthread_t thread;
+	long tid;		/* read without the lock: atomics */
+	enum slot_state state;
+	struct timespec since;	/* when its call started running */
+};
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;           /* queue and state changes */
 static struct call *queue_head, *queue_tail;
 static int queued, started, stopping;
-static pthread_t threads[PYGIL_THREADS];
-static long thread_tids[PYGIL_THREADS];
-static int nthreads;
+static struct slot slots[PYGIL_THREADS_MAX];
+static int nthreads, nidle, nwaiting, nrunning;
 
 static __thread struct call *current_call;
 static __thread int is_gil_thread;
@@ -105,12 +114,42 @@ static void unlink_locked(struct call *c)
 	}
 }
 
+/* Moves slot sl to state st, keeping the counts (lock held). */
+static void slot_set_locked(struct slot *sl, enum slot_state st)
+{
+	int *count[] = {NULL, &nidle, &nwaiting, &nrunning};
+
+	if (count[sl->state])
+		(*count[sl->state])--;
+	sl->state = st;
+	if (count[st])
+		(*count[st])++;
+	if (st == SLOT_RUNNING)
+		clock_gettime(CLOCK_MONOTONIC, &sl->since);
+}
+
+/*
+ * Whether the idle thread of sl leaves: beyond PYGIL_THREADS idle ones,
+ * the extra threads (started while the others were busy) go.  Lock held;
+ * on 1 the slot is already given up and the thread detached.
+ */
+static int slot_leave_locked(struct slot *sl)
+{
+	if (stopping || nidle <= PYGIL_THREADS)
+		return 0;
+	slot_set_locked(sl, SLOT_EMPTY);
+	__atomic_store_n(&sl->tid, 0, __ATOMIC_RELAXED);
+	nthreads--;
+	pthread_detach(sl->thread);
+	return 1;
+}
+
 static void *gil_thread_main(void *arg)
 {
-	long slot = (long)arg;
+	struct slot *sl = arg;
 
 	is_gil_thread = 1;
-	thread_tids[slot] = syscall(SYS_gettid);
+	__atomic_store_n(&sl->tid, (long)syscall(SYS_gettid), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&lock);
 	for (;;) {
 		while (!queue_head && !stopping)
@@ -119,6 +158,7 @@ static void *gil_thread_main(void *arg)
 			break;
 		struct call *c = dequeue_locked();
 		c->state = TAKEN;
+		slot_set_locked(sl, SLOT_WAITING);
 		pthread_mutex_unlock(&lock);
 
 		/* May block for as long as some thread holds the GIL; the
@@ -128,13 +168,17 @@ static void *gil_thread_main(void *arg)
 		pthread_mutex_lock(&lock);
 		if (c->state == ABANDONED || stopping) {
 			call_unref_locked(c);
+			slot_set_locked(sl, SLOT_IDLE);
 			pthread_mutex_unlock(&lock);
 			PyGILState_Release(g);
 			pthread_mutex_lock(&lock);
+			if (slot_leave_locked(sl))
+				break;
 			continue;
 		}
 		c->state = RUNNING;
 		c->ident = PyThread_get_thread_ident();
+		slot_set_locked(sl, SLOT_RUNNING);
 		pthread_cond_broadcast(&cond);
 		pthread_mutex_unlock(&lock);
 
@@ -152,20 +196,48 @@ static void *gil_thread_main(void *arg)
 		}
 		if (c->state != ABANDONED)
 			c->state = DONE;
+		slot_set_locked(sl, SLOT_IDLE);
 		pthread_cond_broadcast(&cond);
 		call_unref_locked(c);
 		pthread_mutex_unlock(&lock);
 		PyGILState_Release(g);
 		pthread_mutex_lock(&lock);
+		if (slot_leave_locked(sl))
+			break;
 	}
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
 
+/* Starts one more GIL thread in an empty slot (lock held).  0 or the
+ * pthread_create error. */
+static int add_thread_locked(void)
+{
+	struct slot *sl = NULL;
+	sigset_t all, old;
+	int rc;
+
+	for (int i = 0; i < PYGIL_THREADS_MAX && !sl; i++)
+		if (slots[i].state == SLOT_EMPTY)
+			sl = &slots[i];
+	if (!sl)
+		return EAGAIN;
+	/* Agent threads never take the target's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&sl->thread, NULL, gil_thread_main, sl);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return rc;
+	slot_set_locked(sl, SLOT_IDLE);
+	nthreads++;
+	pthread_setname_np(sl->thread, "probing-gil");
+	return 0;
+}
+
 int pygil_start(char *err, size_t errlen)
 {
 	pthread_condattr_t ca;
-	sigset_t all, old;
 	int rc = 0;
 
 	pthread_mutex_lock(&lock);
@@ -178,20 +250,11 @@ int pygil_start(char *err, size_t errlen)
 	pthread_cond_init(&cond, &ca);
 	pthread_condattr_destroy(&ca);
 	stopping = 0;
-
-	/* Agent threads never take the target's signals. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (nthreads = 0; nthreads < PYGIL_THREADS; nthreads++) {
-		rc = pthread_create(&threads[nthreads], NULL, gil_thread_main,
-				    (void *)(long)nthreads);
-		if (rc) {
-			snprintf(err, errlen, "pygil: pthread_create: %s",
-				 strerror(rc));
-			break;
-		}
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	while (nthreads < PYGIL_THREADS && !rc)
+		rc = add_thread_locked();
+	if (rc)
+		snprintf(err, errlen, "pygil: pthread_create: %s",
+			 strerror(rc));
 	started = nthreads > 0;
 	pthread_mutex_unlock(&lock);
 	return started ? 0 : -rc;
@@ -271,6 +334,11 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 		queue_head = c;
 	queue_tail = c;
 	queued++;
+	/* No thread free and none waiting for the GIL: the threads all run
+	 * earlier calls (some may be stuck in C for good).  One more, up to
+	 * PYGIL_THREADS_MAX; those beyond PYGIL_THREADS leave when idle. */
+	if (queued > nidle && nwaiting == 0 && nthreads < PYGIL_THREADS_MAX)
+		add_thread_locked();
 	pthread_cond_signal(&cond);
 
 	/* Phase 1: wait for the GIL, at most start_ms. */
@@ -287,8 +355,12 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	if (c->state == QUEUED) {
 		unlink_locked(c);
 		c->refs--;  /* the GIL thread will never see it */
-		rc = stopping ? -ESHUTDOWN : (cancel && *cancel) ? -ECANCELED
-								  : -ETIMEDOUT;
+		/* Never taken: no thread waits for the GIL, so it was not the
+		 * GIL but our own threads, all running earlier calls. */
+		rc = stopping		       ? -ESHUTDOWN
+		     : (cancel && *cancel)     ? -ECANCELED
+		     : nwaiting == 0 && nrunning ? -EBUSY
+						 : -ETIMEDOUT;
 		goto out;
 	}
 	if (c->state == TAKEN) {
@@ -341,14 +413,41 @@ int pygil_should_stop(void)
 
 int pygil_is_own_thread(long tid)
 {
-	for (int i = 0; i < nthreads; i++)
-		if (thread_tids[i] == tid)
+	for (int i = 0; i < PYGIL_THREADS_MAX; i++)
+		if (tid && __atomic_load_n(&slots[i].tid, __ATOMIC_RELAXED) ==
+				   tid)
 			return 1;
 	return 0;
 }
 
+int pygil_running(double *oldest_s)
+{
+	struct timespec now;
+	double oldest = 0;
+	int n;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&lock);
+	n = nrunning;
+	for (int i = 0; i < PYGIL_THREADS_MAX; i++) {
+		const struct slot *sl = &slots[i];
+		double age = (double)(now.tv_sec - sl->since.tv_sec) +
+			     (double)(now.tv_nsec - sl->since.tv_nsec) / 1e9;
+
+		if (sl->state == SLOT_RUNNING && age > oldest)
+			oldest = age;
+	}
+	pthread_mutex_unlock(&lock);
+	if (oldest_s)
+		*oldest_s = oldest;
+	return n;
+}
+
 void pygil_stop(void)
 {
+	pthread_t live[PYGIL_THREADS_MAX];
+	int n = 0;
+
 	pthread_mutex_lock(&lock);
 	if (!started || stopping) {
 		pthread_mutex_unlock(&lock);
@@ -357,16 +456,20 @@ void pygil_stop(void)
 	stopping = 1;
 	/* Queued calls: their callers see `stopping` and unlink them. */
 	pthread_cond_broadcast(&cond);
+	for (int i = 0; i < PYGIL_THREADS_MAX; i++)
+		if (slots[i].state != SLOT_EMPTY)
+			live[n++] = slots[i].thread;
 	pthread_mutex_unlock(&lock);
 
 	/* Threads blocked in PyGILState_Ensure while the caller holds the GIL
-	 * cannot end now; they drop their call when they get the GIL. */
-	for (int i = 0; i < nthreads; i++) {
+	 * cannot end now; they drop their call when they get the GIL.
+	 * Threads stuck in a call's C code end when it does. */
+	for (int i = 0; i < n; i++) {
 		struct timespec rt;
 		clock_gettime(CLOCK_REALTIME, &rt);
 		rt.tv_sec += 1;
-		if (pthread_timedjoin_np(threads[i], NULL, &rt) != 0)
-			pthread_detach(threads[i]);
+		if (pthread_timedjoin_np(live[i], NULL, &rt) != 0)
+			pthread_detach(live[i]);
 	}
 }
 
@@ -377,6 +480,6 @@ void pygil_atfork_child(void)
 	queued = 0;
 	started = 0;
 	stopping = 0;
-	nthreads = 0;
-	memset(thread_tids, 0, sizeof(thread_tids));
+	nthreads = nidle = nwaiting = nrunning = 0;
+	memset(slots, 0, sizeof(slots));
 }

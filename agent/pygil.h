@@ -12,7 +12,16 @@
  * KeyboardInterrupt (PyThreadState_SetAsyncExc from another GIL thread), so
  * a Python loop in user code (eval, a __repr__) cannot hold it forever.
  * Code blocked in C cannot be interrupted: the caller then waits until the
- * hard limit and gets -ETIMEDOUT with the call left to finish on its own.
+ * hard limit and gets -EINPROGRESS with the call left to finish on its
+ * own, on its thread.
+ *
+ * The pool is elastic so that such calls never starve the agent: when a
+ * call is queued, no thread is free and none is waiting for the GIL (the
+ * threads all run earlier calls), one more thread starts, up to
+ * PYGIL_THREADS_MAX in all; a thread beyond PYGIL_THREADS idle ones
+ * leaves when its call ends.  Only when PYGIL_THREADS_MAX calls are stuck
+ * at once does a call find no thread: -EBUSY, which names the real cause
+ * (earlier calls still running), not the GIL.
  *
  * Threads: any thread except a GIL thread may call pygil_run (a GIL
  * thread calling it would deadlock against itself and gets -EDEADLK).
@@ -23,7 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PYGIL_THREADS 3
+#define PYGIL_THREADS 3	    /* kept free for new calls */
+#define PYGIL_THREADS_MAX 8  /* in all, threads stuck in calls included */
 #define PYGIL_QUEUE_MAX 64
 
 typedef void (*pygil_fn)(void *arg);
@@ -49,7 +59,9 @@ void pygil_stop(void);
  * Returns 0 when fn ran to the end; -EINPROGRESS when fn started but
  * passed hard_ms (it goes on, so arg must stay valid: reference count it
  * between caller and fn).  Otherwise fn never runs: -ETIMEDOUT when the
- * GIL did not come within start_ms, -ECANCELED when *cancel was set first,
+ * GIL did not come within start_ms, -EBUSY when no GIL thread took it
+ * within start_ms because every one ran an earlier call (pygil_running()
+ * says how many, and for how long), -ECANCELED when *cancel was set first,
  * -EAGAIN when the queue is full, -ESHUTDOWN after stop, -EDEADLK on a GIL
  * thread.  *interrupted is set when the run deadline or cancel
  * interrupted fn.
@@ -68,6 +80,10 @@ int pygil_should_stop(void);
 /* Is native thread id tid one of the GIL threads?  (They hold Python
  * thread states while they work; views of the target's threads hide them.) */
 int pygil_is_own_thread(long tid);
+
+/* How many calls run now; the longest-running one's age in *oldest_s
+ * (may be NULL). */
+int pygil_running(double *oldest_s);
 
 /* In a forked child: forget the parent's threads and calls (they do not
  * exist here) without touching their memory. */

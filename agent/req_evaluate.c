@@ -17,10 +17,10 @@
 
 #include "config.h"
 #include "debugger.h"
+#include "gilcall.h"
 #include "handler.h"
 #include "pyeval.h"
 #include "pygil.h"
-#include "pystack.h"
 #include "variables.h"
 
 /* Shared by the worker and the GIL thread; the last to let go frees it. */
@@ -107,14 +107,17 @@ static void eval_with_gil(void *arg)
 	eval_unref(c);
 }
 
-static void reply(struct request *req, struct eval_call *c)
+/* why: what stopped the code when we did (the timeout, a cancel), said
+ * before its KeyboardInterrupt traceback; NULL when we did not. */
+static void reply(struct request *req, struct eval_call *c, const char *why)
 {
 	const struct pyeval_result *r = &c->res;
 	cJSON *body;
 
 	if (!r->ok) {
 		req->resp = dap_error_new(
-			req->msg->seq, req->msg->command, 2, "%s",
+			req->msg->seq, req->msg->command, 2, "%s%s%s",
+			why ? why : "", why ? "\n" : "",
 			r->error ? r->error : "the code raised an exception");
 		if (req->resp && req->resp->body) {
 			cJSON_AddStringToObject(req->resp->body, "output",
@@ -152,8 +155,6 @@ static void run_evaluate(struct request *req)
 	struct pygil_limits lim = {0};
 	struct eval_call *c;
 	char err[128];
-	long holder_native = 0;
-	uint64_t holder;
 	int rc, interrupted = 0;
 
 	rc = dap_arg_string(req->args, "expression", &expr, err, sizeof(err));
@@ -199,10 +200,25 @@ static void run_evaluate(struct request *req)
 	rc = pygil_run(eval_with_gil, c, &lim, &interrupted);
 	switch (rc) {
 	case 0:
-		if (c->rc)
+		if (c->rc) {
 			request_fail(req, 1, "evaluate failed: %s", c->err);
-		else
-			reply(req, c);
+		} else if (interrupted && !c->res.ok) {
+			char why[160];
+
+			if (req->cancel)
+				snprintf(why, sizeof(why),
+					 "interrupted: the request was "
+					 "cancelled (Ctrl-C)");
+			else
+				snprintf(why, sizeof(why),
+					 "stopped after %lld ms: the eval "
+					 "timeout (--timeout, timeoutMs) "
+					 "passed",
+					 (long long)timeout);
+			reply(req, c, why);
+		} else {
+			reply(req, c, NULL);
+		}
 		eval_unref(c);
 		return;
 	case -EINPROGRESS:
@@ -214,31 +230,13 @@ static void run_evaluate(struct request *req)
 			(long long)timeout);
 		eval_unref(c);
 		return;
-	case -ETIMEDOUT:
-		holder = pystack_gil_holder(&holder_native);
-		if (holder)
-			request_fail(req, 3,
-				     "the GIL is held by thread %llu "
-				     "(native id %ld) and did not come within "
-				     "%d ms; see `probing backtrace`",
-				     (unsigned long long)holder, holder_native,
-				     lim.start_ms);
-		else
-			request_fail(req, 3,
-				     "the GIL did not come within "
-				     "%d ms",
-				     lim.start_ms);
+	default: {
+		char why[512];
+
+		gilcall_explain(rc, lim.start_ms, why, sizeof(why));
+		request_fail(req, rc == -ETIMEDOUT ? 3 : 1, "%s", why);
 		break;
-	case -ECANCELED:
-		request_fail(req, 1, "cancelled");
-		break;
-	case -EAGAIN:
-		request_fail(req, 1,
-			     "agent busy: too many Python calls queued");
-		break;
-	default:
-		request_fail(req, 1, "cannot run Python: %s", strerror(-rc));
-		break;
+	}
 	}
 	free(c->code);
 	free(c);

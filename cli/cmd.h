@@ -177,6 +177,13 @@ int cli_request_cancellable(struct cmd_ctx *ctx, const char *command,
  */
 char *cli_json_text(const cJSON *v);
 
+/* How much longer than its timeoutMs an evaluate is waited for: the
+ * agent's wait for the GIL (python.gil_timeout_ms, 500 by default) and its
+ * hard limit (2 s after it interrupts code that does not stop:
+ * agent/pygil.h), so that its answer, even "it goes on running", comes
+ * before the CLI gives up; then 1.5 s for the reply itself. */
+#define CLI_EVAL_GRACE_MS 4000
+
 /*
  * Prints an `evaluate` response: body.output to stdout, then body.result
  * and a newline when not empty; on failure the message (the traceback) to

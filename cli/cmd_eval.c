@@ -10,7 +10,6 @@
 #include "cmd.h"
 
 #define EVAL_CODE_MAX (8u << 20) /* bytes of code; the wire allows 16 MiB */
-#define EVAL_GRACE_MS 2000	 /* waited past the agent's own deadline */
 
 /* Reads all of stdin.  Returns a heap string (caller frees) or NULL after
  * saying why. */
@@ -122,7 +121,7 @@ static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	/* The agent stops the code at timeoutMs; wait a little longer for
 	 * its reply.  One Ctrl-C interrupts the code, a second gives up. */
 	rc = cli_request_cancellable(ctx, "evaluate", args,
-				     timeout + EVAL_GRACE_MS, 2, &resp);
+				     timeout + CLI_EVAL_GRACE_MS, 2, &resp);
 	if (rc == CLI_OK)
 		rc = cli_evaluate_show(resp);
 	if (resp)

@@ -28,7 +28,6 @@
 
 #define REPL_BLOCK_MAX (1u << 20) /* bytes of one statement */
 #define REPL_HISTORY_MAX 1000	  /* lines kept in the history file */
-#define REPL_GRACE_MS 2000
 #define REPL_SIGINT_MAX 3 /* Ctrl-Cs before giving up on a statement */
 
 struct repl {
@@ -134,7 +133,7 @@ static int flush(struct repl *r)
 	 * there); from a pipe, or with --timeout, it is bounded. */
 	if (ctx->timeout_given || !r->tty) {
 		cJSON_AddNumberToObject(args, "timeoutMs", ctx->timeout_ms);
-		wait = ctx->timeout_ms + REPL_GRACE_MS;
+		wait = ctx->timeout_ms + CLI_EVAL_GRACE_MS;
 	}
 	rc = cli_request_cancellable(ctx, "evaluate", args, wait,
 				     REPL_SIGINT_MAX, &resp);
