@@ -364,6 +364,32 @@ int agent_listen(const char *text, char *canon, size_t canonlen, char *err,
 	return rc;
 }
 
+int agent_set_listen(const char *text, char *canon, size_t canonlen,
+		     char *err, size_t errlen)
+{
+	char old[CONFIG_VALUE_MAX], addrs[1024];
+	int rc;
+
+	config_get("server.listen", old, sizeof(old));
+	if (text[0]) {
+		rc = agent_listen(text, canon, canonlen, err, errlen);
+		if (rc)
+			return rc;
+	} else if (state != READY) {
+		snprintf(err, errlen, "the agent is not serving");
+		return -ESRCH;
+	} else if (canonlen) {
+		canon[0] = 0;
+	}
+	/* The setting names one address: the one it named before goes. */
+	if (old[0] && strcmp(old, text[0] ? canon : "")) {
+		server_unlisten(srv, old);
+		server_addresses(srv, addrs, sizeof(addrs));
+		config_set_info("agent.address", addrs);
+	}
+	return config_set("server.listen", text[0] ? canon : "", err, errlen);
+}
+
 void agent_addresses(char *out, size_t outlen)
 {
 	if (state == READY && srv)

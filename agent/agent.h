@@ -35,6 +35,13 @@ int agent_wait_ready(int timeout_ms, char *err, size_t errlen);
 int agent_listen(const char *text, char *canon, size_t canonlen, char *err,
 		 size_t errlen);
 
+/* Sets server.listen to text: listens there (canonical address in
+ * canon) and stops listening where the setting said before; "" stops
+ * listening there and leaves the unix socket (and a cluster rank's own
+ * address).  0 or -errno with err; on failure nothing changed. */
+int agent_set_listen(const char *text, char *canon, size_t canonlen,
+		     char *err, size_t errlen);
+
 /* The agent's addresses, comma-separated. */
 void agent_addresses(char *out, size_t outlen);
 

@@ -14,6 +14,7 @@
 #include "crash.h"
 #include "dap_addr.h"
 #include "hang.h"
+#include "server.h"
 #include "watch.h"
 
 /* K_LATCH: a K_BOOL that, once on, cannot be set off (server.readonly).
@@ -51,10 +52,12 @@ static struct setting settings[] = {
 	 "(0.0.0.0: all); beyond loopback with the job's token, read at start",
 	 "", 0},
 	{"server.listen", K_ADDR, "", 0, 0,
-	 "TCP address to listen on as well (host:port; empty: unix socket only)",
+	 "TCP address to listen on as well (host:port; a new value moves "
+	 "the listener; empty: unix socket only)",
 	 "", 0},
-	{"server.max_clients", K_INT, "64", 1, 1024,
-	 "clients connected at once", "", 0},
+	{"server.max_clients", K_INT, "64", 1, SERVER_TCP_MAX,
+	 "TCP clients connected at once (the unix socket's own user is "
+	 "served beyond it)", "", 0},
 	{"server.readonly", K_LATCH, "off", 0, 0,
 	 "read-only mode: no evaluate, setVariable or debugger (on only: it "
 	 "cannot be switched off at run time; PROBING_READONLY=1)", "", 0},

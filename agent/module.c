@@ -96,13 +96,13 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kwargs)
 	}
 	if (listen && *listen) {
 		Py_BEGIN_ALLOW_THREADS
-		rc = agent_listen(listen, canon, sizeof(canon), err, sizeof(err));
+		rc = agent_set_listen(listen, canon, sizeof(canon), err,
+				      sizeof(err));
 		Py_END_ALLOW_THREADS
 		if (rc) {
 			PyErr_Format(PyExc_OSError, "probing: %s", err);
 			return NULL;
 		}
-		config_set("server.listen", canon, err, sizeof(err));
 	}
 	agent_addresses(addrs, sizeof(addrs));
 	return PyUnicode_FromString(addrs);

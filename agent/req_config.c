@@ -50,17 +50,21 @@ static void run_config(struct request *req)
 			return;
 		}
 	}
-	/* server.listen takes effect now: listen before anything is set. */
+	/* server.listen takes effect now, before anything is set: listens
+	 * there, and no longer where it said before. */
 	it = set ? cJSON_GetObjectItemCaseSensitive(set, "server.listen") : NULL;
-	if (it && value_text(it, text, sizeof(text)) == 0 && text[0]) {
+	if (it && value_text(it, text, sizeof(text)) == 0) {
 		char canon[DAP_ADDR_TEXT_MAX];
-		if (agent_listen(text, canon, sizeof(canon), err, sizeof(err))) {
+		if (agent_set_listen(text, canon, sizeof(canon), err,
+				     sizeof(err))) {
 			request_fail(req, 1, "server.listen: %s", err);
 			return;
 		}
 	}
 	cJSON_ArrayForEach(it, set)
 	{
+		if (!strcmp(it->string, "server.listen"))
+			continue; /* set above, as its canonical address */
 		value_text(it, text, sizeof(text));
 		config_set(it->string, text, err, sizeof(err));
 	}

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "config.h"
 #include "dap_addr.h"
 #include "log.h"
 #include "server_events.h"
@@ -42,11 +43,67 @@ static void on_reap(struct ev_loop *loop, ev_prepare *w, int revents)
 
 static void listener_lost(struct server *srv, struct listener *l);
 
+/* The oldest open session that owes the token, or NULL. */
+static struct session *oldest_pending(struct server *srv)
+{
+	struct session *old = NULL;
+
+	for (int i = 0; i < srv->nsessions; i++) {
+		struct session *s = srv->sessions[i];
+
+		if (!s->closed && !s->local && !s->authed &&
+		    (!old || s->id < old->id))
+			old = s;
+	}
+	return old;
+}
+
+/* Whether a new session of this kind may be had (server.h: how many at
+ * once); makes room among the sessions owing the token.  addr: the
+ * listener's, for the log. */
+static int room_for(struct server *srv, int local, int authed,
+		    const char *addr)
+{
+	int nlocal, ntcp, npending;
+
+	server_session_count(srv, &nlocal, &ntcp, &npending);
+	if (srv->nsessions >= SERVER_SESSIONS_MAX) {
+		log_warn("refused a client on %s: %d sessions open", addr,
+			 srv->nsessions);
+		return 0;
+	}
+	if (local) {
+		if (nlocal < SERVER_LOCAL_MAX)
+			return 1;
+		log_warn("refused a client on %s: %d sessions of this user "
+			 "connected already", addr, nlocal);
+		return 0;
+	}
+	if (authed) {
+		int max = (int)config_int("server.max_clients");
+
+		if (ntcp < max)
+			return 1;
+		log_warn("refused a TCP client on %s: %d connected already "
+			 "(server.max_clients)", addr, ntcp);
+		return 0;
+	}
+	if (npending >= SERVER_PENDING_MAX) {
+		struct session *old = oldest_pending(srv);
+
+		log_info("session %llu: still no token, and a newer client "
+			 "needs the room: closing",
+			 (unsigned long long)old->id);
+		server_session_close(old);
+	}
+	return 1;
+}
+
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct listener *l = w->data;
 	struct server *srv = current_server;
-	int fd, one = 1;
+	int fd, one = 1, authed;
 
 	(void)loop;
 	if ((revents & EV_ERROR) || !fdown_ours(&l->sock)) {
@@ -61,17 +118,16 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		close(fd);
 		return;
 	}
-	if (srv->nsessions >= SERVER_CLIENTS_MAX) {
-		log_warn("refused a client: %d connected already",
-			 SERVER_CLIENTS_MAX);
+	/* Decided once, now: a TCP client needs the token when the agent
+	 * has one. */
+	authed = l->is_unix || !auth_token();
+	if (!room_for(srv, l->is_unix, authed, l->addr)) {
 		close(fd);
 		return;
 	}
 	if (!l->is_unix)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	/* Decided once, now: a TCP client needs the token when the agent
-	 * has one. */
-	server_session_new(srv, fd, l->is_unix || !auth_token());
+	server_session_new(srv, fd, l->is_unix, authed);
 }
 
 /* ---- listeners -------------------------------------------------------- */
@@ -142,18 +198,50 @@ static void on_fdcheck(struct ev_loop *loop, ev_timer *t, int revents)
 			server_session_lost(srv->sessions[i]);
 }
 
+/* Closes the listener on canon, if any; the others keep their order. */
+static void close_listener(struct server *srv, const char *canon)
+{
+	int i;
+
+	for (i = 0; i < srv->nlisteners; i++)
+		if (!strcmp(srv->listeners[i].addr, canon))
+			break;
+	if (i == srv->nlisteners)
+		return;
+	/* libev holds the watchers' addresses: the ones that move are
+	 * stopped first and started again where they land. */
+	for (int j = i; j < srv->nlisteners; j++)
+		ev_io_stop(srv->loop, &srv->listeners[j].io);
+	fdown_close(&srv->listeners[i].sock);
+	log_info("no longer listening on %s", canon);
+	srv->nlisteners--;
+	memmove(&srv->listeners[i], &srv->listeners[i + 1],
+		sizeof(srv->listeners[0]) * (size_t)(srv->nlisteners - i));
+	for (int j = i; j < srv->nlisteners; j++) {
+		struct listener *l = &srv->listeners[j];
+
+		ev_io_init(&l->io, on_accept, l->sock.fd, EV_READ);
+		l->io.data = l;
+		ev_io_start(srv->loop, &l->io);
+	}
+}
+
 static void on_wake(void *data)
 {
 	struct server *srv = data;
 	struct ev_loop *loop = srv->loop;
 	struct pending_listener p[SERVER_LISTENERS_MAX];
+	char gone[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX];
 	struct posted_event *events;
-	int n, stop;
+	int n, ngone, stop;
 
 	pthread_mutex_lock(&srv->lock);
 	n = srv->npending;
 	memcpy(p, srv->pending, sizeof(p[0]) * (size_t)n);
 	srv->npending = 0;
+	ngone = srv->nunlisten;
+	memcpy(gone, srv->unlisten, sizeof(gone[0]) * (size_t)ngone);
+	srv->nunlisten = 0;
 	stop = srv->stop_requested;
 	events = srv->events_head;
 	srv->events_head = srv->events_tail = NULL;
@@ -161,6 +249,8 @@ static void on_wake(void *data)
 	pthread_mutex_unlock(&srv->lock);
 	for (int i = 0; i < n; i++)
 		add_listener(srv, p[i].fd, p[i].is_unix, p[i].addr);
+	for (int i = 0; i < ngone; i++)
+		close_listener(srv, gone[i]);
 	server_events_deliver(srv, events);
 	if (stop)
 		ev_break(loop, EVBREAK_ALL);
@@ -301,6 +391,40 @@ struct ev_loop *server_loop(struct server *srv)
 void server_run(struct server *srv)
 {
 	ev_run(srv->loop, 0);
+}
+
+int server_unlisten(struct server *srv, const char *canon)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&srv->lock);
+	for (int i = 0; i < srv->naddresses; i++) {
+		if (strcmp(srv->addresses[i], canon))
+			continue;
+		found = 1;
+		memmove(srv->addresses[i], srv->addresses[i + 1],
+			sizeof(srv->addresses[0]) *
+				(size_t)(srv->naddresses - i - 1));
+		srv->naddresses--;
+		break;
+	}
+	/* Not taken by the loop yet: closed here. */
+	for (int i = 0; found && i < srv->npending; i++) {
+		if (strcmp(srv->pending[i].addr, canon))
+			continue;
+		close(srv->pending[i].fd);
+		srv->pending[i] = srv->pending[--srv->npending];
+		pthread_mutex_unlock(&srv->lock);
+		return 0;
+	}
+	if (found && srv->nunlisten < SERVER_LISTENERS_MAX)
+		snprintf(srv->unlisten[srv->nunlisten++], DAP_ADDR_TEXT_MAX,
+			 "%s", canon);
+	pthread_mutex_unlock(&srv->lock);
+	if (!found)
+		return -ENOENT;
+	wake_send(&srv->wake);
+	return 0;
 }
 
 void server_stop(struct server *srv)

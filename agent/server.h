@@ -12,6 +12,14 @@
  * error DAP_ERROR_AUTH and the connection closed once that is sent (what
  * the client sends after it is read and dropped until it closes, for at
  * most SERVER_LINGER_S).
+ * How many at once: sessions on the unix socket (the target's user and
+ * root) are always served, up to SERVER_LOCAL_MAX, whatever TCP clients
+ * do; TCP sessions that may make requests, server.max_clients; TCP
+ * sessions that still owe the token, SERVER_PENDING_MAX, a new one
+ * closing the oldest when they are all taken (a client that has the
+ * token gives it in its first message, so it is never the oldest for
+ * long).  A session refused for want of room is told why when it can be
+ * (an error response to its first request), else closed.
  * Requests read-only mode refuses (readonly.h) get DAP_ERROR_READONLY.
  * Each connection is a session: non-blocking
  * socket, a dap_framer on input, a bounded output queue.  Requests are
@@ -29,8 +37,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SERVER_CLIENTS_MAX 64
+#define SERVER_TCP_MAX 1024    /* server.max_clients' ceiling */
+#define SERVER_PENDING_MAX 8   /* TCP sessions that owe the token */
+#define SERVER_LOCAL_MAX 64    /* sessions on the unix socket */
 #define SERVER_LISTENERS_MAX 8
+/* Every session at once; closed ones wait until the loop next sleeps,
+ * at most one a listener meanwhile. */
+#define SERVER_SESSIONS_MAX                                                \
+	(SERVER_TCP_MAX + SERVER_PENDING_MAX + SERVER_LOCAL_MAX +           \
+	 SERVER_LISTENERS_MAX)
 #define SERVER_INFLIGHT_MAX 32          /* requests in flight per session */
 #define SERVER_OUTPUT_MAX (64u << 20)   /* queued output bytes per session */
 #define SERVER_AUTH_MESSAGE_MAX 65536   /* message cap before the token */
@@ -63,6 +78,11 @@ void server_free(struct server *srv);
  */
 int server_listen(struct server *srv, const char *text, char *canon,
 		  size_t canonlen, char *err, size_t errlen);
+
+/* Stops listening on canon (an address server_listen() gave back): it
+ * leaves the addresses now, its socket closes on the loop.  Sessions
+ * accepted there stay.  0, or -ENOENT when not listening there. */
+int server_unlisten(struct server *srv, const char *canon);
 
 /* The server's private loop (for the worker pool's wake-up). */
 struct ev_loop *server_loop(struct server *srv);

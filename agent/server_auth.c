@@ -4,10 +4,12 @@
 #include "server_auth.h"
 
 #include <ev.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "auth.h"
+#include "config.h"
 #include "dap_msg.h"
 #include "dap_token.h"
 #include "log.h"
@@ -61,7 +63,12 @@ int server_auth_check(struct session *s, struct dap_message *msg)
 						  msg->arguments, DAP_TOKEN_ARG)
 					: NULL;
 	const char *why = NULL;
+	char room[128];
 
+	snprintf(room, sizeof(room),
+		 "too many clients: server.max_clients (%lld) are connected "
+		 "over TCP",
+		 (long long)config_int("server.max_clients"));
 	if (msg->type != DAP_REQUEST || (strcmp(msg->command, "initialize") &&
 					 strcmp(msg->command, "attach")))
 		why = "this agent needs a token: the first request must be "
@@ -72,6 +79,13 @@ int server_auth_check(struct session *s, struct dap_message *msg)
 		      "PROBING_TOKEN)";
 	else if (!auth_check(t->valuestring))
 		why = "wrong token: the agent refused it";
+	if (!why) {
+		int ntcp, max = (int)config_int("server.max_clients");
+
+		server_session_count(s->srv, NULL, &ntcp, NULL);
+		if (ntcp >= max)
+			why = room;
+	}
 	if (!why) {
 		s->authed = 1;
 		ev_timer_stop(s->srv->loop, &s->auth_timer);

@@ -5,7 +5,8 @@
  * struct server is one per agent (server_current()).  Everything in it
  * belongs to the loop thread except what `lock` guards: the listeners
  * bound by server_listen() on other threads and not yet taken by the
- * loop (pending), stop_requested, the posted events and the addresses.
+ * loop (pending), those server_unlisten() asked the loop to close
+ * (unlisten), stop_requested, the posted events and the addresses.
  */
 #ifndef SERVER_INTERN_H
 #define SERVER_INTERN_H
@@ -44,13 +45,15 @@ struct server {
 	ev_prepare reaper;        /* frees closed sessions */
 	struct listener listeners[SERVER_LISTENERS_MAX];
 	int nlisteners;
-	struct session *sessions[SERVER_CLIENTS_MAX];
+	struct session *sessions[SERVER_SESSIONS_MAX];
 	int nsessions;
 	uint64_t next_session;
 	struct request *inflight; /* every request handed to a worker */
 	pthread_mutex_t lock;     /* pending[], stop_requested, addresses */
 	struct pending_listener pending[SERVER_LISTENERS_MAX];
 	int npending;
+	char unlisten[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX]; /* to close */
+	int nunlisten;
 	int stop_requested;
 	struct posted_event *events_head, *events_tail;  /* under lock */
 	int nevents;

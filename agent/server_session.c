@@ -233,7 +233,27 @@ void server_session_reap(struct server *srv)
 	}
 }
 
-struct session *server_session_new(struct server *srv, int fd, int authed)
+void server_session_count(struct server *srv, int *local, int *tcp,
+			  int *pending)
+{
+	int n[3] = {0, 0, 0};
+
+	for (int i = 0; i < srv->nsessions; i++) {
+		const struct session *s = srv->sessions[i];
+
+		if (!s->closed)
+			n[s->local ? 0 : s->authed ? 1 : 2]++;
+	}
+	if (local)
+		*local = n[0];
+	if (tcp)
+		*tcp = n[1];
+	if (pending)
+		*pending = n[2];
+}
+
+struct session *server_session_new(struct server *srv, int fd, int local,
+				   int authed)
 {
 	struct session *s;
 
@@ -250,6 +270,7 @@ struct session *server_session_new(struct server *srv, int fd, int authed)
 	s->id = ++srv->next_session;
 	s->srv = srv;
 	s->authed = authed;
+	s->local = local;
 	/* Until the token is given, little is buffered and not for long
 	 * (server_auth.h). */
 	dap_framer_init(&s->framer, s->authed ? 0 : SERVER_AUTH_MESSAGE_MAX);

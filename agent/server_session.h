@@ -43,6 +43,7 @@ struct session {
 	int closing;              /* flush output, then close */
 	int closed;               /* waiting to be reaped */
 	int authed;               /* may make requests (server_auth.h) */
+	int local;                /* on the unix socket */
 	int refused;              /* told so: reply, then linger and close */
 	int lingering;            /* the reply is out: draining input */
 	ev_timer auth_timer;      /* the time left to give the token, or to
@@ -51,9 +52,16 @@ struct session {
 };
 
 /* Makes a session of accepted socket fd (taking it: closed on failure)
- * and adds it to srv's sessions, which must have room.  authed: it may
- * make requests without a token.  Returns it, or NULL out of memory. */
-struct session *server_session_new(struct server *srv, int fd, int authed);
+ * and adds it to srv's sessions, which must have room.  local: accepted
+ * on the unix socket; authed: it may make requests without a token.
+ * Returns it, or NULL out of memory. */
+struct session *server_session_new(struct server *srv, int fd, int local,
+				   int authed);
+
+/* srv's open sessions: on the unix socket, on TCP allowed to make
+ * requests, on TCP owing the token (any may be NULL). */
+void server_session_count(struct server *srv, int *local, int *tcp,
+			  int *pending);
 
 /* Queues an encoded message; takes ownership of msg (freed, unsent, when
  * the session is closed or gets closed for it). */

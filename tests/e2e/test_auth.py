@@ -12,6 +12,7 @@ import os
 import socket
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -586,3 +587,105 @@ while True:
     t.wait_line("INIT FAILED")
     assert "another process holds that name" in t.output(), t.output()
     assert "GOT" not in sq.output(), sq.output()
+
+
+# ---- how many at once -----------------------------------------------------
+
+PENDING_MAX = 8  # agent/server.h: TCP sessions that owe the token
+
+
+def idle_connections(port, n):
+    """n TCP connections that send nothing."""
+    return [socket.create_connection(("127.0.0.1", port), timeout=20)
+            for _ in range(n)]
+
+
+def test_tokenless_flood_never_locks_anyone_out(spawn, python, dirs):
+    """70 connections that never give the token: they have their own small
+    quota (the oldest is closed for a newer one), so the owner on the unix
+    socket and a client with the token on TCP are still served."""
+    port = free_port()
+    t = start(spawn, python, dict(dirs, PROBING_PORT=str(port),
+                                  PROBING_TOKEN=TOKEN))
+    listening(port)
+    flood = idle_connections(port, 70)
+    r = probing("eval", "x + 1", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "42", r
+    r = probing("--token", TOKEN, "eval", "x + 1",
+                target="127.0.0.1:%d" % port, env=dirs)
+    assert r.rc == 0 and r.out.strip() == "42", r
+    # All but the newest few of the flood were closed for newer ones.
+    open_ = 0
+    for s in flood:
+        s.settimeout(0.2)
+        try:
+            open_ += s.recv(1) != b""
+        except socket.timeout:
+            open_ += 1
+        except ConnectionResetError:
+            pass
+        s.close()
+    assert open_ <= PENDING_MAX, open_
+    assert t.alive()
+
+
+def test_max_clients_is_what_it_says_and_the_owner_is_always_served(
+        spawn, python, dirs):
+    """server.max_clients caps TCP clients (64 idle ones locked the owner
+    out of the unix socket as well, and the setting did nothing)."""
+    port = free_port()
+    t = start(spawn, python, dict(dirs, PROBING_PORT=str(port)))
+    listening(port)
+    r = probing("config", "server.max_clients=3", target=t.pid)
+    assert r.rc == 0, r
+    held = idle_connections(port, 3)
+    time.sleep(0.3)  # accepted by the agent's loop
+    extra = Raw("127.0.0.1", port)
+    assert extra.closed(), "a 4th TCP client was served"
+    r = probing("eval", "x + 1", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "42", r
+    for s in held:
+        s.close()
+    time.sleep(0.3)
+    r = probing("eval", "x + 1", target="127.0.0.1:%d" % port, env=dirs)
+    assert r.rc == 0 and r.out.strip() == "42", r
+    # The default, 64: 70 idle TCP clients and the owner still gets in.
+    r = probing("config", "server.max_clients=64", target=t.pid)
+    assert r.rc == 0, r
+    held = idle_connections(port, 70)
+    r = probing("backtrace", target=t.pid)
+    assert r.rc == 0, r
+    for s in held:
+        s.close()
+    assert t.alive()
+
+
+def test_server_listen_names_one_address(spawn, python, dirs):
+    """Setting server.listen again moves the listener; setting it empty
+    stops listening on TCP (it used to add a listener each time, up to 8,
+    and never close one)."""
+    t = start(spawn, python, dirs)
+    one, two = free_port(), free_port()
+    r = probing("config", "server.listen=127.0.0.1:%d" % one, target=t.pid)
+    assert r.rc == 0, r
+    listening(one)
+    r = probing("config", "server.listen=127.0.0.1:%d" % two, target=t.pid)
+    assert r.rc == 0, r
+    listening(two)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", one), timeout=5)
+    r = probing("config", "-f", "json", target=t.pid)
+    settings = {s["name"]: s["value"] for s in r.json()}
+    assert settings["server.listen"] == "127.0.0.1:%d" % two
+    assert settings["agent.address"] == \
+        "@probing-%d,127.0.0.1:%d" % (t.pid, two), settings
+    r = probing("config", "server.listen=", target=t.pid)
+    assert r.rc == 0, r
+    wait_for(lambda: probing("eval", "1", target="127.0.0.1:%d" % two,
+                             env=dirs).rc == 6, 10, "port %d closed" % two)
+    r = probing("config", "-f", "json", target=t.pid)
+    settings = {s["name"]: s["value"] for s in r.json()}
+    assert settings["server.listen"] == ""
+    assert settings["agent.address"] == "@probing-%d" % t.pid, settings
+    r = probing("eval", "x + 1", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "42", r
