@@ -3,8 +3,10 @@
  */
 #include <ev.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dap_msg.h"
 #include "dbgcontrol.h"
@@ -30,6 +32,60 @@ static uint64_t known_session;
 /* Loop thread only. */
 static ev_timer threads_timer;
 
+/* Logpoint output's budget (DBGEVENTS_LOG_RATE), under log_lock. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static double log_tokens = DBGEVENTS_LOG_RATE, log_refilled_ms;
+static unsigned long long log_dropped;
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Whether one more logpoint message may go now; counts it dropped if
+ * not. */
+static int log_admit(void)
+{
+	double now = mono_ms();
+	int ok;
+
+	pthread_mutex_lock(&log_lock);
+	log_tokens += (now - log_refilled_ms) * DBGEVENTS_LOG_RATE / 1e3;
+	if (log_tokens > DBGEVENTS_LOG_RATE)
+		log_tokens = DBGEVENTS_LOG_RATE;
+	log_refilled_ms = now;
+	ok = log_tokens >= 1;
+	if (ok)
+		log_tokens -= 1;
+	else
+		log_dropped++;
+	pthread_mutex_unlock(&log_lock);
+	return ok;
+}
+
+/* Loop thread (the tick): says how many were dropped since it last
+ * said. */
+static void log_report_dropped(void)
+{
+	unsigned long long n;
+	char text[200];
+
+	pthread_mutex_lock(&log_lock);
+	n = log_dropped;
+	log_dropped = 0;
+	pthread_mutex_unlock(&log_lock);
+	if (!n)
+		return;
+	snprintf(text, sizeof(text),
+		 "probing: %llu logpoint message%s dropped: more than %d a "
+		 "second (a logpoint on a hot line?)\n",
+		 n, n == 1 ? "" : "s", DBGEVENTS_LOG_RATE);
+	dbgevents_stream("console", text);
+}
+
 static void post(struct dap_message *ev)
 {
 	uint64_t s;
@@ -47,10 +103,13 @@ static void post(struct dap_message *ev)
 void dbgevents_output(const char *category, const char *text, const char *path,
 		      int line)
 {
-	struct dap_message *ev = dap_event_new("output");
+	struct dap_message *ev;
 	size_t n = strlen(text);
 	char *t;
 
+	if (!dbgsession_owner() || !log_admit())
+		return;
+	ev = dap_event_new("output");
 	if (!ev)
 		return;
 	t = malloc(n + 2);
@@ -156,6 +215,7 @@ static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop, (void)w, (void)revents;
 	dbgoutput_flush();
+	log_report_dropped();
 	dbgcontrol_tick();
 	s = dbgsession_owner();
 	if (!s || threads_now(now, &k))

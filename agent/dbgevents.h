@@ -26,8 +26,16 @@ struct server;
  * thread or before the loop runs). */
 void dbgevents_init(struct server *srv);
 
+/* Logpoint output (dbgevents_output) sent per second at most, in a burst
+ * of as many; beyond it messages are dropped, counted, and a console
+ * `output` event says how many on the next tick (twice a second), so a
+ * logpoint on a hot line neither floods the client (whose session would
+ * be closed when its output queue fills) nor drops it silently. */
+#define DBGEVENTS_LOG_RATE 200
+
 /* `output`: text plus a newline, of category ("console", "stderr", ...),
- * from path:line when path is not NULL. */
+ * from path:line when path is not NULL (a logpoint's message or error:
+ * rate-limited, above). */
 void dbgevents_output(const char *category, const char *text, const char *path,
 		      int line);
 

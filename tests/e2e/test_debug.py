@@ -425,6 +425,67 @@ def test_redirect_output_is_bounded(python, spawn, cli, tmp_path):
     d.close()
 
 
+HOT = """
+import os, time
+print("ready", flush=True)
+while not os.path.exists("go"):
+    time.sleep(0.01)
+for i in range(30000):
+    x = i  # @hot
+print("done", flush=True)
+while True:
+    time.sleep(1)
+"""
+LOG_RATE = 200  # agent/dbgevents.h: logpoint messages a second
+
+
+@pytest.mark.timeout(120)  # the session dropped: no more events
+def test_logpoint_on_a_hot_line_is_rate_limited_not_dropped(python, spawn,
+                                                            tmp_path):
+    """30,000 hits of a logpoint: about DBGEVENTS_LOG_RATE a second are
+    sent, the rest are counted in console notes (every hit accounted
+    for), and the session stays (it used to be dropped, silently, when its
+    64 MiB output queue filled)."""
+    t = spawn(python, HOT)
+    t.wait_agent()
+    t.wait_line("ready")
+    d = Bridge([str(t.pid)])
+    d.request("initialize", {"adapterID": "probing"})
+    d.request("attach", {})
+    d.event("initialized")
+    r = d.request("setBreakpoints", {
+        "source": {"path": t.script},
+        "breakpoints": [{"line": line_of(t, "# @hot"),
+                         "logMessage": "hit {i} " + "y" * 3000}]})
+    assert r["body"]["breakpoints"][0]["verified"] is True
+    d.request("configurationDone")
+    start = time.time()
+    (tmp_path / "go").write_text("")
+    total = 30000
+    sent = dropped = 0
+    seen = set()
+    while sent + dropped < total:
+        body = d.wait(lambda m: m.get("event") == "output")["body"]
+        text = body["output"]
+        if text.startswith("hit "):
+            sent += 1
+            seen.add(int(text.split()[1]))
+        elif "logpoint messages dropped" in text or \
+                "logpoint message dropped" in text:
+            dropped += int(text.split("probing: ")[1].split()[0])
+        assert time.time() - start < 300, "hang guard"
+    elapsed = time.time() - start
+    assert sent + dropped == total and len(seen) == sent
+    assert sent <= LOG_RATE * (elapsed + 1), (sent, elapsed)
+    assert dropped > 0
+    wait_for(lambda: "done" in t.output(), 60, "the target")
+    # The session is whole.
+    r = d.request("threads")
+    assert r["body"]["threads"], r
+    d.request("disconnect", {})
+    d.close()
+
+
 GIL_IN_C_MAIN = """
 i = 0
 print("ready", flush=True)
