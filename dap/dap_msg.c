@@ -34,29 +34,138 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Rejects nesting deeper than DAP_JSON_DEPTH_MAX before cJSON recurses. */
-static int check_depth(const char *text, size_t len)
+/* The length of the well-formed UTF-8 sequence at p (left bytes there),
+ * or 0: no overlong forms, no surrogates, nothing past U+10FFFF. */
+static size_t utf8_seq(const unsigned char *p, size_t left)
 {
+	unsigned c = p[0];
+	size_t n;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (left < n)
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * What cJSON would take but we must not: nesting deeper than
+ * DAP_JSON_DEPTH_MAX (DAP_EDEPTH), text that is not UTF-8, a NUL byte, or
+ * a string holding U+0000 (DAP_EJSON): C strings would cut it short (an
+ * expression, a token, SQL), so it is refused whole.  0 when fine.
+ */
+static int check_text(const char *text, size_t len, char *err, size_t errlen)
+{
+	const unsigned char *t = (const unsigned char *)text;
 	int depth = 0, in_string = 0, escaped = 0;
 
-	for (size_t i = 0; i < len; i++) {
-		char c = text[i];
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq(t + i, len - i);
+		unsigned char c = t[i];
 
+		if (!n) {
+			set_err(err, errlen, "not valid UTF-8 at byte %zu", i);
+			return DAP_EJSON;
+		}
+		if (!c) {
+			set_err(err, errlen, "a NUL byte at byte %zu", i);
+			return DAP_EJSON;
+		}
 		if (in_string) {
-			if (escaped)
+			if (escaped) {
 				escaped = 0;
-			else if (c == '\\')
+				if (c == 'u' && len - i > 4 &&
+				    !memcmp(t + i + 1, "0000", 4)) {
+					set_err(err, errlen,
+						"a string holds U+0000 (\\u0000 "
+						"at byte %zu): strings with NUL "
+						"are refused",
+						i - 1);
+					return DAP_EJSON;
+				}
+			} else if (c == '\\') {
 				escaped = 1;
-			else if (c == '"')
+			} else if (c == '"') {
 				in_string = 0;
+			}
 		} else if (c == '"') {
 			in_string = 1;
 		} else if (c == '[' || c == '{') {
-			if (++depth > DAP_JSON_DEPTH_MAX)
+			if (++depth > DAP_JSON_DEPTH_MAX) {
+				set_err(err, errlen,
+					"JSON nested deeper than %d levels",
+					DAP_JSON_DEPTH_MAX);
 				return DAP_EDEPTH;
+			}
 		} else if ((c == ']' || c == '}') && depth > 0) {
 			depth--;
 		}
+		i += n;
 	}
+	return 0;
+}
+
+/* text (len bytes, NUL-terminated) with every byte that does not start a
+ * well-formed UTF-8 sequence replaced by U+FFFD: a new string in *out
+ * (caller frees with free) and its length, or text itself when it is
+ * fine.  -ENOMEM. */
+static int utf8_repair(char *text, size_t len, char **out, size_t *outlen)
+{
+	const unsigned char *t = (const unsigned char *)text;
+	size_t bad = 0, j = 0;
+	char *r;
+
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq(t + i, len - i);
+
+		bad += !n;
+		i += n ? n : 1;
+	}
+	*out = text;
+	*outlen = len;
+	if (!bad)
+		return 0;
+	r = malloc(len + 2 * bad + 1);
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq(t + i, len - i);
+
+		if (n) {
+			memcpy(r + j, t + i, n);
+			j += n;
+			i += n;
+		} else {
+			memcpy(r + j, "\xef\xbf\xbd", 3);
+			j += 3;
+			i++;
+		}
+	}
+	r[j] = 0;
+	*out = r;
+	*outlen = j;
 	return 0;
 }
 
@@ -205,11 +314,9 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 		set_err(err, errlen, "empty message");
 		return DAP_EJSON;
 	}
-	if (check_depth(text, len) < 0) {
-		set_err(err, errlen, "JSON nested deeper than %d levels",
-			DAP_JSON_DEPTH_MAX);
-		return DAP_EDEPTH;
-	}
+	rc = check_text(text, len, err, errlen);
+	if (rc < 0)
+		return rc;
 	root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (!root) {
 		size_t at = end && end >= text && end <= text + len
@@ -409,7 +516,7 @@ static int add_envelope(cJSON *out, const struct dap_message *m)
 
 char *dap_message_encode(struct dap_message *msg, int64_t seq, size_t *len)
 {
-	char hdr[48], *text = NULL, *buf = NULL;
+	char hdr[48], *text = NULL, *buf = NULL, *whole = NULL;
 	cJSON *out = cJSON_CreateObject();
 	size_t n;
 	int h;
@@ -421,9 +528,11 @@ char *dap_message_encode(struct dap_message *msg, int64_t seq, size_t *len)
 	    !add_envelope(out, msg))
 		goto done;
 	text = cJSON_PrintUnformatted(out);
-	if (!text)
+	/* cJSON copies a string's bytes as they are: a byte that is not
+	 * UTF-8 (a file name, a native symbol, an echo) would make the
+	 * message invalid JSON. */
+	if (!text || utf8_repair(text, strlen(text), &whole, &n))
 		goto done;
-	n = strlen(text);
 	h = dap_frame_header(hdr, sizeof(hdr), n);
 	if (h < 0)
 		goto done;
@@ -431,9 +540,11 @@ char *dap_message_encode(struct dap_message *msg, int64_t seq, size_t *len)
 	if (!buf)
 		goto done;
 	memcpy(buf, hdr, (size_t)h);
-	memcpy(buf + h, text, n + 1);
+	memcpy(buf + h, whole, n + 1);
 	*len = (size_t)h + n;
 done:
+	if (whole != text)
+		free(whole);
 	cJSON_free(text);
 	cJSON_Delete(out);
 	return buf;

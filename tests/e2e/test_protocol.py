@@ -151,3 +151,53 @@ def test_client_that_never_reads(spawn, python):
     assert r.rc == 0 and r.out.strip() == "4", r
     s.close()
     assert t.alive()
+
+
+def test_strings_are_taken_whole_or_refused(spawn, python):
+    """A string holding U+0000 is refused, never cut short (an expression
+    `1\\u0000+1` ran as `1`, only the first statement of SQL with a NUL
+    ran); text that is not UTF-8 is refused; and what the agent sends is
+    UTF-8 even when what it echoes was not."""
+    t = start(spawn, python)
+    s = connect(t.pid)
+    cases = [
+        {"command": "evaluate", "arguments": {"expression": "1\u0000+1"}},
+        {"command": "probing/query",
+         "arguments": {"sql": "select 1\u0000; select 2"}},
+        {"command": "probing/config",
+         "arguments": {"set": {"query.max_rows": "5\u0000000"}}},
+    ]
+    for i, c in enumerate(cases):
+        s.sendall(frame(dict(c, seq=i + 1, type="request")))
+        r = read_msg(s)
+        assert r is not None and r["success"] is False, (c, r)
+        assert "U+0000" in r["message"], r
+    raw = (b'{"seq":9,"type":"request","command":"evaluate",'
+           b'"arguments":{"expression":"\'\xff\'"}}')
+    s.sendall(frame(raw))
+    r = read_msg(s)  # json.loads: the reply is UTF-8
+    assert r["success"] is False and "not valid UTF-8" in r["message"], r
+    # The session goes on.
+    s.sendall(frame({"seq": 10, "type": "request", "command": "evaluate",
+                     "arguments": {"expression": "1+1"}}))
+    r = read_msg(s)
+    assert r["success"] and r["body"]["result"] == "2", r
+    s.close()
+    # The right token with a NUL and more after it is not the token (it
+    # was taken for it).
+    token = "s3cret-token-0123456789abcdef"
+    with socket.socket() as f:
+        f.bind(("127.0.0.1", 0))
+        port = f.getsockname()[1]
+    t2 = spawn(python, IDLE, env={"PROBING_TOKEN": token,
+                                  "PROBING_PORT": str(port)})
+    t2.wait_line("READY")
+    t2.wait_agent()
+    for token_sent, ok in ((token + "\u0000zzz", False), (token, True)):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(frame({"seq": 1, "type": "request", "command": "initialize",
+                         "arguments": {"probingToken": token_sent}}))
+        r = read_msg(c)
+        assert r is not None and r["success"] is ok, (token_sent, r)
+        c.close()
+    assert t.alive() and t2.alive()

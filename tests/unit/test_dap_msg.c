@@ -453,5 +453,61 @@ static void test_copy(void)
 	CHECK(dap_message_copy(NULL) == NULL);
 }
 
+/* Strings are taken whole or refused: U+0000 would cut them short in C
+ * (an expression, a token, SQL); text must be UTF-8. */
+static void test_nul_and_utf8(void)
+{
+	struct dap_message *m, *ev;
+	const char *body;
+	char *enc;
+	size_t n;
+
+	expect_fail("{\"seq\":1,\"type\":\"request\",\"command\":"
+		    "\"evaluate\",\"arguments\":{\"expression\":"
+		    "\"1\\u0000+1\"}}", DAP_EJSON);
+	CHECK(strstr(err, "U+0000") != NULL);
+	/* A NUL in a key too, and a raw NUL byte. */
+	expect_fail("{\"seq\":1,\"type\":\"request\",\"command\":\"x\","
+		    "\"arguments\":{\"a\\u0000b\":1}}", DAP_EJSON);
+	CHECK(dap_message_parse("{\"seq\":1}\0", 11, &m, &seq, cmd, err,
+				sizeof(err)) == DAP_EJSON && m == NULL);
+	/* An escaped backslash then "u0000" is text, not NUL. */
+	CHECK(parse("{\"seq\":1,\"type\":\"request\",\"command\":\"x\","
+		    "\"arguments\":{\"s\":\"\\\\u0000\"}}", &m) == 0);
+	CHECK_STR(cJSON_GetObjectItem(m->arguments, "s")->valuestring,
+		  "\\u0000");
+	dap_message_free(m);
+	/* U+0001 and U+0100 are fine. */
+	CHECK(parse("{\"seq\":1,\"type\":\"request\",\"command\":\"x\","
+		    "\"arguments\":{\"s\":\"\\u0001\\u0100\"}}", &m) == 0);
+	dap_message_free(m);
+	/* Not UTF-8: a stray continuation, an overlong '/', a surrogate,
+	 * a truncated sequence, past U+10FFFF. */
+	expect_fail("{\"seq\":1,\"type\":\"request\",\"command\":\"\x80\"}",
+		    DAP_EJSON);
+	CHECK(strstr(err, "UTF-8") != NULL);
+	expect_fail("{\"s\":\"\xc0\xaf\"}", DAP_EJSON);
+	expect_fail("{\"s\":\"\xed\xa0\x80\"}", DAP_EJSON);
+	expect_fail("{\"s\":\"\xe2\x82\"}", DAP_EJSON);
+	expect_fail("{\"s\":\"\xf4\x90\x80\x80\"}", DAP_EJSON);
+	CHECK(parse("{\"seq\":1,\"type\":\"request\",\"command\":"
+		    "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}", &m) == 0);
+	dap_message_free(m);
+
+	/* What goes out is UTF-8 whatever a string held: each bad byte
+	 * becomes U+FFFD. */
+	ev = dap_event_new("output");
+	cJSON_AddStringToObject(ev->body, "output", "a\xff\xc3" "b\xc3\xa9");
+	enc = dap_message_encode(ev, 1, &n);
+	CHECK(enc != NULL);
+	body = enc ? strstr(enc, "\r\n\r\n") + 4 : "";
+	CHECK(strstr(body, "\"a\xef\xbf\xbd\xef\xbf\xbd" "b\xc3\xa9\"") != NULL);
+	CHECK(parse(body, &m) == 0);
+	CHECK(strlen(body) == n - (size_t)(body - enc));
+	dap_message_free(m);
+	free(enc);
+	dap_message_free(ev);
+}
+
 TEST_MAIN(test_copy, test_request, test_response_event, test_json_errors, test_depth,
-	  test_proto_errors, test_builders, test_args)
+	  test_proto_errors, test_builders, test_args, test_nul_and_utf8)
