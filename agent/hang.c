@@ -38,7 +38,7 @@ static int64_t timeout_ms; /* as the settings say; 0: off */
 
 static struct store *store;
 static struct recorder *rec;
-static struct store_stmt *resume_stmt;
+static struct store_stmt *resume_stmt, *progress_stmt;
 
 /* The watchdog's own state (its thread only). */
 static struct {
@@ -48,6 +48,7 @@ static struct {
 	int lines[HANG_FRAMES_MAX];
 	size_t n;
 	int have;	  /* codes/lines hold a stack */
+	int changed;	  /* it replaced another: its start is known */
 	int64_t last_ms;  /* when we last looked (monotonic) */
 	int64_t stuck_ms; /* how long the stack has been the same */
 	int64_t hang_id;  /* the hang recorded, 0 when none */
@@ -174,22 +175,25 @@ static void write_report(int fd, const struct pystack *ps,
 			 const struct pystack_thread *main, int64_t stuck_ms)
 {
 	struct crash_out o;
-	char reason[160], when[32];
+	char reason[160], when[13 + 32];
 	int native = config_bool("hang.native");
 
 	crash_out_init(&o);
 	crash_out_fd(&o, fd);
 	crash_out_mem(&o, W.report, HANG_REPORT_MAX);
 	snprintf(reason, sizeof(reason),
-		 "the main thread's Python stack has not changed for %.1f s",
-		 (double)stuck_ms / 1000);
+		 "the main thread's Python stack has not changed for %s%.1f s",
+		 W.changed ? "" : "at least ", (double)stuck_ms / 1000);
 	crash_report_head(&o, "hang", reason);
 	crash_time_format(
 		(int64_t)W.hang_started,
 		(int)((W.hang_started - (double)(int64_t)W.hang_started) *
 		      1000),
-		when);
-	crash_report_key(&o, "stuck-since", when);
+		when + 13);
+	/* Stuck already when the watchdog first looked: no earlier stack
+	 * was seen, so it began then or before. */
+	memcpy(when, "at or before ", 13);
+	crash_report_key(&o, "stuck-since", W.changed ? when + 13 : when);
 	crash_report_key_int(&o, "stuck-ms", stuck_ms);
 	crash_report_key_int(&o, "thread", main ? main->native_id : 0);
 	crash_report_body(&o);
@@ -250,6 +254,7 @@ static void record(int64_t stuck_ms)
 		store_stmt_real(s, 2, W.hang_started);
 		store_stmt_real(s, 3, now);
 		store_stmt_real(s, 5, (double)stuck_ms / 1000);
+		store_stmt_int(s, 13, W.changed);
 		if (main) {
 			store_stmt_int(s, 6, (int64_t)main->thread_id);
 			store_stmt_int(s, 7, main->native_id);
@@ -303,11 +308,27 @@ static void resumed(int64_t stuck_ms)
 	W.hang_id = 0;
 }
 
+/* The hang goes on: its row says for how long so far. */
+static void progress(int64_t stuck_ms)
+{
+	char err[256];
+
+	store_stmt_real(progress_stmt, 1, (double)stuck_ms / 1000);
+	store_stmt_int(progress_stmt, 2, W.hang_id);
+	if (store_begin(store, err, sizeof(err)) == 0) {
+		if (store_stmt_run(progress_stmt, err, sizeof(err)))
+			store_rollback(store);
+		else
+			store_commit(store, err, sizeof(err));
+	}
+}
+
 /* ---- the watchdog -------------------------------------------------------- */
 
 static void forget(void)
 {
 	W.have = 0;
+	W.changed = 0;
 	W.stuck_ms = 0;
 }
 
@@ -349,6 +370,8 @@ static void look(int64_t timeout, int64_t period)
 			W.lines[i] = W.frames[i].lineno;
 		}
 		W.n = n;
+		/* The first stack seen may have been there long before. */
+		W.changed = W.have;
 		W.have = 1;
 		W.stuck_ms = 0;
 		return;
@@ -357,6 +380,8 @@ static void look(int64_t timeout, int64_t period)
 	W.stuck_ms += gap < 2 * period ? gap : 2 * period;
 	if (!W.hang_id && W.stuck_ms >= timeout)
 		record(W.stuck_ms);
+	else if (W.hang_id)
+		progress(W.stuck_ms);
 }
 
 static void *watchdog(void *arg)
@@ -435,7 +460,8 @@ int hang_start(struct store *st, char *err, size_t errlen)
 		.columns = "id INTEGER, started REAL, detected REAL, "
 			   "resumed REAL, seconds REAL, thread_id INTEGER, "
 			   "native_id INTEGER, func TEXT, file TEXT, "
-			   "lineno INTEGER, path TEXT, report TEXT",
+			   "lineno INTEGER, path TEXT, report TEXT, "
+			   "started_known INTEGER",
 		.doc = "hangs of the main thread seen by the watchdog "
 		       "(hang.timeout), with every thread's stacks",
 		.max_rows = 1000,
@@ -462,6 +488,12 @@ int hang_start(struct store *st, char *err, size_t errlen)
 				    "seconds = ?2, report = report || ?3 "
 				    "WHERE id = ?4",
 				    &resume_stmt, err, errlen);
+		if (rc)
+			return rc;
+		rc = store_stmt_new(st,
+				    "UPDATE process.hangs SET seconds = ?1 "
+				    "WHERE id = ?2 AND resumed IS NULL",
+				    &progress_stmt, err, errlen);
 		if (rc)
 			return rc;
 		pthread_condattr_init(&ca);
@@ -509,7 +541,7 @@ void hang_atfork_child(void)
 	 * child's agent makes its own. */
 	store = NULL;
 	rec = NULL;
-	resume_stmt = NULL;
+	resume_stmt = progress_stmt = NULL;
 	W.hang_id = 0;
 	forget();
 }

@@ -14,7 +14,7 @@
 
 #define HANGS_COLS                                                             \
 	"id, started, detected, resumed, seconds, thread_id, native_id, "      \
-	"func, file, lineno, path"
+	"func, file, lineno, path, started_known"
 
 /* Runs sql; CLI_OK with the reply's columns and rows in *resp. */
 static int query(struct cmd_ctx *ctx, const char *sql,
@@ -68,7 +68,7 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 	static const char *const raw[] = {"id",	       "started", "detected",
 					  "resumed",   "seconds", "thread_id",
 					  "native_id", "func",	  "file",
-					  "lineno",    "path"};
+					  "lineno",    "path",	  "started_known"};
 	struct dap_message *resp = NULL;
 	const cJSON *rows, *row;
 	struct cli_table *t;
@@ -83,7 +83,7 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 	}
 	rows = cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
 	t = fmt == CLI_FORMAT_JSON || fmt == CLI_FORMAT_CSV
-		    ? cli_table_new(11, raw)
+		    ? cli_table_new(12, raw)
 		    : cli_table_new(6, human);
 	if (!t) {
 		dap_message_free(resp);
@@ -92,18 +92,18 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 	cli_table_upper_header(t);
 	cJSON_ArrayForEach(row, rows)
 	{
-		char *c[11] = {0};
+		char *c[12] = {0};
 
 		if (fmt == CLI_FORMAT_JSON || fmt == CLI_FORMAT_CSV) {
-			for (int i = 0; i < 11; i++)
+			for (int i = 0; i < 12; i++)
 				c[i] = cli_json_text(cell(row, i));
 			cli_table_add(t, (const char *const *)c);
-			for (int i = 0; i < 11; i++)
+			for (int i = 0; i < 12; i++)
 				free(c[i]);
 			continue;
 		}
 		{
-			char id[32], start[32], dur[32], where[2048];
+			char id[32], start[40], dur[40], where[2048];
 			const cJSON *func = cell(row, 7), *file = cell(row, 8);
 			const cJSON *sec = cell(row, 4), *res = cell(row, 3);
 			char *path = cli_json_text(cell(row, 10));
@@ -113,8 +113,14 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 				 cJSON_IsNumber(cell(row, 0))
 					 ? cell(row, 0)->valuedouble
 					 : 0);
-			when(cell(row, 1), start, sizeof(start));
-			snprintf(dur, sizeof(dur), "%.1f s",
+			/* Stuck already when the watchdog began: it began
+			 * then or before, and has lasted at least that. */
+			int known = !cJSON_IsNumber(cell(row, 11)) ||
+				    cell(row, 11)->valueint;
+
+			when(cell(row, 1), start + 3, sizeof(start) - 3);
+			memcpy(start, "<= ", 3);
+			snprintf(dur, sizeof(dur), "%s%.1f s", known ? "" : ">= ",
 				 cJSON_IsNumber(sec) ? sec->valuedouble : 0);
 			if (cJSON_IsString(func) && cJSON_IsString(file))
 				snprintf(where, sizeof(where), "%s (%s:%.0f)",
@@ -126,7 +132,7 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 				snprintf(where, sizeof(where),
 					 "(no Python frame)");
 			cells[0] = id;
-			cells[1] = start;
+			cells[1] = known ? start + 3 : start;
 			cells[2] = dur;
 			cells[3] = cJSON_IsNumber(res) ? "moved on" : "stuck";
 			cells[4] = where;

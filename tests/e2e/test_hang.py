@@ -28,6 +28,7 @@ def stuck():
     print("STUCK", flush=True)
     lock.acquire()
     print("MOVED", flush=True)
+time.sleep(1.0)  # the watchdog sees this stack first, then the change
 stuck()
 n = 0
 while not os.path.exists("finish"):
@@ -68,6 +69,16 @@ def test_main_thread_stuck_on_a_lock(spawn, python, tmp_path):
     assert row["lineno"] == str(line_of(STUCK, "lock.acquire()"))
     assert float(row["seconds"]) >= 2.0
     assert float(row["detected"]) - float(row["started"]) >= 2.0
+    # Seen to change from the sleep: its start is known.
+    assert row["started_known"] == "1", row
+    # "Stuck for" keeps counting while it is stuck (it stayed at the
+    # detection's figure).
+    before = float(row["seconds"])
+    time.sleep(1.5)
+    after = float(stuck_rows(t.pid)[0]["seconds"])
+    assert after >= before + 1.0, (before, after)
+    r = probing("hangs", target=t.pid)
+    assert r.rc == 0 and "<=" not in r.out and ">=" not in r.out, r
     path = row["path"]
     assert path.startswith(str(tmp_path / ("probing-hang-%d-" % t.pid)))
     # Its stacks, through the agent and from the file: the same report.
@@ -147,8 +158,18 @@ def test_switched_on_at_run_time(spawn, python, tmp_path):
     r = probing("config", "hang.timeout=1s", target=t.pid)
     assert r.rc == 0, r
     wait_for(lambda: hangs(t.pid), 60, "the hang to be recorded")
+    # Stuck before the watchdog looked: it began then or earlier, and
+    # has lasted at least this long; said so, not taken for the start.
+    row = hangs(t.pid)[0]
+    assert row["started_known"] == "0", row
+    r = probing("hangs", target=t.pid)
+    assert r.rc == 0, r
+    line = r.out.splitlines()[1]
+    assert "\t<= " in line and "\t>= " in line, r.out
     r = probing("hangs", "--report", target=t.pid)
     assert r.rc == 0 and "(stuck, main)" in r.out, r
+    assert "stuck since at or before " in r.out, r.out
+    assert "has not changed for at least " in r.out, r.out
     assert "Event.wait" in r.out
     assert glob.glob(str(tmp_path / ("probing-hang-%d-*.txt" % t.pid)))
     assert t.alive()
