@@ -11,6 +11,8 @@
 #include <string.h>
 
 #define SLOTS (2 * TORCH_MODULES_MAX) /* open addressing, half full at most */
+#define CALL_IMPL_FILE "torch/nn/modules/module.py"
+#define CALL_IMPL_DEPTH_MAX 512 /* frames looked at for an enclosing call */
 #define NAME_SLOTS (2 * TORCH_NAMES_MAX)
 
 struct entry {
@@ -237,6 +239,63 @@ static void walk(PyObject *root)
 	PyErr_Clear();
 }
 
+/* Is co torch's Module._call_impl, the frame of every module call? */
+static int is_call_impl(PyCodeObject *co)
+{
+	const char *name = PyUnicode_Check(co->co_name)
+				   ? PyUnicode_AsUTF8(co->co_name)
+				   : NULL;
+	const char *file = PyUnicode_Check(co->co_filename)
+				   ? PyUnicode_AsUTF8(co->co_filename)
+				   : NULL;
+	size_t n = file ? strlen(file) : 0, tail = strlen(CALL_IMPL_FILE);
+
+	PyErr_Clear();
+	return name && file && !strcmp(name, "_call_impl") && n >= tail &&
+	       !strcmp(file + n - tail, CALL_IMPL_FILE);
+}
+
+/*
+ * The outermost module being called on this thread, other than module: the
+ * `self` of the oldest _call_impl frame of the thread's stack (new
+ * reference), or NULL.  A module called with no traced module around it
+ * may still be called from inside another one's forward: tracing was
+ * switched on in the middle of it.  That one, not the module, is its
+ * root.
+ */
+static PyObject *enclosing_module(PyObject *module)
+{
+	PyFrameObject *f = PyEval_GetFrame();
+	PyObject *outer = NULL;
+
+	Py_XINCREF(f);
+	for (int depth = 0; f && depth < CALL_IMPL_DEPTH_MAX; depth++) {
+		PyCodeObject *co = PyFrame_GetCode(f);
+		PyFrameObject *back;
+
+		if (is_call_impl(co)) {
+			PyObject *locals = PyFrame_GetLocals(f);
+			PyObject *self = locals && PyDict_Check(locals)
+						 ? PyDict_GetItemString(locals,
+									"self")
+						 : NULL;
+
+			if (self && self != module) {
+				Py_INCREF(self);
+				Py_XSETREF(outer, self);
+			}
+			Py_XDECREF(locals);
+			PyErr_Clear();
+		}
+		Py_DECREF(co);
+		back = PyFrame_GetBack(f);
+		Py_DECREF(f);
+		f = back;
+	}
+	Py_XDECREF(f);
+	return outer;
+}
+
 int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
 		       struct torch_module *out)
 {
@@ -252,6 +311,19 @@ int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
 	if (valid(e, module)) {
 		*out = e->m;
 		return 0;
+	}
+	if (!root && !_Py_IsFinalizing()) {
+		PyObject *outer = enclosing_module(module);
+
+		if (outer) {
+			walk(outer);
+			Py_DECREF(outer);
+			e = find(module);
+			if (valid(e, module)) {
+				*out = e->m;
+				return 0;
+			}
+		}
 	}
 	if (!_Py_IsFinalizing()) {
 		walk(root ? root : module);

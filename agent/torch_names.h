@@ -4,7 +4,11 @@
  * that the recorder thread can turn back into text without the GIL.
  *
  * A module is named from its root: the first time a module that is not
- * yet known is called outside any traced module, it is a root, and its
+ * yet known is called outside any traced module, it is a root — unless
+ * the thread's Python stack shows another module's call running around it
+ * (a Module._call_impl frame: tracing was switched on in the middle of
+ * that module's forward), which is then walked as the root instead — and
+ * its
  * named_modules() gives every module under it its qualified name (the
  * root itself is named by its class, e.g. "MLP"; a loss module called on
  * its own is a root too, e.g. "MSELoss").  A module first seen inside

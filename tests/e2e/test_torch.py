@@ -333,3 +333,30 @@ print("READY", flush=True)''')
                if r["step"] == step and r["stage"] == "forward"
                and r["module"] in MODULES]
         assert sorted(fwd) == sorted(MODULES), (step, fwd)
+
+
+def test_switched_on_in_the_middle_of_a_forward(spawn, tmp_path):
+    """Tracing switched on while the model's forward runs: the block
+    called next has no traced module around it, but is named from the
+    model that is running it (encoder.layers.1.self_attn), not as a root
+    of its own (Block, self_attn) for the rest of the session."""
+    code = MODEL.replace('''        for block in self.encoder.layers:
+            x = block(x)''', '''        for i, block in enumerate(self.encoder.layers):
+            x = block(x)
+            if i == 0 and not os.path.exists("go"):
+                print("IN_FORWARD", flush=True)
+                while not os.path.exists("go"):
+                    time.sleep(0.01)''')
+    t = spawn(SYSTEM_PYTHON, code, env={"STEPS": "4"})
+    t.wait_line("IN_FORWARD", timeout=60)
+    t.wait_agent()
+    r = probing("config", "torch.profiling=on", target=t.pid)
+    assert r.rc == 0, r
+    wait_for(lambda: probing("eval", "hooked()", target=t.pid).out.strip()
+             == "True", 30, "the hooks")
+    (tmp_path / "go").write_text("")
+    t.wait_line("DONE", timeout=60)
+    rows = rows_settled(t, "SELECT DISTINCT module FROM python.torch_trace")
+    names = {r["module"] for r in rows}
+    assert "encoder.layers.1.self_attn" in names, names
+    assert names <= set(MODULES) | {"SGD"}, names - set(MODULES)
