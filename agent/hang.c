@@ -275,10 +275,23 @@ static void record(int64_t stuck_ms)
 	pystack_release(&ps);
 }
 
+/* Runs a bound UPDATE of the hang's row in a transaction of its own. */
+static void update(struct store_stmt *s)
+{
+	char err[256];
+
+	if (store_begin(store, err, sizeof(err)) == 0) {
+		if (store_stmt_run(s, err, sizeof(err)))
+			store_rollback(store);
+		else
+			store_commit(store, err, sizeof(err));
+	}
+}
+
 /* The hang is over: its row and its file say when. */
 static void resumed(int64_t stuck_ms)
 {
-	char line[128], when[32], err[256];
+	char line[128], when[32];
 	double now = real_s();
 	int fd;
 
@@ -297,12 +310,7 @@ static void resumed(int64_t stuck_ms)
 	store_stmt_real(resume_stmt, 2, (double)stuck_ms / 1000);
 	store_stmt_text(resume_stmt, 3, line);
 	store_stmt_int(resume_stmt, 4, W.hang_id);
-	if (store_begin(store, err, sizeof(err)) == 0) {
-		if (store_stmt_run(resume_stmt, err, sizeof(err)))
-			store_rollback(store);
-		else
-			store_commit(store, err, sizeof(err));
-	}
+	update(resume_stmt);
 	log_warn("hang: the main thread moves again after %.0f s",
 		 (double)stuck_ms / 1000);
 	W.hang_id = 0;
@@ -311,16 +319,9 @@ static void resumed(int64_t stuck_ms)
 /* The hang goes on: its row says for how long so far. */
 static void progress(int64_t stuck_ms)
 {
-	char err[256];
-
 	store_stmt_real(progress_stmt, 1, (double)stuck_ms / 1000);
 	store_stmt_int(progress_stmt, 2, W.hang_id);
-	if (store_begin(store, err, sizeof(err)) == 0) {
-		if (store_stmt_run(progress_stmt, err, sizeof(err)))
-			store_rollback(store);
-		else
-			store_commit(store, err, sizeof(err));
-	}
+	update(progress_stmt);
 }
 
 /* ---- the watchdog -------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include "livetab.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +271,45 @@ static int catalog_add_locked(struct store *st, const char *schema,
 	return rc == SQLITE_OK ? 0 : STORE_ESQL;
 }
 
+/*
+ * fork(): SQLite's global mutexes (memory statistics, the page cache,
+ * the unix VFS) are held for moments by whatever thread uses SQLite.  A
+ * child forked in such a moment inherits the mutex locked by a thread it
+ * does not have, and its first SQLite call (a restarted agent's store)
+ * waits forever.  So the forking thread takes them all before the fork
+ * and lets them go after it, in the parent and in the child.  The order
+ * is the one SQLite nests them in (an outer one may be held while an
+ * inner one is taken, never the reverse), so taking them cannot
+ * deadlock with a thread that holds some.
+ */
+static const int fork_mutexes[] = {
+	SQLITE_MUTEX_STATIC_MAIN, SQLITE_MUTEX_STATIC_OPEN,
+	SQLITE_MUTEX_STATIC_PRNG, SQLITE_MUTEX_STATIC_VFS1,
+	SQLITE_MUTEX_STATIC_VFS2, SQLITE_MUTEX_STATIC_VFS3,
+	SQLITE_MUTEX_STATIC_LRU,  SQLITE_MUTEX_STATIC_PMEM,
+	SQLITE_MUTEX_STATIC_MEM,
+};
+#define NFORK_MUTEXES (sizeof(fork_mutexes) / sizeof(fork_mutexes[0]))
+
+static void fork_prepare(void)
+{
+	for (size_t i = 0; i < NFORK_MUTEXES; i++)
+		sqlite3_mutex_enter(sqlite3_mutex_alloc(fork_mutexes[i]));
+}
+
+static void fork_done(void)
+{
+	for (size_t i = NFORK_MUTEXES; i-- > 0;)
+		sqlite3_mutex_leave(sqlite3_mutex_alloc(fork_mutexes[i]));
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_register(void)
+{
+	pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
 int store_new(struct store **out, char *err, size_t errlen)
 {
 	struct store *st;
@@ -295,6 +335,8 @@ int store_new(struct store **out, char *err, size_t errlen)
 		rc = rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 		goto fail;
 	}
+	/* SQLite is initialised now: its static mutexes exist. */
+	pthread_once(&fork_once, fork_register);
 	if (!sqlite3_db_mutex(st->db)) {
 		/* Someone set SQLITE_CONFIG_SINGLETHREAD in this process. */
 		set_err(err, errlen, "SQLite is in single-thread mode");

@@ -64,7 +64,9 @@ struct store_limits {
 };
 
 /* Opens the database and attaches the schemas.  Returns 0 and a new store,
- * or -errno / STORE_ESQL with err. */
+ * or -errno / STORE_ESQL with err.  The first call also makes fork()
+ * wait for SQLite's global mutexes (store.c), so that a child never
+ * inherits one locked and can open a store of its own. */
 int store_new(struct store **out, char *err, size_t errlen);
 /* Closes the database.  No other thread may be using st.  NULL is a no-op. */
 void store_free(struct store *st);

@@ -26,6 +26,13 @@ SITE = SITE[0] if SITE else os.path.join(USERBASE, "lib", "python3.11", "site-pa
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
+# The ASan build's runtime is preloaded into targets.  GCC 12's libasan
+# does not hold its allocator's lock across fork(): a forked child of a
+# multi-threaded target may find it taken by a thread it does not have,
+# and any malloc there waits forever (Probing or not).  Tests of a forked
+# child's own agent cannot run under it.
+SANITIZED_TARGETS = bool(os.environ.get("PROBING_TARGET_PRELOAD"))
+
 
 def _pyenv_python():
     """The shared-libpython 3.11 under pyenv, if the machine has it."""

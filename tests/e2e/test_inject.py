@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, CLI, SYSTEM_PYTHON, agent_listening, probing, wait_for
+from conftest import (BUILD, CLI, SANITIZED_TARGETS, SYSTEM_PYTHON,
+                      agent_listening, probing, wait_for)
 
 LIB = os.path.join(BUILD, "agent", "libprobing.so")
 
@@ -425,6 +426,8 @@ time.sleep(600)
 """
 
 
+@pytest.mark.skipif(SANITIZED_TARGETS, reason="libasan's allocator is not "
+                    "fork-safe in a threaded process (conftest.py)")
 @pytest.mark.parametrize("agent", ["env", "init"])
 def test_forked_child_gets_its_agent_restarted(spawn, python, agent):
     """A forked child keeps the parent's agent library mapped, not its
