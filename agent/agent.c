@@ -184,6 +184,8 @@ static int bring_up(char *err, size_t errlen)
 	if (listen[0] && server_listen(srv, listen, canon, sizeof(canon), err,
 				       errlen))
 		log_warn("not listening on %s: %s", listen, err);
+	else if (listen[0]) /* as it is listed, so a new value replaces it */
+		config_set("server.listen", canon, err, errlen);
 	rc = cluster_start(srv, store, err, errlen);
 	if (rc)
 		return rc;

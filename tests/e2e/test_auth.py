@@ -689,3 +689,20 @@ def test_server_listen_names_one_address(spawn, python, dirs):
     assert settings["agent.address"] == "@probing-%d" % t.pid, settings
     r = probing("eval", "x + 1", target=t.pid)
     assert r.rc == 0 and r.out.strip() == "42", r
+
+
+def test_server_listen_from_the_environment_can_be_moved(spawn, python, dirs):
+    """The address PROBING_LISTEN gave is the setting's: clearing the
+    setting closes it, setting another moves it."""
+    port, other = free_port(), free_port()
+    t = start(spawn, python, dict(dirs, PROBING_LISTEN="localhost:%d" % port))
+    listening(port)
+    r = probing("config", "server.listen=127.0.0.1:%d" % other, target=t.pid)
+    assert r.rc == 0, r
+    listening(other)
+    wait_for(lambda: probing("eval", "1", target="127.0.0.1:%d" % port,
+                             env=dirs).rc == 6, 10, "port %d closed" % port)
+    r = probing("config", "server.listen=", target=t.pid)
+    assert r.rc == 0, r
+    wait_for(lambda: probing("eval", "1", target="127.0.0.1:%d" % other,
+                             env=dirs).rc == 6, 10, "port %d closed" % other)
