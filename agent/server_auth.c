@@ -65,10 +65,6 @@ int server_auth_check(struct session *s, struct dap_message *msg)
 	const char *why = NULL;
 	char room[128];
 
-	snprintf(room, sizeof(room),
-		 "too many clients: server.max_clients (%lld) are connected "
-		 "over TCP",
-		 (long long)config_int("server.max_clients"));
 	if (msg->type != DAP_REQUEST || (strcmp(msg->command, "initialize") &&
 					 strcmp(msg->command, "attach")))
 		why = "this agent needs a token: the first request must be "
@@ -83,8 +79,13 @@ int server_auth_check(struct session *s, struct dap_message *msg)
 		int ntcp, max = (int)config_int("server.max_clients");
 
 		server_session_count(s->srv, NULL, &ntcp, NULL);
-		if (ntcp >= max)
+		if (ntcp >= max) {
+			snprintf(room, sizeof(room),
+				 "too many clients: server.max_clients (%d) "
+				 "are connected over TCP",
+				 max);
 			why = room;
+		}
 	}
 	if (!why) {
 		s->authed = 1;

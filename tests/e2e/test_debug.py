@@ -206,6 +206,15 @@ class Bridge:
         self.seq = 0
         self.pending = []
 
+    @classmethod
+    def attached(cls, pid, **attach):
+        """A bridge to pid, initialized and attached (attach's arguments:
+        redirectOutput=True, ...)."""
+        d = cls([str(pid)])
+        d.request("initialize", {"adapterID": "probing"})
+        d.request("attach", attach)
+        return d
+
     def send(self, command, args=None):
         self.seq += 1
         body = json.dumps({"seq": self.seq, "type": "request", "command": command,
@@ -251,9 +260,7 @@ class Bridge:
 
 def test_bridge_killed_while_paused_resumes_the_target(python, spawn, cli):
     t = start(spawn, python)
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {})
+    d = Bridge.attached(t.pid)
     d.event("initialized")
     r = d.request("setBreakpoints", {"source": {"path": t.script},
                                      "breakpoints": [{"line": line_of(t, "# @tick")}]})
@@ -280,9 +287,7 @@ def test_bridge_killed_while_paused_resumes_the_target(python, spawn, cli):
 
 def test_clean_disconnect_and_second_debugger(python, spawn, cli):
     t = start(spawn, python)
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {})
+    d = Bridge.attached(t.pid)
     d.request("pause", {"threadId": t.pid})
     d.event("stopped")
     # A second debugger is refused; the CLI still answers.
@@ -301,9 +306,7 @@ def test_no_hook_until_a_breakpoint_file_is_loaded(python, spawn, cli, tmp_path)
     t = start(spawn, python)
     other = tmp_path / "elsewhere.py"
     other.write_text("def f():\n    return 42\n")
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {})
+    d = Bridge.attached(t.pid)
     r = d.request("setBreakpoints", {"source": {"path": str(other)}, "breakpoints": [{"line": 2}]})
     bp = r["body"]["breakpoints"][0]
     assert bp["verified"] is False and "not loaded yet" in bp["message"], bp
@@ -353,15 +356,11 @@ def test_redirect_output_forwards_and_leaves_no_residue(python, spawn, cli):
     t.wait_agent()
     t.wait_line("ready")
     # Without redirectOutput nothing is wrapped.
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {})
+    d = Bridge.attached(t.pid)
     assert residue(cli, t) == "[False, False]"
     d.request("disconnect", {})
     d.close()
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {"redirectOutput": True})
+    d = Bridge.attached(t.pid, redirectOutput=True)
     d.request("configurationDone")
     out = d.wait(lambda m: m.get("event") == "output" and m["body"]["category"] == "stdout")
     first = int(out["body"]["output"].split("line ")[1].split()[0])
@@ -398,9 +397,7 @@ def test_redirect_output_is_bounded(python, spawn, cli, tmp_path):
     t = spawn(python, FLOOD)
     t.wait_agent()
     t.wait_line("ready")
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {"redirectOutput": True})
+    d = Bridge.attached(t.pid, redirectOutput=True)
     d.request("configurationDone")
     start = time.time()
     (tmp_path / "flood").write_text("")
@@ -449,9 +446,7 @@ def test_logpoint_on_a_hot_line_is_rate_limited_not_dropped(python, spawn,
     t = spawn(python, HOT)
     t.wait_agent()
     t.wait_line("ready")
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {})
+    d = Bridge.attached(t.pid)
     d.event("initialized")
     r = d.request("setBreakpoints", {
         "source": {"path": t.script},
@@ -521,9 +516,7 @@ def test_pause_while_a_thread_holds_the_gil_in_c(python, spawn, cli, script):
     t = spawn(python, script, env={"PROBING_PYTHON_GIL_TIMEOUT_MS": "10"})
     t.wait_agent()
     t.wait_line("ready")
-    d = Bridge([str(t.pid)])
-    d.request("initialize", {"adapterID": "probing"})
-    d.request("attach", {})
+    d = Bridge.attached(t.pid)
     d.request("configurationDone")
     d.request("pause", {"threadId": t.pid})
     ev = d.event("stopped")
