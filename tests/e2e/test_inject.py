@@ -417,12 +417,12 @@ kid = os.fork()
 if kid == 0:
     i = 0
     while os.getppid() == parent:
-        print("CHILD", i, flush=True)
+        os.write(1, b"CHILD %d\\n" % i)
         time.sleep(0.05)
         i += 1
     os._exit(0)
-print("KID", kid, flush=True)
-time.sleep(600)
+os.write(1, b"KID %d\\n" % kid)  # one write: print() under -u
+time.sleep(600)                  # writes "KID", " ", pid apart
 """
 
 
