@@ -1,7 +1,7 @@
 /*
  * cmd: the shape of a `probing` subcommand and what all of them share.
  *
- * Each subcommand lives in its own cmd_<name>.c and exports one const
+ * Each subcommand lives in its own commands/cmd_<name>.c and exports one const
  * struct cmd_entry (tmux's cmd-*.c).  main.c holds the table, parses the
  * global options into a struct cmd_ctx, answers --help, and calls exec.
  *
@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "dap_client.h"
-#include "output.h"
+#include "render/output.h"
 
 /* Exit codes; each is documented in `probing --help` and docs/cli.md. */
 enum cli_exit {
@@ -180,7 +180,7 @@ char *cli_json_text(const cJSON *v);
 /* How much longer than its timeoutMs an evaluate is waited for: the
  * agent's wait for the GIL (python.gil_timeout_ms, 500 by default) and its
  * hard limit (2 s after it interrupts code that does not stop:
- * agent/pygil.h), so that its answer, even "it goes on running", comes
+ * agent/python/pygil.h), so that its answer, even "it goes on running", comes
  * before the CLI gives up; then 1.5 s for the reply itself. */
 #define CLI_EVAL_GRACE_MS 4000
 

@@ -1,6 +1,6 @@
 /*
  * main: the `probing` command: global options, the command table, help,
- * and dispatch.  Each command lives in its own cmd_<name>.c.
+ * and dispatch.  Each command lives in its own commands/cmd_<name>.c.
  */
 #include <getopt.h>
 #include <stdio.h>

@@ -252,17 +252,6 @@ static int auth_failed(const struct dap_addr *addr, int sent, const char *src,
 	return CLI_EAUTH;
 }
 
-/* Its error id: body.error.id, or 0. */
-static int error_id(const struct dap_message *resp)
-{
-	const cJSON *e = resp->body ? cJSON_GetObjectItemCaseSensitive(
-					      resp->body, "error")
-				    : NULL;
-	const cJSON *id = e ? cJSON_GetObjectItemCaseSensitive(e, "id") : NULL;
-
-	return cJSON_IsNumber(id) ? id->valueint : 0;
-}
-
 int cli_target_open(const char *text, int timeout_ms, struct dap_client **out,
 		    cJSON **init_body, char *err, size_t errlen)
 {
@@ -304,7 +293,7 @@ int cli_target_open(const char *text, int timeout_ms, struct dap_client **out,
 		rc = cli_target_lost(rc, "initialize", timeout_ms, err, errlen);
 		goto fail;
 	}
-	if (!resp->success && error_id(resp) == DAP_ERROR_AUTH) {
+	if (!resp->success && dap_error_id(resp) == DAP_ERROR_AUTH) {
 		rc = auth_failed(&addr, sent, src, resp, err, errlen);
 		goto fail;
 	}

@@ -6,6 +6,7 @@
  */
 #include "dap_client.h"
 #include "dap_frame.h"
+#include "errbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,20 +35,6 @@ struct dap_client {
 	int failed; /* sticky: the stream is closed or out of sync */
 	struct dap_framer fr;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int64_t now_ms(void)
 {
@@ -108,12 +95,12 @@ static int peer_check(int fd, const struct dap_addr *addr, char *err,
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
 	    len != sizeof(cr)) {
-		set_err(err, errlen, "%s: cannot tell who listens there",
+		errbuf_set(err, errlen, "%s: cannot tell who listens there",
 			addr->host);
 		return DAP_EPEER;
 	}
 	if (addr->pid > 0 && cr.pid != addr->pid) {
-		set_err(err, errlen,
+		errbuf_set(err, errlen,
 			"%s is held by process %ld (uid %ld), not by process "
 			"%ld: not its agent, nothing sent (someone may have "
 			"taken the name first)",
@@ -122,7 +109,7 @@ static int peer_check(int fd, const struct dap_addr *addr, char *err,
 		return DAP_EPEER;
 	}
 	if (addr->pid <= 0 && cr.uid != me && cr.uid != 0 && me != 0) {
-		set_err(err, errlen,
+		errbuf_set(err, errlen,
 			"%s is held by process %ld of another user (uid %ld): "
 			"nothing sent",
 			addr->host, (long)cr.pid, (long)cr.uid);
@@ -140,13 +127,13 @@ static int connect_unix(const struct dap_addr *addr, int64_t deadline, int *fdp,
 
 	rc = dap_addr_unix_sockaddr(addr, &ss, &len);
 	if (rc < 0) {
-		set_err(err, errlen, "%s: %s", addr->host, strerror(-rc));
+		errbuf_set(err, errlen, "%s: %s", addr->host, strerror(-rc));
 		return rc;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;
-		set_err(err, errlen, "socket: %s", strerror(errno));
+		errbuf_set(err, errlen, "socket: %s", strerror(errno));
 		return rc;
 	}
 	/* A unix connect either completes at once or, with a full backlog,
@@ -165,26 +152,26 @@ static int connect_unix(const struct dap_addr *addr, int64_t deadline, int *fdp,
 		}
 		close(fd);
 		if (rc == -EAGAIN) {
-			set_err(err, errlen, "connecting to %s timed out",
+			errbuf_set(err, errlen, "connecting to %s timed out",
 				addr->host);
 			return DAP_ETIMEDOUT;
 		}
 		if (rc == -ECONNREFUSED || rc == -ENOENT) {
 			if (addr->pid > 0 && kill(addr->pid, 0) < 0 &&
 			    errno == ESRCH)
-				set_err(err, errlen, "no process %ld",
+				errbuf_set(err, errlen, "no process %ld",
 					(long)addr->pid);
 			else if (addr->pid > 0)
-				set_err(err, errlen,
+				errbuf_set(err, errlen,
 					"no probing agent in process %ld "
 					"(nothing listens at %s)",
 					(long)addr->pid, addr->host);
 			else
-				set_err(err, errlen, "nothing listens at %s",
+				errbuf_set(err, errlen, "nothing listens at %s",
 					addr->host);
 			return DAP_ECONNREFUSED;
 		}
-		set_err(err, errlen, "connecting to %s: %s", addr->host,
+		errbuf_set(err, errlen, "connecting to %s: %s", addr->host,
 			strerror(-rc));
 		return rc;
 	}
@@ -251,7 +238,7 @@ static int connect_tcp(const struct dap_addr *addr, int64_t deadline, int *fdp,
 	snprintf(port, sizeof(port), "%d", addr->port);
 	rc = getaddrinfo(addr->host, port, &hints, &res);
 	if (rc != 0) {
-		set_err(err, errlen, "%s: %s", addr->host,
+		errbuf_set(err, errlen, "%s: %s", addr->host,
 			rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
 		return -EHOSTUNREACH;
 	}
@@ -264,14 +251,14 @@ static int connect_tcp(const struct dap_addr *addr, int64_t deadline, int *fdp,
 	if (last == 0)
 		return 0;
 	if (last == -ETIMEDOUT) {
-		set_err(err, errlen, "connecting to %s timed out", text);
+		errbuf_set(err, errlen, "connecting to %s timed out", text);
 		return DAP_ETIMEDOUT;
 	}
 	if (last == -ECONNREFUSED) {
-		set_err(err, errlen, "nothing listens at %s", text);
+		errbuf_set(err, errlen, "nothing listens at %s", text);
 		return DAP_ECONNREFUSED;
 	}
-	set_err(err, errlen, "connecting to %s: %s", text, strerror(-last));
+	errbuf_set(err, errlen, "connecting to %s: %s", text, strerror(-last));
 	return last;
 }
 
@@ -288,7 +275,7 @@ int dap_client_connect(const struct dap_addr *addr, int timeout_ms,
 	else if (addr->kind == DAP_ADDR_TCP)
 		rc = connect_tcp(addr, deadline, &fd, err, errlen);
 	else {
-		set_err(err, errlen, "invalid address");
+		errbuf_set(err, errlen, "invalid address");
 		rc = -EINVAL;
 	}
 	if (rc < 0)
@@ -296,7 +283,7 @@ int dap_client_connect(const struct dap_addr *addr, int timeout_ms,
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	c->fd = fd;
@@ -334,7 +321,7 @@ static int send_all(struct dap_client *c, const char *data, size_t len,
 	int64_t deadline = deadline_of(CLIENT_SEND_TIMEOUT_MS);
 
 	if (c->failed) {
-		set_err(err, errlen, "%s", dap_strerror(c->failed));
+		errbuf_set(err, errlen, "%s", dap_strerror(c->failed));
 		return c->failed;
 	}
 	while (len > 0) {
@@ -351,13 +338,13 @@ static int send_all(struct dap_client *c, const char *data, size_t len,
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
 			rc = errno == EPIPE || errno == ECONNRESET ? DAP_ECLOSED
 								   : -errno;
-			set_err(err, errlen, "send: %s", strerror(errno));
+			errbuf_set(err, errlen, "send: %s", strerror(errno));
 			/* Part of a message may be out: out of sync. */
 			return c->failed = rc;
 		}
 		rc = wait_fd(c->fd, POLLOUT, deadline);
 		if (rc <= 0) {
-			set_err(err, errlen, "send: %s",
+			errbuf_set(err, errlen, "send: %s",
 				rc == 0 ? "agent stopped reading"
 					: strerror(-rc));
 			return c->failed = rc == 0 ? DAP_ETIMEDOUT : rc;
@@ -382,18 +369,18 @@ int64_t dap_client_send(struct dap_client *c, const char *command, cJSON *args,
 
 	if (!command || !*command || strlen(command) >= DAP_COMMAND_MAX) {
 		cJSON_Delete(args);
-		set_err(err, errlen, "invalid command name");
+		errbuf_set(err, errlen, "invalid command name");
 		return -EINVAL;
 	}
 	m = dap_request_new(seq, command, args);
 	if (!m) {
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	buf = dap_message_encode(m, seq, &len);
 	dap_message_free(m);
 	if (!buf) {
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	rc = send_all(c, buf, len, err, errlen);
@@ -421,14 +408,14 @@ static int next_body(struct dap_client *c, int64_t deadline, char **body,
 		ssize_t n;
 
 		if (c->failed) {
-			set_err(err, errlen, "%s", dap_strerror(c->failed));
+			errbuf_set(err, errlen, "%s", dap_strerror(c->failed));
 			return c->failed;
 		}
 		rc = dap_framer_next(&c->fr, body, len);
 		if (rc == 1)
 			return 1;
 		if (rc < 0) {
-			set_err(err, errlen, "from agent: %s",
+			errbuf_set(err, errlen, "from agent: %s",
 				dap_strerror(rc));
 			if (rc != -ENOMEM)
 				c->failed = rc;
@@ -436,14 +423,14 @@ static int next_body(struct dap_client *c, int64_t deadline, char **body,
 		}
 		rc = wait_fd(c->fd, POLLIN, deadline);
 		if (rc < 0) {
-			set_err(err, errlen, "poll: %s", strerror(-rc));
+			errbuf_set(err, errlen, "poll: %s", strerror(-rc));
 			return rc;
 		}
 		if (rc == 0)
 			return 0;
 		n = recv(c->fd, buf, sizeof(buf), 0);
 		if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-			set_err(err, errlen, "the agent closed the connection");
+			errbuf_set(err, errlen, "the agent closed the connection");
 			return c->failed = DAP_ECLOSED;
 		}
 		if (n < 0) {
@@ -451,7 +438,7 @@ static int next_body(struct dap_client *c, int64_t deadline, char **body,
 			    errno == EWOULDBLOCK)
 				continue;
 			rc = -errno;
-			set_err(err, errlen, "recv: %s", strerror(errno));
+			errbuf_set(err, errlen, "recv: %s", strerror(errno));
 			return c->failed = rc;
 		}
 		rc = dap_framer_feed(&c->fr, buf, (size_t)n);
@@ -482,7 +469,7 @@ int dap_client_read(struct dap_client *c, int timeout_ms,
 		rc = dap_message_parse(body, len, msg, NULL, NULL, perr,
 				       sizeof(perr));
 		if (rc < 0) {
-			set_err(err, errlen, "bad message from agent: %s",
+			errbuf_set(err, errlen, "bad message from agent: %s",
 				perr);
 			free(body);
 			return rc;
@@ -512,7 +499,7 @@ int dap_client_wait(struct dap_client *c, int64_t seq, int timeout_ms,
 		if (rc < 0)
 			return rc;
 		if (!m) {
-			set_err(err, errlen,
+			errbuf_set(err, errlen,
 				"no response to request %lld in %d ms",
 				(long long)seq, timeout_ms);
 			return DAP_ETIMEDOUT;

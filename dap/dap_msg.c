@@ -9,6 +9,7 @@
  */
 #include "dap_msg.h"
 #include "dap_frame.h"
+#include "errbuf.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,20 +19,6 @@
 #include <string.h>
 
 #define DAP_ERROR_TEXT_MAX (16u << 10) /* cap on an error reply's text */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Rejects nesting deeper than DAP_JSON_DEPTH_MAX before cJSON recurses. */
 /* The length of the well-formed UTF-8 sequence at p (left bytes there),
@@ -86,11 +73,11 @@ static int check_text(const char *text, size_t len, char *err, size_t errlen)
 		unsigned char c = t[i];
 
 		if (!n) {
-			set_err(err, errlen, "not valid UTF-8 at byte %zu", i);
+			errbuf_set(err, errlen, "not valid UTF-8 at byte %zu", i);
 			return DAP_EJSON;
 		}
 		if (!c) {
-			set_err(err, errlen, "a NUL byte at byte %zu", i);
+			errbuf_set(err, errlen, "a NUL byte at byte %zu", i);
 			return DAP_EJSON;
 		}
 		if (in_string) {
@@ -98,7 +85,7 @@ static int check_text(const char *text, size_t len, char *err, size_t errlen)
 				escaped = 0;
 				if (c == 'u' && len - i > 4 &&
 				    !memcmp(t + i + 1, "0000", 4)) {
-					set_err(err, errlen,
+					errbuf_set(err, errlen,
 						"a string holds U+0000 (\\u0000 "
 						"at byte %zu): strings with NUL "
 						"are refused",
@@ -114,7 +101,7 @@ static int check_text(const char *text, size_t len, char *err, size_t errlen)
 			in_string = 1;
 		} else if (c == '[' || c == '{') {
 			if (++depth > DAP_JSON_DEPTH_MAX) {
-				set_err(err, errlen,
+				errbuf_set(err, errlen,
 					"JSON nested deeper than %d levels",
 					DAP_JSON_DEPTH_MAX);
 				return DAP_EDEPTH;
@@ -223,12 +210,12 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 			cmd_out[0] = '\0';
 	}
 	if (seq < 0) {
-		set_err(err, errlen, "'seq' must be a non-negative integer");
+		errbuf_set(err, errlen, "'seq' must be a non-negative integer");
 		return DAP_EPROTO;
 	}
 	m->seq = seq;
 	if (!t) {
-		set_err(err, errlen, "'type' must be a string");
+		errbuf_set(err, errlen, "'type' must be a string");
 		return DAP_EPROTO;
 	}
 	if (strcmp(t, "request") == 0) {
@@ -238,7 +225,7 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 	} else if (strcmp(t, "event") == 0) {
 		m->type = DAP_EVENT;
 	} else {
-		set_err(err, errlen,
+		errbuf_set(err, errlen,
 			"'type' must be \"request\", \"response\" or "
 			"\"event\"");
 		return DAP_EPROTO;
@@ -247,12 +234,12 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 	rc = get_name(root, m->type == DAP_EVENT ? "event" : "command",
 		      m->command);
 	if (rc == -1) {
-		set_err(err, errlen, "'%s' must be a string",
+		errbuf_set(err, errlen, "'%s' must be a string",
 			m->type == DAP_EVENT ? "event" : "command");
 		return DAP_EPROTO;
 	}
 	if (rc == -2) {
-		set_err(err, errlen, "'%s' is longer than %d characters",
+		errbuf_set(err, errlen, "'%s' is longer than %d characters",
 			m->type == DAP_EVENT ? "event" : "command",
 			DAP_COMMAND_MAX - 1);
 		return DAP_EPROTO;
@@ -261,7 +248,7 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 	if (m->type == DAP_REQUEST) {
 		it = get(root, "arguments");
 		if (it && !cJSON_IsObject(it) && !cJSON_IsNull(it)) {
-			set_err(err, errlen, "'arguments' must be an object");
+			errbuf_set(err, errlen, "'arguments' must be an object");
 			return DAP_EPROTO;
 		}
 		m->arguments = cJSON_IsObject(it) ? (cJSON *)it : NULL;
@@ -274,12 +261,12 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 		return 0;
 
 	if (!json_int(get(root, "request_seq"), &m->request_seq)) {
-		set_err(err, errlen, "'request_seq' must be an integer");
+		errbuf_set(err, errlen, "'request_seq' must be an integer");
 		return DAP_EPROTO;
 	}
 	it = get(root, "success");
 	if (!cJSON_IsBool(it)) {
-		set_err(err, errlen, "'success' must be a boolean");
+		errbuf_set(err, errlen, "'success' must be a boolean");
 		return DAP_EPROTO;
 	}
 	m->success = cJSON_IsTrue(it);
@@ -287,11 +274,11 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 	if (cJSON_IsString(it) && it->valuestring) {
 		m->message = strdup(it->valuestring);
 		if (!m->message) {
-			set_err(err, errlen, "out of memory");
+			errbuf_set(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
 	} else if (it && !cJSON_IsNull(it)) {
-		set_err(err, errlen, "'message' must be a string");
+		errbuf_set(err, errlen, "'message' must be a string");
 		return DAP_EPROTO;
 	}
 	return 0;
@@ -311,7 +298,7 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 	if (cmd_out)
 		cmd_out[0] = '\0';
 	if (!text || !len) {
-		set_err(err, errlen, "empty message");
+		errbuf_set(err, errlen, "empty message");
 		return DAP_EJSON;
 	}
 	rc = check_text(text, len, err, errlen);
@@ -322,7 +309,7 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 		size_t at = end && end >= text && end <= text + len
 				    ? (size_t)(end - text)
 				    : 0;
-		set_err(err, errlen, "invalid JSON near byte %zu", at);
+		errbuf_set(err, errlen, "invalid JSON near byte %zu", at);
 		return DAP_EJSON;
 	}
 	while (end && end < text + len &&
@@ -330,18 +317,18 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 		end++;
 	if (end != text + len) {
 		cJSON_Delete(root);
-		set_err(err, errlen, "trailing data after JSON");
+		errbuf_set(err, errlen, "trailing data after JSON");
 		return DAP_EJSON;
 	}
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
-		set_err(err, errlen, "a DAP message must be a JSON object");
+		errbuf_set(err, errlen, "a DAP message must be a JSON object");
 		return DAP_EPROTO;
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		cJSON_Delete(root);
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	m->root = root;
@@ -407,6 +394,16 @@ struct dap_message *dap_response_new(int64_t request_seq, const char *command,
 fail:
 	dap_message_free(m);
 	return NULL;
+}
+
+int dap_error_id(const struct dap_message *resp)
+{
+	const cJSON *e = resp->body ? cJSON_GetObjectItemCaseSensitive(
+					      resp->body, "error")
+				    : NULL;
+	const cJSON *id = e ? cJSON_GetObjectItemCaseSensitive(e, "id") : NULL;
+
+	return cJSON_IsNumber(id) ? id->valueint : 0;
 }
 
 struct dap_message *dap_error_new(int64_t request_seq, const char *command,
@@ -562,7 +559,7 @@ static int arg_get(const cJSON *args, const char *key, const cJSON **it)
 static int arg_type_err(const char *key, const char *what, char *err,
 			size_t errlen)
 {
-	set_err(err, errlen, "argument '%s' must be %s", key, what);
+	errbuf_set(err, errlen, "argument '%s' must be %s", key, what);
 	return DAP_EPROTO;
 }
 

@@ -72,6 +72,23 @@ struct dap_message *dap_message_copy(const struct dap_message *msg);
 struct dap_message *dap_response_new(int64_t request_seq, const char *command,
 				     int success, const char *message);
 
+/*
+ * The error ids of the agent's error responses (body.error.id), named
+ * once for the agent and the CLI, which turns them into its exit codes
+ * (cli_exit_of_error, cli/target.h).
+ */
+enum dap_error_id {
+	DAP_ERROR_FAILED = 1,     /* the request failed; the text says why */
+	DAP_ERROR_RAISED = 2,     /* evaluate: the code raised (body.output) */
+	DAP_ERROR_GIL = 3,        /* the GIL did not come in time */
+	DAP_ERROR_SQL = 4,        /* probing/query: the statement failed */
+	DAP_ERROR_AUTH = 401,     /* the token is missing or wrong */
+	DAP_ERROR_READONLY = 403, /* refused in read-only mode */
+};
+
+/* The error id of a failed response (body.error.id), or 0. */
+int dap_error_id(const struct dap_message *resp);
+
 /* An error response whose body carries
  * {"error":{"id":id,"format":text,"showUser":true}} as VS Code expects;
  * text (also ->message) is the formatted text, cut at 16 KiB. */

@@ -26,12 +26,12 @@
 
 #include <stddef.h>
 
+#include "dap_msg.h" /* DAP_ERROR_AUTH, DAP_ERROR_READONLY */
+
 #define DAP_TOKEN_MIN 16
 #define DAP_TOKEN_MAX 128	  /* characters, NUL excluded */
 #define DAP_TOKEN_ARG "probingToken"
 #define DAP_TOKEN_PATH_MAX 4096
-#define DAP_ERROR_AUTH 401	  /* error id: token missing or wrong */
-#define DAP_ERROR_READONLY 403	  /* error id: refused in read-only mode */
 
 /* The places of the token file, in the order a client looks. */
 enum dap_token_place { DAP_TOKEN_RUNTIME = 0, DAP_TOKEN_HOME = 1 };

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "arch.h"
+#include "arch/arch.h"
 #include "layout.h"
 #include "maps.h"
 #include "proc.h"

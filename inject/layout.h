@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "arch.h"
+#include "arch/arch.h"
 
 #define INJECT_RANGES_MAX 32 /* text ranges of runtime libraries */
 #define INJECT_CAVES_MAX 64  /* caves of each kind kept */

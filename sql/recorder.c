@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "store.h"
 
 #define SQL_MAX 4096
@@ -24,17 +25,6 @@ struct recorder {
 	uint64_t prow, pbytes; /* added in the open batch */
 	uint64_t added, trimmed;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Columns in a column list: commas outside parentheses, plus one. */
 static int count_columns(const char *cols)
@@ -122,7 +112,7 @@ static int catalog(struct recorder *r, const struct recorder_opts *o, char *err,
 	if (!rc && n == 0)
 		rc = store_catalog_add(r->st, o->schema, o->name, NULL, o->doc);
 	if (rc)
-		set_err(err, errlen, "recorder: cannot list %s.%s", o->schema,
+		errbuf_set(err, errlen, "recorder: cannot list %s.%s", o->schema,
 			o->name);
 	return rc;
 }
@@ -137,18 +127,18 @@ int recorder_new(struct store *st, const struct recorder_opts *o,
 
 	*out = NULL;
 	if (!is_name(o->schema) || !is_name(o->name) || !o->columns) {
-		set_err(err, errlen, "recorder: bad table description");
+		errbuf_set(err, errlen, "recorder: bad table description");
 		return -EINVAL;
 	}
 	ncols = count_columns(o->columns);
 	if (ncols > RECORDER_COLS_MAX || strlen(o->columns) > SQL_MAX - 200) {
-		set_err(err, errlen, "recorder: %s.%s has too many columns",
+		errbuf_set(err, errlen, "recorder: %s.%s has too many columns",
 			o->schema, o->name);
 		return -EINVAL;
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	r->st = st;

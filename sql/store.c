@@ -9,6 +9,7 @@
  */
 #include "store.h"
 #include "livetab.h"
+#include "errbuf.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -47,17 +48,6 @@ struct store {
 	sqlite3 *db;
 	struct query_state q;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static double now_ms(void)
 {
@@ -235,7 +225,7 @@ static int exec_locked(struct store *st, const char *sql, char *err,
 	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
 
 	if (rc != SQLITE_OK) {
-		set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+		errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
 		return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 	}
 	return 0;
@@ -264,7 +254,7 @@ static int catalog_add_locked(struct store *st, const char *schema,
 			rc = SQLITE_OK;
 	}
 	if (rc != SQLITE_OK)
-		set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+		errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
 	sqlite3_finalize(stmt);
 	if (rc == SQLITE_NOMEM)
 		return -ENOMEM;
@@ -317,12 +307,12 @@ int store_new(struct store **out, char *err, size_t errlen)
 
 	*out = NULL;
 	if (!sqlite3_threadsafe()) {
-		set_err(err, errlen, "SQLite was built without thread safety");
+		errbuf_set(err, errlen, "SQLite was built without thread safety");
 		return STORE_ESQL;
 	}
 	st = calloc(1, sizeof(*st));
 	if (!st) {
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	rc = sqlite3_open_v2(":memory:", &st->db,
@@ -330,7 +320,7 @@ int store_new(struct store **out, char *err, size_t errlen)
 				     SQLITE_OPEN_FULLMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
-		set_err(err, errlen, "%s",
+		errbuf_set(err, errlen, "%s",
 			st->db ? sqlite3_errmsg(st->db) : "out of memory");
 		rc = rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 		goto fail;
@@ -339,7 +329,7 @@ int store_new(struct store **out, char *err, size_t errlen)
 	pthread_once(&fork_once, fork_register);
 	if (!sqlite3_db_mutex(st->db)) {
 		/* Someone set SQLITE_CONFIG_SINGLETHREAD in this process. */
-		set_err(err, errlen, "SQLite is in single-thread mode");
+		errbuf_set(err, errlen, "SQLite is in single-thread mode");
 		rc = STORE_ESQL;
 		goto fail;
 	}
@@ -393,7 +383,7 @@ int store_add_livetab(struct store *st, const struct livetab *tab, void *ctx,
 	int saved, rc;
 
 	if (!tab || !tab->schema || !tab->name) {
-		set_err(err, errlen, "livetab: incomplete table description");
+		errbuf_set(err, errlen, "livetab: incomplete table description");
 		return -EINVAL;
 	}
 	sqlite3_mutex_enter(mu);
@@ -403,7 +393,7 @@ int store_add_livetab(struct store *st, const struct livetab *tab, void *ctx,
 	if (sqlite3_table_column_metadata(st->db, tab->schema, tab->name, NULL,
 					  NULL, NULL, NULL, NULL,
 					  NULL) == SQLITE_OK) {
-		set_err(err, errlen, "table %s.%s already exists", tab->schema,
+		errbuf_set(err, errlen, "table %s.%s already exists", tab->schema,
 			tab->name);
 		rc = STORE_ESQL;
 		goto out;
@@ -654,20 +644,20 @@ static int query_locked(struct store *st, const char *sql,
 	src = sqlite3_prepare_v2(st->db, sql, -1, &stmt, &tail);
 	if (src != SQLITE_OK) {
 		if (src == SQLITE_AUTH && st->q.denied)
-			set_err(err, errlen, "not authorized: %s",
+			errbuf_set(err, errlen, "not authorized: %s",
 				st->q.denied);
 		else if (st->q.timed_out)
 			goto timeout;
 		else
-			set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+			errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
 		return src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 	}
 	if (!stmt) {
-		set_err(err, errlen, "empty statement");
+		errbuf_set(err, errlen, "empty statement");
 		return STORE_ESQL;
 	}
 	if (tail && !only_trailer(tail)) {
-		set_err(err, errlen, "only one statement allowed");
+		errbuf_set(err, errlen, "only one statement allowed");
 		rc = STORE_ESQL;
 		goto out;
 	}
@@ -686,7 +676,7 @@ static int query_locked(struct store *st, const char *sql,
 		rc = take_row(stmt, res, &capcells, &bytes, max_bytes);
 		if (rc == STORE_EFULL) {
 			res->truncated = 1;
-			set_err(err, errlen,
+			errbuf_set(err, errlen,
 				"result larger than %zu bytes; "
 				"select fewer rows or columns",
 				max_bytes);
@@ -699,10 +689,10 @@ static int query_locked(struct store *st, const char *sql,
 		if (st->q.timed_out)
 			goto timeout;
 		if (src == SQLITE_AUTH && st->q.denied) /* VACUUM INTO */
-			set_err(err, errlen, "not authorized: %s",
+			errbuf_set(err, errlen, "not authorized: %s",
 				st->q.denied);
 		else
-			set_err(err, errlen, "%s", sqlite3_errmsg(st->db));
+			errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
 		rc = src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 		goto out;
 	}
@@ -710,11 +700,11 @@ static int query_locked(struct store *st, const char *sql,
 	goto out;
 timeout:
 	res->truncated = 1;
-	set_err(err, errlen, "query stopped after %d ms", timeout);
+	errbuf_set(err, errlen, "query stopped after %d ms", timeout);
 	rc = STORE_ETIMEOUT;
 	goto out;
 nomem:
-	set_err(err, errlen, "out of memory");
+	errbuf_set(err, errlen, "out of memory");
 	rc = -ENOMEM;
 out:
 	sqlite3_finalize(stmt);
@@ -734,7 +724,7 @@ int store_query(struct store *st, const char *sql,
 
 	memset(res, 0, sizeof(*res));
 	if (!sql) {
-		set_err(err, errlen, "no SQL");
+		errbuf_set(err, errlen, "no SQL");
 		return STORE_ESQL;
 	}
 	if (timeout > MAX_TIMEOUT_MS)
@@ -780,7 +770,7 @@ int store_stmt_new(struct store *st, const char *sql, struct store_stmt **out,
 	*out = NULL;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		set_err(err, errlen, "out of memory");
+		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	s->st = st;
@@ -791,7 +781,7 @@ int store_stmt_new(struct store *st, const char *sql, struct store_stmt **out,
 				&s->stmt, NULL);
 	st->q.restricted = saved;
 	if (rc != SQLITE_OK || !s->stmt)
-		set_err(err, errlen, "%s",
+		errbuf_set(err, errlen, "%s",
 			rc == SQLITE_OK ? "empty statement"
 					: sqlite3_errmsg(st->db));
 	sqlite3_mutex_leave(mu);
@@ -856,7 +846,7 @@ static int stmt_step(struct store_stmt *s, int64_t *first, char *err,
 			*first = sqlite3_column_int64(s->stmt, 0);
 	}
 	if (rc != SQLITE_DONE)
-		set_err(err, errlen, "%s", sqlite3_errmsg(s->st->db));
+		errbuf_set(err, errlen, "%s", sqlite3_errmsg(s->st->db));
 	sqlite3_reset(s->stmt);
 	sqlite3_clear_bindings(s->stmt);
 	s->st->q.restricted = saved;
@@ -918,7 +908,7 @@ int store_stmt_step(struct store_stmt *s, char *err, size_t errlen)
 	rc = sqlite3_step(s->stmt);
 	if (rc != SQLITE_ROW) {
 		if (rc != SQLITE_DONE)
-			set_err(err, errlen, "%s", sqlite3_errmsg(s->st->db));
+			errbuf_set(err, errlen, "%s", sqlite3_errmsg(s->st->db));
 		sqlite3_reset(s->stmt);
 		sqlite3_clear_bindings(s->stmt);
 	}

@@ -591,7 +591,7 @@ while True:
 
 # ---- how many at once -----------------------------------------------------
 
-PENDING_MAX = 8  # agent/server.h: TCP sessions that owe the token
+PENDING_MAX = 8  # agent/server/server.h: TCP sessions that owe the token
 
 
 def idle_connections(port, n):

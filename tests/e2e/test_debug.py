@@ -433,7 +433,7 @@ print("done", flush=True)
 while True:
     time.sleep(1)
 """
-LOG_RATE = 200  # agent/dbgevents.h: logpoint messages a second
+LOG_RATE = 200  # agent/debugger/dbgevents.h: logpoint messages a second
 
 
 @pytest.mark.timeout(120)  # the session dropped: no more events

@@ -52,8 +52,8 @@ while True:
 """
 
 STUCK_EVAL = "import __main__; __main__.ev.wait()"
-GIL_THREADS, GIL_THREADS_MAX = 3, 8  # agent/pygil.h
-WORKER_THREADS = 4  # agent/worker.h: requests handled at once
+GIL_THREADS, GIL_THREADS_MAX = 3, 8  # agent/python/pygil.h
+WORKER_THREADS = 4  # agent/server/worker.h: requests handled at once
 
 
 def threads_of(pid):

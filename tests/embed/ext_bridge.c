@@ -8,8 +8,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "pyeval.h"
-#include "pystack.h"
+#include "python/pyeval.h"
+#include "python/pystack.h"
 
 static PyObject *frame_obj(const struct pystack_frame *f)
 {

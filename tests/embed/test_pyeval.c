@@ -7,7 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "pyeval.h"
+#include "python/pyeval.h"
 #include "test.h"
 
 static PyObject *orig_out, *orig_err, *orig_in;

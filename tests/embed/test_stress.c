@@ -12,8 +12,8 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "pyframes.h"
-#include "pystack.h"
+#include "cpython/pyframes.h"
+#include "python/pystack.h"
 #include "test.h"
 
 #define FIXTURE FIXTURE_DIR "/fixture_stress.py"

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pyframes.h"
+#include "cpython/pyframes.h"
 #include "test.h"
 
 #define FIXTURE FIXTURE_DIR "/fixture_walk.py"

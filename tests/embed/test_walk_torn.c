@@ -19,7 +19,7 @@
 
 #include <errno.h>
 
-#include "pyframes_mem.h"
+#include "cpython/pyframes_mem.h"
 #include "test.h"
 
 #define MAXF 64

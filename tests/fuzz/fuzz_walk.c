@@ -19,7 +19,7 @@
 
 #include "internal/pycore_pystate.h"
 
-#include "pyframes_mem.h"
+#include "cpython/pyframes_mem.h"
 
 #define MAXF 64
 

@@ -33,7 +33,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pyframes.h"
+#include "cpython/pyframes.h"
 
 #define ARENA_SIZE (64u << 10)
 #define ARENA_PAGE 4096u

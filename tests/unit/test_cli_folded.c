@@ -1,7 +1,7 @@
 /*
  * folded: parsing collapsed stacks, self and total per function.
  */
-#include "folded.h"
+#include "render/folded.h"
 #include "test.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * output: text width and fitting, and the table formats.
  */
-#include "output.h"
+#include "render/output.h"
 #include "test.h"
 
 #include <stdio.h>

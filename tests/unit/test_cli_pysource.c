@@ -1,7 +1,7 @@
 /*
  * pysource: the REPL's decision whether a statement is complete.
  */
-#include "pysource.h"
+#include "commands/pysource.h"
 #include "test.h"
 
 #define SCAN(src, want) CHECK(cli_pysource_scan(src) == (want))

@@ -1,7 +1,7 @@
 /*
  * stackgroup: ranks grouped by their main thread's stack, rank ranges.
  */
-#include "stackgroup.h"
+#include "render/stackgroup.h"
 #include "test.h"
 
 static const struct sg_frame waiting[] = {

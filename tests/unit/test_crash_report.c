@@ -1,14 +1,14 @@
 /*
- * crash_report, crash_sym and the CLI's reader (cli/report.h): a report
+ * crash_report, crash_sym and the CLI's reader (cli/render/report.h): a report
  * written by the signal-safe writer (into a pipe and a memory copy), with
  * escapes, a native stack of this program's own functions symbolized by
  * crash_sym, read back by cli_report_parse; a report cut short; the time
  * format; signal and code names; symbolizing from inside a SIGSEGV
  * handler on an alternate stack.
  */
-#include "crash_report.h"
-#include "crash_sym.h"
-#include "report.h"
+#include "forensics/crash_report.h"
+#include "forensics/crash_sym.h"
+#include "render/report.h"
 #include "test.h"
 
 #include <errno.h>

@@ -10,9 +10,9 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "../../inject/arch.c"
-#include "../../inject/inject_aarch64.c"
-#include "../../inject/inject_x86_64.c"
+#include "../../inject/arch/arch.c"
+#include "../../inject/arch/aarch64.c"
+#include "../../inject/arch/x86_64.c"
 #include "../../inject/tracee.c"
 
 static void fill(struct inject_regs *r)

@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
-#include "../../inject/arch.c"
-#include "../../inject/inject_aarch64.c"
-#include "../../inject/inject_x86_64.c"
+#include "../../inject/arch/arch.c"
+#include "../../inject/arch/aarch64.c"
+#include "../../inject/arch/x86_64.c"
 #include "../../inject/tracee.c"
 
 #if defined(__x86_64__) || defined(__aarch64__)

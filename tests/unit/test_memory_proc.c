@@ -3,7 +3,7 @@
  */
 #include <errno.h>
 
-#include "memory_proc.h"
+#include "memory/memory_proc.h"
 #include "test.h"
 
 static const char status[] = "Name:\tpython3\n"

@@ -9,8 +9,8 @@
  * (read() restarted, nanosleep() not: the EINTR that keeps idle threads
  * unsignalled by default), and restoring the previous handler.
  */
-#include "native.h"
-#include "native_sym.h"
+#include "profiler/native.h"
+#include "profiler/native_sym.h"
 #include "test.h"
 
 #include <errno.h>

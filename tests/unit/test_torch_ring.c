@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "test.h"
-#include "torch_ring.h"
+#include "torch/torch_ring.h"
 
 struct rec {
 	uint64_t n;

@@ -4,7 +4,7 @@
 #include <errno.h>
 
 #include "test.h"
-#include "watch.h"
+#include "torch/watch.h"
 
 static void test_parse(void)
 {

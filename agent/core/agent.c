@@ -1,0 +1,531 @@
+/*
+ * agent: start-up, shutdown and fork handling of the agent.  See agent.h.
+ *
+ * States: NONE -> STARTING (thread created) -> READY (serving) -> STOPPED,
+ * or STARTING -> FAILED / DUPLICATE (another copy serves this pid).
+ */
+#include "agent.h"
+
+#include <Python.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cluster/cluster.h"
+#include "config.h"
+#include "dap_addr.h"
+#include "debugger/debugger.h"
+#include "forensics/crash.h"
+#include "forensics/hang.h"
+#include "log.h"
+#include "memory/memory.h"
+#include "profiler/sampler.h"
+#include "python/pygil.h"
+#include "server/server.h"
+#include "server/server_sock.h"
+#include "server/worker.h"
+#include "store.h"
+#include "tables.h"
+#include "thread.h"
+#include "torch/torch.h"
+
+enum state { NONE, STARTING, READY, FAILED, DUPLICATE, STOPPED };
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static enum state state;
+static char failure[256];
+static pthread_t agent_thread;
+static struct server *srv;
+static struct store *store;
+static int stopping;
+static int atexit_registered;
+static int atfork_registered;
+
+static void set_state(enum state s, const char *why)
+{
+	pthread_mutex_lock(&lock);
+	state = s;
+	if (why)
+		snprintf(failure, sizeof(failure), "%s", why);
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the subsystems ---------------------------------------------------- */
+
+/* Each start takes what it needs from srv and store, set by those before
+ * it. */
+
+static int start_settings(char *err, size_t errlen)
+{
+	char pid[32];
+
+	config_set_info("agent.version", PROBING_VERSION);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	config_set_info("agent.pid", pid);
+	if (config_load_env(err, errlen))
+		log_warn("ignoring a setting: %s", err);
+	if (auth_init(err, errlen))
+		log_warn("no token: %s", err);
+	return 0;
+}
+
+static void fork_settings(void)
+{
+	config_atfork_child();
+	auth_atfork_child();
+}
+
+static int start_server(char *err, size_t errlen)
+{
+	return server_new(&srv, err, errlen);
+}
+
+static void stop_server(void)
+{
+	server_free(srv);
+	srv = NULL;
+}
+
+static void fork_server(void)
+{
+	server_atfork_child(srv);
+	srv = NULL;
+}
+
+static int start_debugger(char *err, size_t errlen)
+{
+	/* A session that ends, however it ends, lets go of the debugger. */
+	if (debugger_register(srv) == 0)
+		return 0;
+	snprintf(err, errlen, "cannot register the debugger's close hook");
+	return -ENOSPC;
+}
+
+/* The store lives as long as the process: the settings listeners of
+ * torch and the live tables keep pointers into it. */
+static int start_store(char *err, size_t errlen)
+{
+	int rc = store_new(&store, err, errlen);
+
+	return rc ? rc : tables_register(store, err, errlen);
+}
+
+static void fork_store(void)
+{
+	store = NULL; /* the parent's; leaked in the child */
+}
+
+static int start_torch(char *err, size_t errlen)
+{
+	return torch_init(store, err, errlen);
+}
+
+static int start_sampler(char *err, size_t errlen)
+{
+	return sampler_init(store, err, errlen);
+}
+
+static int start_workers(char *err, size_t errlen)
+{
+	return worker_start(server_loop(srv), err, errlen);
+}
+
+static void stop_workers(void)
+{
+	worker_stop(1000);
+}
+
+static int start_memory(char *err, size_t errlen)
+{
+	return memory_start(store, err, errlen);
+}
+
+static int start_hang(char *err, size_t errlen)
+{
+	return hang_start(store, err, errlen);
+}
+
+/* server.listen from the environment: a warning when it cannot be had. */
+static int start_listen(char *err, size_t errlen)
+{
+	char listen[CONFIG_VALUE_MAX], canon[256];
+
+	config_get("server.listen", listen, sizeof(listen));
+	if (listen[0] && server_listen(srv, listen, canon, sizeof(canon), err,
+				       errlen))
+		log_warn("not listening on %s: %s", listen, err);
+	else if (listen[0]) /* as it is listed, so a new value replaces it */
+		config_set("server.listen", canon, err, errlen);
+	return 0;
+}
+
+static int start_cluster(char *err, size_t errlen)
+{
+	return cluster_start(srv, store, err, errlen);
+}
+
+/*
+ * The agent's subsystems, in start order (the one table; docs/design.md).
+ * start() may fail: the ones started before it are stopped, last first.
+ * stop() undoes start() (NULL: nothing to undo), last first, on the agent
+ * thread once the loop has ended — or, with AT_EXIT, on the exiting
+ * thread at interpreter exit after the agent thread is gone (what the
+ * program's own threads may still be using: the sampler's signal hooks,
+ * the GIL threads).  atfork_child() forgets the parent's threads and
+ * sockets in a forked child, first to last.
+ */
+enum { AT_EXIT = 1 };
+
+static const struct subsystem {
+	const char *name;
+	int (*start)(char *err, size_t errlen);
+	void (*stop)(void);
+	void (*atfork_child)(void);
+	int flags;
+} subsystems[] = {
+	{"settings", start_settings, NULL, fork_settings, 0},
+	{"server", start_server, stop_server, fork_server, 0},
+	{"debugger", start_debugger, NULL, debugger_atfork_child, 0},
+	{"store", start_store, NULL, fork_store, 0},
+	{"torch", start_torch, NULL, NULL, 0},
+	{"gil", pygil_start, pygil_stop, pygil_atfork_child, AT_EXIT},
+	/* after the GIL threads: it stops first, its recorder may use them */
+	{"sampler", start_sampler, sampler_shutdown, sampler_atfork_child,
+	 AT_EXIT},
+	{"workers", start_workers, stop_workers, worker_atfork_child, 0},
+	{"memory", start_memory, memory_stop, memory_atfork_child, 0},
+	/* after the socket is ours: a second copy of the agent in the
+	 * process stays out of the crash handler too */
+	{"crash", crash_start, NULL, NULL, 0},
+	{"hang", start_hang, hang_stop, hang_atfork_child, 0},
+	{"listen", start_listen, NULL, NULL, 0},
+	{"cluster", start_cluster, cluster_stop, cluster_atfork_child, 0},
+};
+
+#define NSUBSYSTEMS (sizeof(subsystems) / sizeof(subsystems[0]))
+
+/* Stops subsystems [0, n), last first: those with AT_EXIT set as asked. */
+static void stop_subsystems(size_t n, int at_exit)
+{
+	while (n--)
+		if (subsystems[n].stop &&
+		    (subsystems[n].flags & AT_EXIT) == at_exit)
+			subsystems[n].stop();
+}
+
+/* ---- the atexit hook ---------------------------------------------------- */
+
+/* Runs in the main thread, GIL held, while the interpreter exits. */
+static PyObject *at_interpreter_exit(PyObject *self, PyObject *unused)
+{
+	(void)self, (void)unused;
+	pthread_mutex_lock(&lock);
+	int running = state == READY && !stopping;
+	stopping = 1;
+	pthread_mutex_unlock(&lock);
+	if (!running)
+		Py_RETURN_NONE;
+	/* Let go of the GIL so GIL threads waiting for it can see `stopping`
+	 * and leave; everything below is bounded. */
+	Py_BEGIN_ALLOW_THREADS
+	debugger_stop();	/* paused threads go on: the program is exiting */
+	server_stop(srv);
+	if (agent_thread_join(agent_thread, 2000))
+		log_warn("agent thread did not stop in time");
+	stop_subsystems(NSUBSYSTEMS, AT_EXIT);
+	Py_END_ALLOW_THREADS
+	set_state(STOPPED, NULL);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef on_exit_def = {"_probing_atexit", at_interpreter_exit, METH_NOARGS,
+				  "Stops the Probing agent."};
+
+void agent_register_atexit(void)
+{
+	PyObject *fn, *mod, *res;
+
+	if (atexit_registered || _Py_IsFinalizing())
+		return;
+	fn = PyCFunction_New(&on_exit_def, NULL);
+	mod = fn ? PyImport_ImportModule("atexit") : NULL;
+	res = mod ? PyObject_CallMethod(mod, "register", "O", fn) : NULL;
+	if (res)
+		atexit_registered = 1;
+	else
+		PyErr_Clear();
+	Py_XDECREF(res);
+	Py_XDECREF(mod);
+	Py_XDECREF(fn);
+}
+
+static void register_atexit_fn(void *arg)
+{
+	(void)arg;
+	agent_register_atexit();
+}
+
+/* ---- the agent thread ------------------------------------------------- */
+
+static int wait_for_python(void)
+{
+	int ms = 5;
+
+	while (!Py_IsInitialized()) {
+		pthread_mutex_lock(&lock);
+		int stop = stopping;
+		pthread_mutex_unlock(&lock);
+		if (stop)
+			return -ECANCELED;
+		sleep_ms(ms);
+		if (ms < 100)
+			ms *= 2;
+	}
+	return 0;
+}
+
+static int bring_up(char *err, size_t errlen)
+{
+	char addrs[1024];
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < NSUBSYSTEMS && !rc; i++)
+		rc = subsystems[i].start(err, errlen);
+	if (rc) {
+		/* subsystems[i - 1] failed: it undid itself. */
+		stop_subsystems(i - 1, 0);
+		stop_subsystems(i - 1, AT_EXIT);
+		return rc;
+	}
+	server_addresses(srv, addrs, sizeof(addrs));
+	config_set_info("agent.address", addrs);
+	return 0;
+}
+
+/* Whether @probing-<our pid> is held by this process (another copy of
+ * the agent) rather than by a stranger. */
+static int agent_holds_own_name(void)
+{
+	struct dap_addr addr;
+
+	dap_addr_for_pid(getpid(), &addr);
+	return server_sock_unix_holder(&addr) == getpid();
+}
+
+static void *agent_main(void *arg)
+{
+	struct pygil_limits lim = {.start_ms = 2000};
+	char err[256] = "";
+	int rc;
+
+	(void)arg;
+	if (wait_for_python())
+		return NULL;
+	rc = bring_up(err, sizeof(err));
+	if (rc == -EADDRINUSE && !agent_holds_own_name()) {
+		/* Not another copy of ours: someone else took the name. */
+		log_warn("agent not started: %s", err);
+		set_state(FAILED, err);
+		return NULL;
+	}
+	if (rc == -EADDRINUSE) {
+		/* Another copy of the agent (another libprobing.so) serves
+		 * this process already: one agent per process. */
+		log_info("an agent already serves this process");
+		set_state(DUPLICATE, "another Probing agent already serves "
+			  "this process");
+		return NULL;
+	}
+	if (rc) {
+		log_warn("agent not started: %s", err);
+		set_state(FAILED, err);
+		return NULL;
+	}
+	set_state(READY, NULL);
+	server_addresses(srv, err, sizeof(err));
+	log_info("listening on %s", err);
+	/* Best effort: the hook makes exit clean; without it the threads
+	 * simply end with the process. */
+	if (!atexit_registered)
+		pygil_run(register_atexit_fn, NULL, &lim, NULL);
+	server_run(srv);
+	stop_subsystems(NSUBSYSTEMS, 0);
+	return NULL;
+}
+
+/* ---- fork ------------------------------------------------------------- */
+
+/* In the child, only the forking thread exists: the agent's threads are
+ * gone, and its sockets belong to the parent's agent. */
+static void atfork_child(void)
+{
+	if (state == NONE)
+		return;
+	for (size_t i = 0; i < NSUBSYSTEMS; i++)
+		if (subsystems[i].atfork_child)
+			subsystems[i].atfork_child();
+	pthread_mutex_init(&lock, NULL);
+	pthread_cond_init(&cond, NULL);
+	state = NONE;
+	stopping = 0;
+}
+
+/* ---- the public face -------------------------------------------------- */
+
+int agent_start(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&lock);
+	if (state != NONE) {
+		pthread_mutex_unlock(&lock);
+		return 0;
+	}
+	if (!atfork_registered) {
+		pthread_atfork(NULL, NULL, atfork_child);
+		atfork_registered = 1;
+	}
+	rc = agent_thread_start(&agent_thread, "probing-agent", agent_main,
+				NULL);
+	if (rc == 0)
+		state = STARTING;
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int agent_wait_ready(int timeout_ms, char *err, size_t errlen)
+{
+	struct timespec dl;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&lock);
+	while (state == STARTING && rc == 0)
+		rc = pthread_cond_timedwait(&cond, &lock, &dl);
+	switch (state) {
+	case READY:
+		rc = 0;
+		break;
+	case DUPLICATE:
+		snprintf(err, errlen, "%s", failure);
+		rc = -EALREADY;
+		break;
+	case STARTING:
+		snprintf(err, errlen, "the agent did not start within %d ms",
+			 timeout_ms);
+		rc = -ETIMEDOUT;
+		break;
+	case NONE:
+		snprintf(err, errlen, "the agent is not started");
+		rc = -ESRCH;
+		break;
+	case STOPPED:
+		snprintf(err, errlen, "the agent has stopped");
+		rc = -ESHUTDOWN;
+		break;
+	case FAILED:
+		snprintf(err, errlen, "%s", failure);
+		rc = -EIO;
+		break;
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int agent_listen(const char *text, char *canon, size_t canonlen, char *err,
+		 size_t errlen)
+{
+	char addrs[1024];
+	int rc;
+
+	if (state != READY) {
+		snprintf(err, errlen, "the agent is not serving");
+		return -ESRCH;
+	}
+	rc = server_listen(srv, text, canon, canonlen, err, errlen);
+	if (rc == 0) {
+		server_addresses(srv, addrs, sizeof(addrs));
+		config_set_info("agent.address", addrs);
+	}
+	return rc;
+}
+
+int agent_set_listen(const char *text, char *canon, size_t canonlen,
+		     char *err, size_t errlen)
+{
+	char old[CONFIG_VALUE_MAX], addrs[1024];
+	int rc;
+
+	config_get("server.listen", old, sizeof(old));
+	if (text[0]) {
+		rc = agent_listen(text, canon, canonlen, err, errlen);
+		if (rc)
+			return rc;
+	} else if (state != READY) {
+		snprintf(err, errlen, "the agent is not serving");
+		return -ESRCH;
+	} else if (canonlen) {
+		canon[0] = 0;
+	}
+	/* The setting names one address: the one it named before goes. */
+	if (old[0] && strcmp(old, text[0] ? canon : "")) {
+		server_unlisten(srv, old);
+		server_addresses(srv, addrs, sizeof(addrs));
+		config_set_info("agent.address", addrs);
+	}
+	return config_set("server.listen", text[0] ? canon : "", err, errlen);
+}
+
+void agent_addresses(char *out, size_t outlen)
+{
+	if (state == READY && srv)
+		server_addresses(srv, out, outlen);
+	else if (outlen)
+		out[0] = 0;
+}
+
+struct store *agent_store(void)
+{
+	return store;
+}
+
+/* The whole of the constructor: start a thread, return.  It may run in a
+ * thread stopped by ptrace anywhere, so nothing else happens here. */
+__attribute__((constructor)) static void probing_constructor(void)
+{
+	agent_start();
+}
+
+/* What `probing inject` calls in a process that has this library mapped
+ * already (inject/layout.h: INJECT_RESTART_SYMBOL), in dlopen's place and
+ * with its signature: a forked child, whose agent is gone.  Runs where
+ * the constructor does, under the same rules.  Non-NULL when the agent
+ * runs (or was running already). */
+__attribute__((visibility("default"))) void *
+probing_agent_restart(const char *path, int mode)
+{
+	(void)path;
+	(void)mode;
+	return agent_start() == 0 ? (void *)&agent_thread : NULL;
+}

@@ -1,0 +1,320 @@
+/*
+ * dbgcontrol: requests that need the GIL, and the cleanup after a
+ * detach.  See dbgcontrol.h.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "cpython/pyhook.h"
+#include "dbgcontrol.h"
+#include "dbgoutput.h"
+#include "dbgsession.h"
+#include "dbgstep.h"
+#include "dbgstop.h"
+#include "dbgtrace.h"
+#include "debugger.h"
+#include "python/gilcall.h"
+#include "python/pygil.h"
+#include "python/variables.h"
+#include "server/worker.h"
+
+/* ---- cleanup ----------------------------------------------------------- */
+
+/* The job that finishes a detach with the GIL when no thread does. */
+struct cleanup_job {
+	struct worker_job job;
+};
+
+static void cleanup_run(struct worker_job *job)
+{
+	char err[128];
+
+	(void)job;
+	/* Retry while the GIL is held elsewhere; a traced line or a
+	 * resumed thread may well do it first. */
+	for (int i = 0; i < 20; i++) {
+		int rc = dbgcontrol_cleanup(err, sizeof(err));
+		if (rc != -ETIMEDOUT)
+			break;
+	}
+}
+
+static void cleanup_done(struct worker_job *job)
+{
+	free(job);
+}
+
+void dbgcontrol_submit_cleanup(void)
+{
+	struct cleanup_job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return;
+	j->job.run = cleanup_run;
+	j->job.done = cleanup_done;
+	if (worker_submit(&j->job))
+		free(j);
+}
+
+/* Removes everything a finished session left, once. */
+void dbgcontrol_cleanup_now(void)
+{
+	if (!dbgsession_cleanup_take())
+		return;
+	dbgtrace_reset();
+	dbgoutput_remove();
+	breakpoints_clear();
+	dbgstep_reset();
+	pyhook_disable();
+	dbgsession_mirror_hook(0);
+	dbgsession_mirror_filters(0, 0);
+	variables_reset();
+}
+
+static void cleanup_gil_fn(void *arg)
+{
+	(void)arg;
+	dbgcontrol_cleanup_now();
+}
+
+/* Runs fn with the GIL (never interrupted: our code, no user code). */
+/* Runs fn with the GIL, waiting at most start_ms for it. */
+static int with_gil_ms(pygil_fn fn, void *arg, int start_ms, char *err,
+		       size_t errlen)
+{
+	struct pygil_limits lim = {0};
+	int rc;
+
+	lim.start_ms = start_ms;
+	rc = pygil_run(fn, arg, &lim, NULL);
+	if (rc)
+		gilcall_explain(rc, lim.start_ms, err, errlen);
+	return rc;
+}
+
+static int with_gil(pygil_fn fn, void *arg, char *err, size_t errlen)
+{
+	return with_gil_ms(fn, arg, (int)config_int("python.gil_timeout_ms"),
+			   err, errlen);
+}
+
+int dbgcontrol_cleanup(char *err, size_t errlen)
+{
+	if (!dbgsession_cleanup_pending())
+		return 0;
+	return with_gil(cleanup_gil_fn, NULL, err, errlen);
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+struct set_call {
+	const char *path;
+	const struct bp_spec *specs;
+	size_t n;
+	struct bp_result *out;
+	int functions;
+	int rc;
+	char err[256];
+};
+
+static void set_gil_fn(void *arg)
+{
+	struct set_call *c = arg;
+
+	dbgcontrol_cleanup_now();
+	if (!debugger_active()) {
+		c->rc = -ENOTCONN;
+		snprintf(c->err, sizeof(c->err), "not attached");
+		return;
+	}
+	if (c->functions)
+		c->rc = breakpoints_set_functions(c->specs, c->n, c->out,
+						  c->err, sizeof(c->err));
+	else
+		c->rc = breakpoints_set_file(c->path, c->specs, c->n, c->out,
+					     c->err, sizeof(c->err));
+	pyhook_invalidate();
+	dbgtrace_watch_loads();
+	PyErr_Clear();
+	dbgtrace_update_hooks();
+}
+
+static int set_common(struct set_call *c, char *err, size_t errlen)
+{
+	int rc = with_gil(set_gil_fn, c, err, errlen);
+
+	if (rc)
+		return rc;
+	if (c->rc)
+		snprintf(err, errlen, "%s", c->err);
+	return c->rc;
+}
+
+int dbgcontrol_set_breakpoints(const char *path, const struct bp_spec *specs,
+			       size_t n, struct bp_result *out, char *err,
+			       size_t errlen)
+{
+	struct set_call c = {.path = path, .specs = specs, .n = n, .out = out};
+
+	return set_common(&c, err, errlen);
+}
+
+int dbgcontrol_set_function_breakpoints(const struct bp_spec *specs, size_t n,
+					struct bp_result *out, char *err,
+					size_t errlen)
+{
+	struct set_call c = {
+		.specs = specs, .n = n, .out = out, .functions = 1};
+
+	return set_common(&c, err, errlen);
+}
+
+struct filter_call {
+	int raised, uncaught, rc;
+};
+
+static void filter_gil_fn(void *arg)
+{
+	struct filter_call *c = arg;
+
+	dbgcontrol_cleanup_now();
+	if (!debugger_active()) {
+		c->rc = -ENOTCONN;
+		return;
+	}
+	dbgtrace_set_filters(c->raised, c->uncaught);
+}
+
+int dbgcontrol_set_exception_filters(int raised, int uncaught, char *err,
+				     size_t errlen)
+{
+	struct filter_call c = {raised, uncaught, 0};
+	int rc = with_gil(filter_gil_fn, &c, err, errlen);
+
+	if (!rc && c.rc)
+		snprintf(err, errlen, "not attached");
+	return rc ? rc : c.rc;
+}
+
+/* ---- execution control ------------------------------------------------- */
+
+/*
+ * A pause asked for while a thread held the GIL in C is armed as soon as
+ * the GIL comes: by a pending call, which the main thread runs when it
+ * next evaluates Python (the GIL holder, returning from C, if it is the
+ * main thread), or by a job the debugger's tick submits twice a second
+ * until one gets the GIL (each waits for it up to ARM_WAIT_MS).  `unarmed` says
+ * a pause waits to be armed; `arming` (loop thread) that a job is out.
+ */
+#define ARM_WAIT_MS 5000 /* a job's wait for the GIL */
+
+static atomic_int unarmed;
+static int arming;
+
+/* GIL held: arms the pause asked for, if it still is. */
+static int arm(void)
+{
+	atomic_store(&unarmed, 0);
+	if (!debugger_active())
+		return -ENOTCONN;
+	if (debugger_pause_wanted())
+		dbgstop_all();
+	return 0;
+}
+
+static void pause_gil_fn(void *arg)
+{
+	int *rc = arg;
+
+	*rc = arm();
+}
+
+static int arm_pending_call(void *arg)
+{
+	(void)arg;
+	if (atomic_load(&unarmed) && !_Py_IsFinalizing() &&
+	    !pygil_is_gil_thread())
+		arm();
+	return 0;
+}
+
+static void arm_run(struct worker_job *job)
+{
+	char err[128];
+	int rc = 0;
+
+	(void)job;
+	/* A worker may wait longer than a request: the GIL comes when its
+	 * holder's C call returns. */
+	if (atomic_load(&unarmed))
+		with_gil_ms(pause_gil_fn, &rc, ARM_WAIT_MS, err, sizeof(err));
+}
+
+static void arm_done(struct worker_job *job)
+{
+	free(job);
+	arming = 0;
+}
+
+void dbgcontrol_tick(void)
+{
+	struct worker_job *j;
+
+	if (!atomic_load(&unarmed) || arming)
+		return;
+	if (!debugger_active() || !debugger_pause_wanted()) {
+		atomic_store(&unarmed, 0);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->run = arm_run;
+	j->done = arm_done;
+	arming = 1;
+	if (worker_submit(j)) {
+		arming = 0;
+		free(j);
+	}
+}
+
+int dbgcontrol_pause(char *err, size_t errlen)
+{
+	int rc = debugger_pause_begin(), grc;
+
+	if (rc == -ENOTCONN) {
+		snprintf(err, errlen, "no debugger is attached");
+		return -ENOTCONN;
+	}
+	if (rc == 1)
+		return 0; /* already paused */
+	grc = with_gil(pause_gil_fn, &rc, err, errlen);
+	if (grc == -ETIMEDOUT && !rc) {
+		/* A thread holds the GIL in C: it stops when it returns to
+		 * Python, the others at their next line once armed. */
+		atomic_store(&unarmed, 1);
+		/* The tick's job arms it if the call cannot be queued. */
+		(void)Py_AddPendingCall(arm_pending_call, NULL);
+		return 0;
+	}
+	if (grc || rc) {
+		debugger_pause_cancel();
+		if (rc == -ENOTCONN)
+			snprintf(err, errlen, "no debugger is attached");
+		return grc ? grc : rc;
+	}
+	return 0;
+}
+
+void dbgcontrol_atfork_child(void)
+{
+	atomic_store(&unarmed, 0);
+	arming = 0;
+}

@@ -1,0 +1,163 @@
+/*
+ * dbgstop: a thread's stop, GIL side.  See dbgstop.h.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "cpython/pyhook.h"
+#include "dbgcontrol.h"
+#include "dbgevents.h"
+#include "dbgsession.h"
+#include "dbgstep.h"
+#include "dbgstop.h"
+#include "dbgtrace.h"
+#include "debugger.h"
+#include "python/pygil.h"
+#include "python/variables.h"
+
+static char *utf8_dup(PyObject *s)
+{
+	const char *t = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+
+	if (!t) {
+		PyErr_Clear();
+		t = "?";
+	}
+	return strdup(t);
+}
+
+static void frames_free(struct debugger_pframe *fr, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(fr[i].func);
+		free(fr[i].file);
+		Py_XDECREF(fr[i].obj);
+	}
+	free(fr);
+}
+
+/* GIL: the stack from f outwards (or, for an uncaught exception, from
+ * a traceback's innermost frame outwards: tb given). */
+static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
+				       size_t *n)
+{
+	struct debugger_pframe *fr = calloc(DEBUGGER_FRAMES_MAX, sizeof(*fr));
+	PyFrameObject *cur;
+	size_t k = 0;
+
+	*n = 0;
+	if (!fr)
+		return NULL;
+	if (tb) {
+		/* Innermost last in a traceback: collect, then reverse. */
+		PyTracebackObject *t = (PyTracebackObject *)tb;
+		for (; t && k < DEBUGGER_FRAMES_MAX; t = t->tb_next, k++) {
+			PyCodeObject *co = PyFrame_GetCode(t->tb_frame);
+
+			/* tb_lineno is computed lazily by its getter in
+			 * later 3.11 releases (the field stays -1). */
+			PyObject *ln = PyObject_GetAttrString((PyObject *)t,
+							      "tb_lineno");
+
+			fr[k].obj = Py_NewRef((PyObject *)t->tb_frame);
+			fr[k].line = ln && PyLong_Check(ln)
+					     ? (int)PyLong_AsLong(ln)
+					     : t->tb_lineno;
+			Py_XDECREF(ln);
+			PyErr_Clear();
+			fr[k].func = utf8_dup(co->co_qualname);
+			fr[k].file = utf8_dup(co->co_filename);
+			Py_DECREF(co);
+		}
+		for (size_t i = 0; i < k / 2; i++) {
+			struct debugger_pframe x = fr[i];
+			fr[i] = fr[k - 1 - i];
+			fr[k - 1 - i] = x;
+		}
+		*n = k;
+		return fr;
+	}
+	cur = (PyFrameObject *)Py_XNewRef((PyObject *)f);
+	while (cur && k < DEBUGGER_FRAMES_MAX) {
+		PyCodeObject *co = PyFrame_GetCode(cur);
+
+		fr[k].obj = (PyObject *)cur;
+		fr[k].line = PyFrame_GetLineNumber(cur);
+		fr[k].func = utf8_dup(co->co_qualname);
+		fr[k].file = utf8_dup(co->co_filename);
+		Py_DECREF(co);
+		k++;
+		cur = PyFrame_GetBack(cur);
+	}
+	Py_XDECREF(cur);
+	*n = k;
+	return fr;
+}
+
+int dbgstop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
+		 const char *reason, const int *ids, int nids, const char *text,
+		 PyObject *exc, const char *exc_mode, unsigned *cmd_epoch)
+{
+	struct debugger_pframe *fr;
+	size_t n;
+	int first = 0, cmd, slot;
+	long tid = ts->native_thread_id;
+
+	fr = capture(f, tb, &n);
+	*cmd_epoch = 0;
+	if (!fr)
+		return 0;
+	dbgstep_clear(ts);
+	slot = debugger_enter_stop(tid, ts->thread_id, fr, n, exc, exc_mode,
+				   &first);
+	if (slot < 0) {
+		frames_free(fr, n);
+		if (slot == -ENOSPC)
+			log_warn("debugger: more than %d threads paused; "
+				 "thread %ld goes on",
+				 DEBUGGER_PAUSED_MAX, tid);
+		return 0;
+	}
+	if (first)
+		dbgstop_all();
+	if (first || strcmp(reason, "pause"))
+		dbgevents_stopped(reason, tid, first, ids, nids, text);
+
+	Py_BEGIN_ALLOW_THREADS cmd = debugger_wait_resume(slot, cmd_epoch);
+	Py_END_ALLOW_THREADS
+
+		/* The GIL is ours again: let go of what the stop held. */
+		debugger_leave_stop(slot, &fr, &n, &exc);
+	frames_free(fr, n);
+	Py_XDECREF(exc);
+	variables_reset_stale();
+	return cmd;
+}
+
+void dbgstop_resumed(PyThreadState *ts, PyFrameObject *f, int cmd,
+		     unsigned cmd_epoch)
+{
+	if (!debugger_pause_wanted())
+		pyhook_set_mode(NULL, 0);
+	dbgstep_begin(ts, f, cmd, cmd_epoch);
+	if (!debugger_active()) {
+		dbgcontrol_cleanup_now();
+		return;
+	}
+	dbgtrace_update_hooks();
+	pyhook_retrace(ts);
+}
+
+void dbgstop_all(void)
+{
+	pyhook_set_mode(NULL, PYHOOK_NEW | PYHOOK_CALLERS);
+	pyhook_enable();
+	dbgsession_mirror_hook(1);
+	pyhook_retrace_all(pygil_is_own_thread);
+}

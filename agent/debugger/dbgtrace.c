@@ -1,0 +1,343 @@
+/*
+ * dbgtrace: the trace function and the hooks.  See dbgtrace.h.
+ *
+ * State (GIL): the exception filters, whether the audit hook is
+ * registered; audit_on is read by the audit hook without the GIL's help
+ * on every audited event (an atomic).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "breakpoints.h"
+#include "cpython/pyhook.h"
+#include "dbgcontrol.h"
+#include "dbgevents.h"
+#include "dbgsession.h"
+#include "dbgstep.h"
+#include "dbgstop.h"
+#include "dbgtrace.h"
+#include "debugger.h"
+#include "python/excepthooks.h"
+#include "python/pygil.h"
+
+#define LOADED_EVENTS_MAX 64
+
+static int exc_raised, exc_uncaught;
+static int audit_registered;
+static atomic_int audit_on;
+
+static void uncaught_stop(PyObject *value, PyObject *tb);
+static int audit_hook(const char *event, PyObject *args, void *data);
+
+static char *utf8_dup(PyObject *s)
+{
+	const char *t = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+
+	if (!t) {
+		PyErr_Clear();
+		t = "?";
+	}
+	return strdup(t);
+}
+
+/* The hook is needed while anything may stop a thread. */
+void dbgtrace_update_hooks(void)
+{
+	int loaded = 0, pending = 0, funcs = 0, need;
+
+	dbgstep_prune();
+
+	breakpoints_counts(&loaded, &pending, &funcs);
+	need = debugger_active() &&
+	       (loaded || funcs || exc_raised || debugger_pause_wanted() ||
+		dbgstep_count());
+	atomic_store(&audit_on, debugger_active() && pending > 0);
+	pyhook_set_exception_events(exc_raised && debugger_active());
+	if (need) {
+		pyhook_enable();
+		pyhook_retrace_all(pygil_is_own_thread);
+	} else if (pyhook_enabled()) {
+		pyhook_disable();
+	}
+	dbgsession_mirror_hook(pyhook_enabled());
+	dbgsession_mirror_filters(exc_raised, exc_uncaught);
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static void report_hit(struct bp_hit *hit, PyFrameObject *f, int line)
+{
+	PyCodeObject *co;
+	char *path;
+
+	if (!hit->log && !hit->error && !hit->newly_verified)
+		return;
+	co = PyFrame_GetCode(f);
+	path = utf8_dup(co->co_filename);
+	Py_DECREF(co);
+	if (hit->log)
+		dbgevents_output("console", hit->log, path, line);
+	if (hit->error)
+		dbgevents_output("stderr", hit->error, path, line);
+	free(path);
+}
+
+static int on_line(PyThreadState *ts, PyFrameObject *f)
+{
+	PyCodeObject *co = PyFrame_GetCode(f);
+	int wanted = pyhook_code_wanted((PyObject *)co), mode = pyhook_mode(ts);
+	struct bp_hit hit = {0};
+	const char *reason = NULL;
+	unsigned ep;
+	int line, cmd;
+
+	Py_DECREF(co);
+	if (!wanted && !mode && !dbgstep_active(ts)) {
+		/* A frame traced for nothing (an exception event switched
+		 * tracing on for the rest of it).  With raised-exception
+		 * breakpoints the trace function must stay, so the frame stays
+		 * traced until it returns; else switch it all off. */
+		if (!exc_raised)
+			pyhook_retrace(ts);
+		return 0;
+	}
+	line = PyFrame_GetLineNumber(f);
+	if (wanted)
+		breakpoints_line_hit(f, line, &hit);
+	report_hit(&hit, f, line);
+	if (hit.newly_verified) {
+		int ids[LOADED_EVENTS_MAX], lines[LOADED_EVENTS_MAX];
+		PyCodeObject *c2 = PyFrame_GetCode(f);
+		int k = breakpoints_file_loaded(c2->co_filename, ids, lines,
+						LOADED_EVENTS_MAX);
+		Py_DECREF(c2);
+		dbgevents_verified(ids, lines, k);
+	}
+	if (hit.stop)
+		reason = "breakpoint";
+	else if (dbgstep_done(ts, f))
+		reason = "step";
+	else if (mode && debugger_pause_wanted())
+		reason = "pause";
+	if (!reason) {
+		breakpoints_hit_release(&hit);
+		if (mode && !debugger_pause_wanted() && !dbgstep_active(ts)) {
+			/* A pause that was cancelled: stop tracing. */
+			pyhook_set_mode(NULL, 0);
+			pyhook_retrace(ts);
+		}
+		return 0;
+	}
+	cmd = dbgstop_here(ts, f, NULL, reason, hit.ids, hit.nids, hit.error,
+			   NULL, NULL, &ep);
+	breakpoints_hit_release(&hit);
+	dbgstop_resumed(ts, f, cmd, ep);
+	return 0;
+}
+
+static int on_call(PyThreadState *ts, PyFrameObject *f)
+{
+	PyCodeObject *co = PyFrame_GetCode(f);
+	int wanted = pyhook_code_wanted((PyObject *)co), cmd;
+	struct bp_hit hit;
+
+	Py_DECREF(co);
+	if (!wanted || !pyhook_frame_starting(f))
+		return 0;
+	breakpoints_function_hit(f, &hit);
+	report_hit(&hit, f, PyFrame_GetLineNumber(f));
+	if (hit.stop) {
+		unsigned ep;
+
+		cmd = dbgstop_here(ts, f, NULL, "function breakpoint", hit.ids,
+				   hit.nids, hit.error, NULL, NULL, &ep);
+		dbgstop_resumed(ts, f, cmd, ep);
+	}
+	breakpoints_hit_release(&hit);
+	return 0;
+}
+
+/* "Type: message" of an exception value (malloc'd). */
+static char *exc_text(PyObject *value)
+{
+	PyObject *s = PyObject_Str(value);
+	const char *m = s ? PyUnicode_AsUTF8(s) : NULL;
+	const char *tn = _PyType_Name(Py_TYPE(value));
+	size_t n;
+	char *out;
+
+	if (!m)
+		PyErr_Clear();
+	n = strlen(tn) + (m ? strlen(m) : 0) + 3;
+	if (n > DEBUGGER_TEXT_MAX)
+		n = DEBUGGER_TEXT_MAX;
+	out = malloc(n);
+	if (out)
+		snprintf(out, n, "%s%s%s", tn, m && *m ? ": " : "", m ? m : "");
+	Py_XDECREF(s);
+	return out;
+}
+
+static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
+{
+	PyObject *type, *value, *tb, *cur;
+	unsigned ep;
+	char *text;
+	int cmd;
+
+	if (!exc_raised || !PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 3)
+		return 0;
+	type = PyTuple_GET_ITEM(arg, 0);
+	value = PyTuple_GET_ITEM(arg, 1);
+	tb = PyTuple_GET_ITEM(arg, 2);
+	/* Only where it is raised (the traceback has this frame alone),
+	 * and not the exceptions that end loops and generators. */
+	if (!PyTraceBack_Check(tb) || ((PyTracebackObject *)tb)->tb_next ||
+	    PyErr_GivenExceptionMatches(type, PyExc_StopIteration) ||
+	    PyErr_GivenExceptionMatches(type, PyExc_StopAsyncIteration) ||
+	    PyErr_GivenExceptionMatches(type, PyExc_GeneratorExit) ||
+	    !PyExceptionInstance_Check(value))
+		return 0;
+	/* In 3.11 the traceback is attached to the value later, when it is
+	 * caught; exceptionInfo wants it now (the same object it will get). */
+	cur = PyException_GetTraceback(value);
+	if (!cur)
+		PyException_SetTraceback(value, tb);
+	Py_XDECREF(cur);
+	PyErr_Clear();
+	text = exc_text(value);
+	cmd = dbgstop_here(ts, f, NULL, "exception", NULL, 0, text, value,
+			   "always", &ep);
+	free(text);
+	dbgstop_resumed(ts, f, cmd, ep);
+	return 0;
+}
+
+/* The trace function of every traced thread. */
+int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
+{
+	PyThreadState *ts = PyThreadState_Get();
+	PyObject *et, *ev, *etb;
+	int rc = 0;
+
+	(void)obj;
+	if (!debugger_active()) {
+		dbgcontrol_cleanup_now();
+		pyhook_retrace(ts);
+		return 0;
+	}
+	if (pygil_is_gil_thread()) {
+		/* The agent's own evaluations never stop. */
+		if (ts->c_tracefunc == (Py_tracefunc)dbgtrace_function)
+			ts->c_tracefunc = NULL;
+		return 0;
+	}
+	PyErr_Fetch(&et, &ev, &etb);
+	switch (what) {
+	case PyTrace_LINE:
+		rc = on_line(ts, f);
+		break;
+	case PyTrace_CALL:
+		rc = on_call(ts, f);
+		break;
+	case PyTrace_EXCEPTION:
+		rc = on_exception(ts, f, arg);
+		break;
+	default:
+		break;
+	}
+	PyErr_Restore(et, ev, etb);
+	return rc;
+}
+
+/* ---- uncaught exceptions: sys.excepthook / threading.excepthook ------ */
+
+static void uncaught_stop(PyObject *value, PyObject *tb)
+{
+	PyThreadState *ts = PyThreadState_Get();
+	unsigned ep;
+	char *text;
+	int cmd;
+
+	if (!debugger_active() || !exc_uncaught || pygil_is_gil_thread() ||
+	    !PyTraceBack_Check(tb) || !PyExceptionInstance_Check(value) ||
+	    PyErr_GivenExceptionMatches(value, PyExc_SystemExit))
+		return;
+	text = exc_text(value);
+	cmd = dbgstop_here(ts, NULL, tb, "exception", NULL, 0, text, value,
+			   "unhandled", &ep);
+	free(text);
+	/* No stepping from here: the thread is ending. */
+	dbgstop_resumed(ts, NULL, cmd ? DEBUGGER_CONTINUE : 0, ep);
+}
+
+/* ---- files being loaded: the audit hook ------------------------------- */
+
+/* Never fails the audited operation.  Costs a flag test when no
+ * breakpoint waits for its file. */
+static int audit_hook(const char *event, PyObject *args, void *data)
+{
+	PyObject *name = NULL, *et, *ev, *etb;
+	int ids[LOADED_EVENTS_MAX], lines[LOADED_EVENTS_MAX], k;
+
+	(void)data;
+	if (!atomic_load_explicit(&audit_on, memory_order_relaxed))
+		return 0;
+	if (strcmp(event, "exec") && strcmp(event, "compile"))
+		return 0;
+	if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 1 ||
+	    _Py_IsFinalizing())
+		return 0;
+	if (event[0] == 'e') {
+		PyObject *code = PyTuple_GET_ITEM(args, 0);
+		if (PyCode_Check(code))
+			name = ((PyCodeObject *)code)->co_filename;
+	} else if (PyTuple_GET_SIZE(args) >= 2) {
+		name = PyTuple_GET_ITEM(args, 1);
+	}
+	if (!name || !PyUnicode_Check(name))
+		return 0;
+	PyErr_Fetch(&et, &ev, &etb);
+	k = breakpoints_file_loaded(name, ids, lines, LOADED_EVENTS_MAX);
+	if (k) {
+		pyhook_invalidate();
+		dbgtrace_update_hooks();
+		dbgevents_verified(ids, lines, k);
+	}
+	PyErr_Clear();
+	PyErr_Restore(et, ev, etb);
+	return 0;
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+void dbgtrace_set_filters(int raised, int uncaught)
+{
+	exc_raised = raised;
+	exc_uncaught = uncaught;
+	excepthooks_set(uncaught ? uncaught_stop : NULL);
+	dbgtrace_update_hooks();
+}
+
+void dbgtrace_watch_loads(void)
+{
+	if (!audit_registered && PySys_AddAuditHook(audit_hook, NULL) == 0)
+		audit_registered = 1;
+}
+
+void dbgtrace_reset(void)
+{
+	atomic_store(&audit_on, 0);
+	exc_raised = exc_uncaught = 0;
+	excepthooks_set(NULL);
+}
+
+void dbgtrace_atfork_child(void)
+{
+	atomic_store(&audit_on, 0);
+}

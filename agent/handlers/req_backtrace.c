@@ -1,0 +1,169 @@
+/*
+ * req_backtrace: probing/backtrace — every thread's stack now, without
+ * pausing anything; with locals on request.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/config.h"
+#include "python/snapshot.h"
+#include "server/handler.h"
+
+struct backtrace_args {
+	uint64_t *threads;
+	size_t nthreads;
+	int locals;
+};
+
+/* The edge: JSON arguments into typed ones. */
+static int parse_args(struct request *req, struct backtrace_args *a)
+{
+	const cJSON *arr = NULL, *it;
+	char err[128];
+	size_t n = 0;
+
+	a->locals = 0;
+	a->threads = NULL;
+	a->nthreads = 0;
+	if (dap_arg_bool(req->args, "locals", &a->locals, err, sizeof(err)) < 0 ||
+	    dap_arg_array(req->args, "threads", &arr, err, sizeof(err)) < 0) {
+		request_fail(req, DAP_ERROR_FAILED, "%s", err);
+		return -EINVAL;
+	}
+	if (!arr)
+		return 0;
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n > PYSTACK_THREADS_MAX) {
+		request_fail(req, DAP_ERROR_FAILED, "too many threads asked for (max %d)",
+			     PYSTACK_THREADS_MAX);
+		return -EINVAL;
+	}
+	a->threads = calloc(n ? n : 1, sizeof(uint64_t));
+	if (!a->threads) {
+		request_fail(req, DAP_ERROR_FAILED, "out of memory");
+		return -ENOMEM;
+	}
+	cJSON_ArrayForEach(it, arr)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0) {
+			request_fail(req, DAP_ERROR_FAILED, "argument 'threads' must be an "
+				     "array of thread ids");
+			free(a->threads);
+			return -EINVAL;
+		}
+		a->threads[a->nthreads++] = (uint64_t)it->valuedouble;
+	}
+	return 0;
+}
+
+static cJSON *frame_json(const struct pystack_frame *fr)
+{
+	cJSON *f = cJSON_CreateObject(), *locals, *v;
+
+	if (!f)
+		return NULL;
+	cJSON_AddStringToObject(f, "func", fr->func ? fr->func : "?");
+	cJSON_AddStringToObject(f, "file", fr->file ? fr->file : "?");
+	cJSON_AddNumberToObject(f, "line", fr->lineno);
+	if (!fr->locals)
+		return f;
+	locals = cJSON_AddArrayToObject(f, "locals");
+	for (size_t i = 0; locals && i < fr->nlocals; i++) {
+		v = cJSON_CreateObject();
+		if (!v)
+			break;
+		cJSON_AddStringToObject(v, "name", fr->locals[i].name);
+		cJSON_AddStringToObject(v, "type", fr->locals[i].type
+				       ? fr->locals[i].type : "");
+		cJSON_AddStringToObject(v, "value", fr->locals[i].value
+				       ? fr->locals[i].value : "");
+		cJSON_AddItemToArray(locals, v);
+	}
+	return f;
+}
+
+static cJSON *thread_json(const struct pystack_thread *th)
+{
+	cJSON *t = cJSON_CreateObject(), *frames, *f;
+
+	if (!t)
+		return NULL;
+	cJSON_AddNumberToObject(t, "threadId", (double)th->thread_id);
+	cJSON_AddNumberToObject(t, "nativeId", (double)th->native_id);
+	cJSON_AddStringToObject(t, "name", th->name ? th->name : "");
+	if (th->daemon >= 0)
+		cJSON_AddBoolToObject(t, "daemon", th->daemon);
+	else
+		cJSON_AddNullToObject(t, "daemon");
+	cJSON_AddBoolToObject(t, "isMain", th->is_main);
+	cJSON_AddBoolToObject(t, "holdsGil", th->holds_gil);
+	cJSON_AddStringToObject(t, "state", th->state);
+	cJSON_AddBoolToObject(t, "truncated", th->truncated);
+	frames = cJSON_AddArrayToObject(t, "frames");
+	for (size_t d = 0; frames && d < th->nframes; d++) {
+		f = frame_json(&th->frames[d]);
+		if (!f)
+			break;
+		cJSON_AddItemToArray(frames, f);
+	}
+	return t;
+}
+
+static void run_backtrace(struct request *req)
+{
+	struct backtrace_args a;
+	struct pystack_opts o = {0};
+	struct snapshot_gil gil;
+	struct pystack st;
+	cJSON *body, *threads, *g, *t;
+	char err[256];
+	int rc;
+
+	if (parse_args(req, &a))
+		return;
+	o.locals = a.locals;
+	o.threads = a.threads;
+	o.nthreads = a.nthreads;
+	o.max_depth = (size_t)config_int("python.max_depth");
+	o.repr_max = (size_t)config_int("python.repr_max");
+	rc = snapshot_stacks(&st, &o, 0, &req->cancel, &gil, err, sizeof(err));
+	free(a.threads);
+	if (rc) {
+		request_fail(req, DAP_ERROR_FAILED, "cannot read the stacks: %s", err);
+		return;
+	}
+	body = request_ok(req);
+	threads = body ? cJSON_AddArrayToObject(body, "threads") : NULL;
+	for (size_t i = 0; threads && i < st.nthreads; i++) {
+		t = thread_json(&st.threads[i]);
+		if (!t)
+			break;
+		cJSON_AddItemToArray(threads, t);
+	}
+	g = body ? cJSON_AddObjectToObject(body, "gil") : NULL;
+	if (g) {
+		cJSON_AddBoolToObject(g, "acquired", gil.acquired);
+		if (gil.holder) {
+			cJSON_AddNumberToObject(g, "holder", (double)gil.holder);
+			cJSON_AddNumberToObject(g, "holderNativeId",
+						(double)gil.holder_native);
+		} else {
+			cJSON_AddNullToObject(g, "holder");
+			cJSON_AddNullToObject(g, "holderNativeId");
+		}
+		if (!gil.acquired)
+			cJSON_AddStringToObject(g, "message",
+				"the GIL did not come in time: stacks were "
+				"read without it (no locals, kernel thread "
+				"names)");
+	}
+	pystack_release(&st);
+}
+
+const struct handler handler_backtrace = {
+	.command = "probing/backtrace",
+	.where = HANDLER_WORKER,
+	.flags = HANDLER_GIL,
+	.run = run_backtrace,
+};

@@ -1,0 +1,252 @@
+/*
+ * req_evaluate: evaluate — run Python in the target: in __main__, or with
+ * a frameId in that frame of a paused thread (its locals and globals;
+ * assignments are written back into the frame).  Contexts "hover",
+ * "watch" and "variables" take an expression only; "repl" (the default)
+ * and "clipboard" statements too.  While the debugger has the target
+ * stopped, a result with children comes with a variablesReference.
+ * Interrupted after timeoutMs or by a `cancel`; never waits for the GIL
+ * longer than python.gil_timeout_ms.
+ */
+#include <Python.h>
+#include <errno.h>
+#include <frameobject.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "debugger/debugger.h"
+#include "python/gilcall.h"
+#include "python/pyeval.h"
+#include "python/pygil.h"
+#include "python/variables.h"
+#include "server/handler.h"
+
+/* Shared by the worker and the GIL thread; the last to let go frees it. */
+struct eval_call {
+	int refs;
+	char *code;
+	int64_t frame_id; /* 0: __main__ */
+	int expression;	  /* hover, watch, variables */
+	struct pyeval_result res;
+	struct variable var; /* the value's description, with a reference */
+	int described;
+	int rc;
+	char err[256];
+};
+
+static void eval_unref(struct eval_call *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		pyeval_result_release(&c->res);
+		variable_release(&c->var);
+		free(c->code);
+		free(c);
+	}
+}
+
+/* GIL held: runs the code where the request asked. */
+static void evaluate(struct eval_call *c)
+{
+	struct pyeval_scope scope = {0};
+	PyFrameObject *f = NULL;
+
+	unsigned epoch = debugger_epoch();
+
+	scope.expression = c->expression;
+	scope.keep = debugger_stopped();
+	if (c->frame_id) {
+		f = debugger_frame_object(c->frame_id, c->err, sizeof(c->err));
+		if (!f) {
+			c->rc = -ESRCH;
+			return;
+		}
+		scope.globals = PyFrame_GetGlobals(f);
+		scope.locals = PyFrame_GetLocals(f);
+		if (!scope.globals || !scope.locals) {
+			PyErr_Clear();
+			snprintf(c->err, sizeof(c->err),
+				 "cannot read the "
+				 "frame's namespaces");
+			c->rc = -EIO;
+			goto out;
+		}
+	}
+	c->rc = pyeval_run_in(c->code, &scope, &c->res, c->err, sizeof(c->err));
+	if (f && c->rc == 0 && !c->expression && debugger_epoch() == epoch) {
+		/* Assignments in the console change the frame's locals — only
+		 * while it is still paused (the code may have let a resume in:
+		 * a running frame's locals must not be overwritten). */
+		PyFrame_LocalsToFast(f, 0);
+		PyErr_Clear();
+	}
+	if (c->res.obj) {
+		if (c->res.ok &&
+		    variables_describe(c->res.obj, "", NULL, f, &c->var) == 0)
+			c->described = 1;
+		Py_CLEAR(c->res.obj);
+		PyErr_Clear();
+	}
+out:
+	Py_XDECREF(scope.globals);
+	Py_XDECREF(scope.locals);
+	Py_XDECREF(f);
+}
+
+static void eval_with_gil(void *arg)
+{
+	struct eval_call *c = arg;
+
+	if (_Py_IsFinalizing()) {
+		c->rc = -ESHUTDOWN;
+		snprintf(c->err, sizeof(c->err), "the interpreter is exiting");
+	} else {
+		evaluate(c);
+	}
+	eval_unref(c);
+}
+
+/* why: what stopped the code when we did (the timeout, a cancel), said
+ * before its KeyboardInterrupt traceback; NULL when we did not. */
+static void reply(struct request *req, struct eval_call *c, const char *why)
+{
+	const struct pyeval_result *r = &c->res;
+	cJSON *body;
+
+	if (!r->ok) {
+		req->resp = dap_error_new(
+			req->msg->seq, req->msg->command, DAP_ERROR_RAISED,
+			"%s%s%s",
+			why ? why : "", why ? "\n" : "",
+			r->error ? r->error : "the code raised an exception");
+		if (req->resp && req->resp->body) {
+			cJSON_AddStringToObject(req->resp->body, "output",
+						r->output ? r->output : "");
+			cJSON_AddBoolToObject(req->resp->body, "interrupted",
+					      r->interrupted);
+		}
+		return;
+	}
+	body = request_ok(req);
+	if (!body)
+		return;
+	/* A tensor, module or array reads better as pyviews shows it. */
+	cJSON_AddStringToObject(body, "result",
+				c->described && c->var.ref ? c->var.value
+				: r->value		   ? r->value
+							   : "");
+	if (r->type)
+		cJSON_AddStringToObject(body, "type", r->type);
+	cJSON_AddNumberToObject(body, "variablesReference",
+				c->described ? (double)c->var.ref : 0);
+	if (c->described && c->var.named)
+		cJSON_AddNumberToObject(body, "namedVariables",
+					(double)c->var.named);
+	if (c->described && c->var.indexed)
+		cJSON_AddNumberToObject(body, "indexedVariables",
+					(double)c->var.indexed);
+	cJSON_AddStringToObject(body, "output", r->output ? r->output : "");
+}
+
+static void run_evaluate(struct request *req)
+{
+	const char *expr = NULL, *context = "repl";
+	int64_t timeout = config_int("eval.timeout_ms"), frame_id = 0;
+	struct pygil_limits lim = {0};
+	struct eval_call *c;
+	char err[128];
+	int rc, interrupted = 0;
+
+	rc = dap_arg_string(req->args, "expression", &expr, err, sizeof(err));
+	if (rc == 1) {
+		request_fail(req, DAP_ERROR_FAILED, "argument 'expression' is required");
+		return;
+	}
+	if (rc < 0 ||
+	    dap_arg_string(req->args, "context", &context, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_int(req->args, "frameId", &frame_id, err, sizeof(err)) <
+		    0) {
+		request_fail(req, DAP_ERROR_FAILED, "%s", err);
+		return;
+	}
+	if (frame_id && frame_id < DEBUGGER_FRAME_BASE) {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "frame %lld belongs to a running thread: "
+			     "pause it to evaluate there",
+			     (long long)frame_id);
+		return;
+	}
+	if (timeout < 0) {
+		request_fail(req, DAP_ERROR_FAILED, "timeoutMs must be >= 0");
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->code = strdup(expr))) {
+		free(c);
+		request_fail(req, DAP_ERROR_FAILED, "out of memory");
+		return;
+	}
+	c->refs = 2;
+	c->frame_id = frame_id;
+	c->expression = !strcmp(context, "hover") ||
+			!strcmp(context, "watch") ||
+			!strcmp(context, "variables");
+	lim.start_ms = (int)config_int("python.gil_timeout_ms");
+	lim.run_ms = timeout > 0x7fffffff ? 0x7fffffff : (int)timeout;
+	lim.cancel = &req->cancel;
+	rc = pygil_run(eval_with_gil, c, &lim, &interrupted);
+	switch (rc) {
+	case 0:
+		if (c->rc) {
+			request_fail(req, DAP_ERROR_FAILED, "evaluate failed: %s", c->err);
+		} else if (interrupted && !c->res.ok) {
+			char why[160];
+
+			if (req->cancel)
+				snprintf(why, sizeof(why),
+					 "interrupted: the request was "
+					 "cancelled (Ctrl-C)");
+			else
+				snprintf(why, sizeof(why),
+					 "stopped after %lld ms: the eval "
+					 "timeout (--timeout, timeoutMs) "
+					 "passed",
+					 (long long)timeout);
+			reply(req, c, why);
+		} else {
+			reply(req, c, NULL);
+		}
+		eval_unref(c);
+		return;
+	case -EINPROGRESS:
+		request_fail(
+			req, DAP_ERROR_FAILED,
+			"the code did not stop when interrupted "
+			"after %lld ms (blocked in C?); it goes on running "
+			"in the target",
+			(long long)timeout);
+		eval_unref(c);
+		return;
+	default: {
+		char why[512];
+
+		gilcall_explain(rc, lim.start_ms, why, sizeof(why));
+		request_fail(req, rc == -ETIMEDOUT ? DAP_ERROR_GIL : DAP_ERROR_FAILED,
+			     "%s", why);
+		break;
+	}
+	}
+	free(c->code);
+	free(c);
+}
+
+const struct handler handler_evaluate = {
+	.command = "evaluate",
+	.where = HANDLER_WORKER,
+	.flags = HANDLER_RUNS_CODE | HANDLER_GIL,
+	.run = run_evaluate,
+};

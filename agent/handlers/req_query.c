@@ -1,0 +1,122 @@
+/*
+ * req_query: probing/query — one SQL statement against the agent's store.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/agent.h"
+#include "core/config.h"
+#include "core/readonly.h"
+#include "server/handler.h"
+#include "store.h"
+
+static cJSON *value_json(const struct store_value *v)
+{
+	switch (v->type) {
+	case STORE_INT:
+		return cJSON_CreateNumber((double)v->u.i);
+	case STORE_REAL:
+		return cJSON_CreateNumber(v->u.d);
+	case STORE_TEXT:
+		return cJSON_CreateString(v->u.s.p ? v->u.s.p : "");
+	case STORE_BLOB: {
+		/* Blobs as lower-case hex: JSON has no bytes. */
+		static const char hex[] = "0123456789abcdef";
+		char *text = malloc(v->u.s.len * 2 + 1);
+		cJSON *j;
+		if (!text)
+			return NULL;
+		for (size_t i = 0; i < v->u.s.len; i++) {
+			unsigned char b = (unsigned char)v->u.s.p[i];
+			text[2 * i] = hex[b >> 4];
+			text[2 * i + 1] = hex[b & 15];
+		}
+		text[v->u.s.len * 2] = 0;
+		j = cJSON_CreateString(text);
+		free(text);
+		return j;
+	}
+	case STORE_NULL:
+		break;
+	}
+	return cJSON_CreateNull();
+}
+
+static void run_query(struct request *req)
+{
+	const char *sql = NULL;
+	int64_t max_rows = config_int("query.max_rows");
+	int64_t timeout = config_int("query.timeout_ms");
+	struct store_limits lim = {0};
+	struct store_result res = {0};
+	struct store *st = agent_store();
+	cJSON *body, *cols, *rows, *row, *c;
+	char err[1024];
+	int rc;
+
+	rc = dap_arg_string(req->args, "sql", &sql, err, sizeof(err));
+	if (rc == 1) {
+		request_fail(req, DAP_ERROR_FAILED, "argument 'sql' is required");
+		return;
+	}
+	if (rc < 0 ||
+	    dap_arg_int(req->args, "maxRows", &max_rows, err, sizeof(err)) < 0 ||
+	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) < 0) {
+		request_fail(req, DAP_ERROR_FAILED, "%s", err);
+		return;
+	}
+	if (max_rows < 1 || max_rows > 1000000 || timeout < 1 ||
+	    timeout > 600000) {
+		request_fail(req, DAP_ERROR_FAILED, "maxRows must be in [1, 1000000] and "
+			     "timeoutMs in [1, 600000]");
+		return;
+	}
+	if (!st) {
+		request_fail(req, DAP_ERROR_FAILED, "the store is not ready");
+		return;
+	}
+	lim.max_rows = (size_t)max_rows;
+	lim.timeout_ms = (int)timeout;
+	lim.read_only = readonly_on();
+	rc = store_query(st, sql, &lim, &res, err, sizeof(err));
+	if (rc) {
+		/* DAP_ERROR_SQL: SQLite refused the statement; the rest
+		 * (time, size, memory) fail as any request does. */
+		request_fail(req, rc == STORE_ESQL ? DAP_ERROR_SQL : DAP_ERROR_FAILED,
+			     "%s", err);
+		store_result_release(&res);
+		return;
+	}
+	body = request_ok(req);
+	cols = body ? cJSON_AddArrayToObject(body, "columns") : NULL;
+	for (size_t i = 0; cols && i < res.ncols; i++) {
+		c = cJSON_CreateObject();
+		if (!c)
+			break;
+		cJSON_AddStringToObject(c, "name", res.cols[i].name);
+		cJSON_AddStringToObject(c, "type", res.cols[i].decltype
+				       ? res.cols[i].decltype : "");
+		cJSON_AddItemToArray(cols, c);
+	}
+	rows = body ? cJSON_AddArrayToObject(body, "rows") : NULL;
+	for (size_t r = 0; rows && r < res.nrows; r++) {
+		row = cJSON_CreateArray();
+		if (!row)
+			break;
+		for (size_t i = 0; i < res.ncols; i++)
+			cJSON_AddItemToArray(row,
+				value_json(&res.cells[r * res.ncols + i]));
+		cJSON_AddItemToArray(rows, row);
+	}
+	if (body) {
+		cJSON_AddBoolToObject(body, "truncated", res.truncated);
+		cJSON_AddNumberToObject(body, "elapsedMs", res.elapsed_ms);
+	}
+	store_result_release(&res);
+}
+
+const struct handler handler_query = {
+	.command = "probing/query",
+	.where = HANDLER_WORKER,
+	.run = run_query,
+};

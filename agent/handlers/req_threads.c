@@ -1,0 +1,186 @@
+/*
+ * req_threads: the standard views of threads and stacks — threads and
+ * stackTrace.  A thread the debugger paused is answered from what it
+ * captured when it stopped (no GIL needed), with frame ids that scopes,
+ * variables and evaluate accept until it is resumed; a running thread
+ * from a snapshot.  DAP thread ids are kernel thread ids (native_id).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "debugger/debugger.h"
+#include "python/snapshot.h"
+#include "server/handler.h"
+
+/* Frame ids of running threads: stable for a thread's frame at a depth
+ * within a snapshot, always below DEBUGGER_FRAME_BASE (native ids are
+ * below 2^22, depths below 1024). */
+#define FRAME_ID(native, depth) ((double)(native)*1024.0 + (depth) + 1)
+
+static int take(struct request *req, struct pystack *st)
+{
+	struct pystack_opts o = {0};
+	struct snapshot_gil gil;
+	char err[256];
+	int rc;
+
+	rc = snapshot_stacks(st, &o, 0, &req->cancel, &gil, err, sizeof(err));
+	if (rc)
+		request_fail(req, DAP_ERROR_FAILED, "cannot read the stacks: %s", err);
+	return rc;
+}
+
+static void run_threads(struct request *req)
+{
+	struct pystack st;
+	cJSON *body, *arr, *t;
+	int stopped = debugger_stopped();
+
+	if (take(req, &st))
+		return;
+	body = request_ok(req);
+	arr = body ? cJSON_AddArrayToObject(body, "threads") : NULL;
+	for (size_t i = 0; arr && i < st.nthreads; i++) {
+		t = cJSON_CreateObject();
+		if (!t)
+			break;
+		cJSON_AddNumberToObject(t, "id",
+					(double)st.threads[i].native_id);
+		if (stopped && !debugger_is_paused(st.threads[i].native_id)) {
+			/* All-stop, but this one is in C: it stops when
+			 * it comes back to Python. */
+			char name[300];
+
+			snprintf(name, sizeof(name), "%s (running)",
+				 st.threads[i].name ? st.threads[i].name : "");
+			cJSON_AddStringToObject(t, "name", name);
+		} else {
+			cJSON_AddStringToObject(
+				t, "name",
+				st.threads[i].name ? st.threads[i].name : "");
+		}
+		cJSON_AddItemToArray(arr, t);
+	}
+	pystack_release(&st);
+}
+
+const struct handler handler_threads = {
+	.command = "threads",
+	.where = HANDLER_WORKER,
+	.flags = HANDLER_GIL,
+	.run = run_threads,
+};
+
+static cJSON *frame_json(double id, const char *func, const char *file,
+			 int line)
+{
+	cJSON *f = cJSON_CreateObject(), *src;
+	const char *base;
+
+	if (!f)
+		return NULL;
+	cJSON_AddNumberToObject(f, "id", id);
+	cJSON_AddStringToObject(f, "name", func ? func : "?");
+	src = cJSON_AddObjectToObject(f, "source");
+	if (src && file) {
+		base = strrchr(file, '/');
+		cJSON_AddStringToObject(src, "name", base ? base + 1 : file);
+		cJSON_AddStringToObject(src, "path", file);
+	}
+	cJSON_AddNumberToObject(f, "line", line);
+	cJSON_AddNumberToObject(f, "column", 1);
+	return f;
+}
+
+/* A paused thread's stack as it stopped.  -ESRCH when it was resumed in
+ * the meantime (the caller then takes a snapshot). */
+static int paused_stack(struct request *req, long tid, size_t start,
+			size_t levels)
+{
+	struct debugger_frame *fr;
+	size_t n, total;
+	cJSON *body, *frames;
+	int rc;
+
+	rc = debugger_frames(tid, start, levels, &fr, &n, &total);
+	if (rc == -ENOMEM) {
+		request_fail(req, DAP_ERROR_FAILED, "out of memory");
+		return 0;
+	}
+	if (rc)
+		return rc;
+	body = request_ok(req);
+	frames = body ? cJSON_AddArrayToObject(body, "stackFrames") : NULL;
+	for (size_t i = 0; frames && i < n; i++)
+		cJSON_AddItemToArray(frames,
+				     frame_json((double)fr[i].id, fr[i].func,
+						fr[i].file, fr[i].line));
+	if (body)
+		cJSON_AddNumberToObject(body, "totalFrames", (double)total);
+	debugger_frames_release(fr, n);
+	return 0;
+}
+
+static void run_stack_trace(struct request *req)
+{
+	int64_t tid = -1, start = 0, levels = 0;
+	struct pystack st;
+	struct pystack_thread *th = NULL;
+	cJSON *body, *frames, *f;
+	char err[128];
+
+	int rc = dap_arg_int(req->args, "threadId", &tid, err, sizeof(err));
+	if (rc == 1) {
+		request_fail(req, DAP_ERROR_FAILED, "argument 'threadId' is required");
+		return;
+	}
+	if (rc < 0 ||
+	    dap_arg_int(req->args, "startFrame", &start, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_int(req->args, "levels", &levels, err, sizeof(err)) < 0) {
+		request_fail(req, DAP_ERROR_FAILED, "%s", err);
+		return;
+	}
+	if (start < 0 || levels < 0) {
+		request_fail(req, DAP_ERROR_FAILED, "startFrame and levels must be >= 0");
+		return;
+	}
+	if (debugger_is_paused((long)tid) &&
+	    paused_stack(req, (long)tid, (size_t)start, (size_t)levels) == 0)
+		return;
+	if (take(req, &st))
+		return;
+	for (size_t i = 0; i < st.nthreads; i++)
+		if (st.threads[i].native_id == tid)
+			th = &st.threads[i];
+	if (!th) {
+		request_fail(req, DAP_ERROR_FAILED, "no Python thread with id %lld",
+			     (long long)tid);
+		pystack_release(&st);
+		return;
+	}
+	body = request_ok(req);
+	frames = body ? cJSON_AddArrayToObject(body, "stackFrames") : NULL;
+	for (size_t d = (size_t)start; frames && d < th->nframes; d++) {
+		if (levels > 0 && d >= (size_t)(start + levels))
+			break;
+		struct pystack_frame *fr = &th->frames[d];
+		f = frame_json(FRAME_ID(th->native_id, d), fr->func, fr->file,
+			       fr->lineno);
+		if (!f)
+			break;
+		cJSON_AddItemToArray(frames, f);
+	}
+	if (body)
+		cJSON_AddNumberToObject(body, "totalFrames",
+					(double)th->nframes);
+	pystack_release(&st);
+}
+
+const struct handler handler_stack_trace = {
+	.command = "stackTrace",
+	.where = HANDLER_WORKER,
+	.flags = HANDLER_GIL,
+	.run = run_stack_trace,
+};

@@ -1,0 +1,108 @@
+/*
+ * gilcall: see gilcall.h.
+ */
+#include "gilcall.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "pygil.h"
+#include "pystack.h"
+
+static void unref(struct gilcall *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		c->release(c);
+}
+
+static void trampoline(void *arg)
+{
+	struct gilcall *c = arg;
+
+	c->run(c);
+	unref(c);
+}
+
+int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
+		size_t errlen)
+{
+	struct pygil_limits lim = {0};
+	int rc;
+
+	c->refs = 2;
+	lim.start_ms = (int)config_int("python.gil_timeout_ms");
+	lim.run_ms = run_ms;
+	lim.cancel = cancel;
+	rc = pygil_run(trampoline, c, &lim, NULL);
+	switch (rc) {
+	case 0:
+	case -EINPROGRESS:
+		break;
+	default:
+		/* The function never ran: only our reference is left. */
+		c->refs = 1;
+		break;
+	}
+	if (rc == -EINPROGRESS)
+		snprintf(err, errlen,
+			 "interrupted after %d ms but still "
+			 "running (blocked in C?)",
+			 run_ms);
+	else if (rc)
+		gilcall_explain(rc, lim.start_ms, err, errlen);
+	return rc;
+}
+
+void gilcall_explain(int rc, int start_ms, char *err, size_t errlen)
+{
+	long holder = 0;
+	double oldest = 0;
+	int running;
+
+	switch (rc) {
+	case -ETIMEDOUT:
+		if (!pystack_gil_holder(&holder))
+			snprintf(err, errlen,
+				 "the GIL did not come within %d ms", start_ms);
+		else if (pygil_is_own_thread(holder))
+			snprintf(err, errlen,
+				 "the GIL is held by an earlier request of "
+				 "this agent, still running in C (thread %ld), "
+				 "and did not come within %d ms",
+				 holder, start_ms);
+		else
+			snprintf(err, errlen,
+				 "the GIL is held by thread %ld and did not "
+				 "come within %d ms; see `probing backtrace`",
+				 holder, start_ms);
+		break;
+	case -EBUSY:
+		running = pygil_running(&oldest);
+		snprintf(err, errlen,
+			 "no Python thread of the agent is free: %d earlier "
+			 "requests are still running (the oldest for %.0f s; "
+			 "code blocked in C cannot be interrupted and ends "
+			 "when the call it waits in returns)",
+			 running, oldest);
+		break;
+	case -EINPROGRESS:
+		snprintf(err, errlen, "it did not end in time (blocked in C?)");
+		break;
+	case -ECANCELED:
+		snprintf(err, errlen, "cancelled");
+		break;
+	case -EAGAIN:
+		snprintf(err, errlen, "agent busy: too many Python calls queued");
+		break;
+	default:
+		snprintf(err, errlen, "cannot run Python: %s", strerror(-rc));
+		break;
+	}
+}
+
+void gilcall_done(struct gilcall *c)
+{
+	unref(c);
+}

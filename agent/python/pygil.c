@@ -1,0 +1,476 @@
+/*
+ * pygil: GIL threads that take the GIL on a caller's behalf.  See pygil.h.
+ *
+ * A call's life: QUEUED (in the queue) -> TAKEN (a GIL thread dequeued it
+ * and waits for the GIL) -> RUNNING (fn runs, GIL held) -> DONE.  The caller
+ * may give up on it (ABANDONED) in QUEUED (it is unlinked), TAKEN (the GIL
+ * thread drops it once it has the GIL) or RUNNING past the hard limit (the
+ * GIL thread frees it when fn returns).  Calls are reference counted by
+ * caller and GIL thread, under `lock`, so whoever lets go last frees it.
+ *
+ * Interrupting: PyThreadState_SetAsyncExc needs the GIL, so the caller asks
+ * another GIL thread to do it (a nested call).  That call and the ending of
+ * fn are serialised by the GIL itself: the interrupter only raises while
+ * the call is RUNNING, and the GIL thread marks it DONE (and clears any
+ * exception raised too late) before it lets the GIL go.
+ */
+#include "pygil.h"
+#include "core/thread.h"
+
+#include <Python.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum call_state { QUEUED, TAKEN, RUNNING, DONE, ABANDONED };
+
+struct call {
+	pygil_fn fn;
+	void *arg;
+	enum call_state state;
+	int refs;
+	int interrupted;       /* an interrupt was raised in fn */
+	int stop;              /* fn should wrap up (pygil_should_stop) */
+	unsigned long ident;   /* the running GIL thread's Python ident */
+	struct call *next;
+};
+
+/* A GIL thread's place: what its thread does now. */
+enum slot_state { SLOT_EMPTY, SLOT_IDLE, SLOT_WAITING, SLOT_RUNNING };
+
+struct slot {
+	pthread_t thread;
+	long tid;		/* read without the lock: atomics */
+	enum slot_state state;
+	struct timespec since;	/* when its call started running */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;           /* queue and state changes */
+static struct call *queue_head, *queue_tail;
+static int queued, started, stopping;
+static struct slot slots[PYGIL_THREADS_MAX];
+static int nthreads, nidle, nwaiting, nrunning;
+
+static __thread struct call *current_call;
+static __thread int is_gil_thread;
+
+static void call_unref_locked(struct call *c)
+{
+	if (--c->refs == 0)
+		free(c);
+}
+
+static void deadline_after(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static int passed(const struct timespec *ts)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > ts->tv_sec ||
+	       (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
+}
+
+static struct call *dequeue_locked(void)
+{
+	struct call *c = queue_head;
+
+	if (c) {
+		queue_head = c->next;
+		if (!queue_head)
+			queue_tail = NULL;
+		c->next = NULL;
+		queued--;
+	}
+	return c;
+}
+
+static void unlink_locked(struct call *c)
+{
+	struct call **pp = &queue_head, *prev = NULL;
+
+	for (; *pp; prev = *pp, pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			if (queue_tail == c)
+				queue_tail = prev;
+			queued--;
+			return;
+		}
+	}
+}
+
+/* Moves slot sl to state st, keeping the counts (lock held). */
+static void slot_set_locked(struct slot *sl, enum slot_state st)
+{
+	int *count[] = {NULL, &nidle, &nwaiting, &nrunning};
+
+	if (count[sl->state])
+		(*count[sl->state])--;
+	sl->state = st;
+	if (count[st])
+		(*count[st])++;
+	if (st == SLOT_RUNNING)
+		clock_gettime(CLOCK_MONOTONIC, &sl->since);
+}
+
+/*
+ * Whether the idle thread of sl leaves: beyond PYGIL_THREADS idle ones,
+ * the extra threads (started while the others were busy) go.  Lock held;
+ * on 1 the slot is already given up and the thread detached.
+ */
+static int slot_leave_locked(struct slot *sl)
+{
+	if (stopping || nidle <= PYGIL_THREADS)
+		return 0;
+	slot_set_locked(sl, SLOT_EMPTY);
+	__atomic_store_n(&sl->tid, 0, __ATOMIC_RELAXED);
+	nthreads--;
+	pthread_detach(sl->thread);
+	return 1;
+}
+
+static void *gil_thread_main(void *arg)
+{
+	struct slot *sl = arg;
+
+	is_gil_thread = 1;
+	__atomic_store_n(&sl->tid, (long)syscall(SYS_gettid), __ATOMIC_RELAXED);
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		while (!queue_head && !stopping)
+			pthread_cond_wait(&cond, &lock);
+		if (stopping)
+			break;
+		struct call *c = dequeue_locked();
+		c->state = TAKEN;
+		slot_set_locked(sl, SLOT_WAITING);
+		pthread_mutex_unlock(&lock);
+
+		/* May block for as long as some thread holds the GIL; the
+		 * caller has its own deadline.  Never hold `lock` here. */
+		PyGILState_STATE g = PyGILState_Ensure();
+
+		pthread_mutex_lock(&lock);
+		if (c->state == ABANDONED || stopping) {
+			call_unref_locked(c);
+			slot_set_locked(sl, SLOT_IDLE);
+			pthread_mutex_unlock(&lock);
+			PyGILState_Release(g);
+			pthread_mutex_lock(&lock);
+			if (slot_leave_locked(sl))
+				break;
+			continue;
+		}
+		c->state = RUNNING;
+		c->ident = PyThread_get_thread_ident();
+		slot_set_locked(sl, SLOT_RUNNING);
+		pthread_cond_broadcast(&cond);
+		pthread_mutex_unlock(&lock);
+
+		current_call = c;
+		c->fn(c->arg);
+		current_call = NULL;
+
+		pthread_mutex_lock(&lock);
+		if (c->interrupted) {
+			/* An interrupt that arrived after fn's last Python
+			 * code must not hit the next call. */
+			PyThreadState_SetAsyncExc(c->ident, NULL);
+			if (PyErr_Occurred())
+				PyErr_Clear();
+		}
+		if (c->state != ABANDONED)
+			c->state = DONE;
+		slot_set_locked(sl, SLOT_IDLE);
+		pthread_cond_broadcast(&cond);
+		call_unref_locked(c);
+		pthread_mutex_unlock(&lock);
+		PyGILState_Release(g);
+		pthread_mutex_lock(&lock);
+		if (slot_leave_locked(sl))
+			break;
+	}
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+/* Starts one more GIL thread in an empty slot (lock held).  0 or the
+ * pthread_create error. */
+static int add_thread_locked(void)
+{
+	struct slot *sl = NULL;
+	int rc;
+
+	for (int i = 0; i < PYGIL_THREADS_MAX && !sl; i++)
+		if (slots[i].state == SLOT_EMPTY)
+			sl = &slots[i];
+	if (!sl)
+		return EAGAIN;
+	rc = agent_thread_start(&sl->thread, "probing-gil", gil_thread_main,
+				sl);
+	if (rc)
+		return -rc;
+	slot_set_locked(sl, SLOT_IDLE);
+	nthreads++;
+	return 0;
+}
+
+int pygil_start(char *err, size_t errlen)
+{
+	pthread_condattr_t ca;
+	int rc = 0;
+
+	pthread_mutex_lock(&lock);
+	if (started) {
+		pthread_mutex_unlock(&lock);
+		return 0;
+	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cond, &ca);
+	pthread_condattr_destroy(&ca);
+	stopping = 0;
+	while (nthreads < PYGIL_THREADS && !rc)
+		rc = add_thread_locked();
+	if (rc)
+		snprintf(err, errlen, "pygil: pthread_create: %s",
+			 strerror(rc));
+	started = nthreads > 0;
+	pthread_mutex_unlock(&lock);
+	return started ? 0 : -rc;
+}
+
+/* Runs inside a GIL thread: raise KeyboardInterrupt in the target call. */
+struct interrupt_arg {
+	struct call *target;
+};
+
+static void do_interrupt(void *p)
+{
+	struct interrupt_arg *ia = p;
+	struct call *c = ia->target;
+
+	pthread_mutex_lock(&lock);
+	if (c->state == RUNNING && !c->interrupted) {
+		c->interrupted = 1;
+		c->stop = 1;
+		PyThreadState_SetAsyncExc(c->ident, PyExc_KeyboardInterrupt);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* Called with lock held; drops it while the nested call runs. */
+static void interrupt_locked(struct call *c)
+{
+	struct interrupt_arg ia = {c};
+	struct pygil_limits lim = {.start_ms = 1000};
+
+	c->stop = 1;
+	c->refs++;
+	pthread_mutex_unlock(&lock);
+	pygil_run(do_interrupt, &ia, &lim, NULL);
+	pthread_mutex_lock(&lock);
+	call_unref_locked(c);
+}
+
+int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
+	      int *interrupted)
+{
+	struct timespec start_dl, run_dl, hard_dl;
+	int start_ms = lim && lim->start_ms > 0 ? lim->start_ms : 1000;
+	int run_ms = lim ? lim->run_ms : 0;
+	int hard_ms = lim ? lim->hard_ms : 0;
+	volatile int *cancel = lim ? lim->cancel : NULL;
+	int rc = 0, asked = 0;
+	struct call *c;
+
+	if (interrupted)
+		*interrupted = 0;
+	if (is_gil_thread)
+		return -EDEADLK;
+	if (hard_ms <= 0 && run_ms > 0)
+		hard_ms = run_ms + 2000;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fn = fn;
+	c->arg = arg;
+	c->refs = 2;
+
+	pthread_mutex_lock(&lock);
+	if (!started || stopping) {
+		pthread_mutex_unlock(&lock);
+		free(c);
+		return -ESHUTDOWN;
+	}
+	if (queued >= PYGIL_QUEUE_MAX) {
+		pthread_mutex_unlock(&lock);
+		free(c);
+		return -EAGAIN;
+	}
+	if (queue_tail)
+		queue_tail->next = c;
+	else
+		queue_head = c;
+	queue_tail = c;
+	queued++;
+	/* No thread free and none waiting for the GIL: the threads all run
+	 * earlier calls (some may be stuck in C for good).  One more, up to
+	 * PYGIL_THREADS_MAX; those beyond PYGIL_THREADS leave when idle. */
+	if (queued > nidle && nwaiting == 0 && nthreads < PYGIL_THREADS_MAX)
+		add_thread_locked();
+	pthread_cond_signal(&cond);
+
+	/* Phase 1: wait for the GIL, at most start_ms. */
+	deadline_after(&start_dl, start_ms);
+	while ((c->state == QUEUED || c->state == TAKEN) && !stopping) {
+		struct timespec slice;
+		deadline_after(&slice, 20);
+		pthread_cond_timedwait(&cond, &lock, &slice);
+		if (cancel && *cancel)
+			break;
+		if (passed(&start_dl))
+			break;
+	}
+	if (c->state == QUEUED) {
+		unlink_locked(c);
+		c->refs--;  /* the GIL thread will never see it */
+		/* Never taken: no thread waits for the GIL, so it was not the
+		 * GIL but our own threads, all running earlier calls. */
+		rc = stopping		       ? -ESHUTDOWN
+		     : (cancel && *cancel)     ? -ECANCELED
+		     : nwaiting == 0 && nrunning ? -EBUSY
+						 : -ETIMEDOUT;
+		goto out;
+	}
+	if (c->state == TAKEN) {
+		c->state = ABANDONED;
+		rc = stopping ? -ESHUTDOWN : (cancel && *cancel) ? -ECANCELED
+								  : -ETIMEDOUT;
+		goto out;
+	}
+
+	/* Phase 2: fn runs; interrupt it after run_ms or on cancel. */
+	deadline_after(&run_dl, run_ms > 0 ? run_ms : 0);
+	deadline_after(&hard_dl, hard_ms > 0 ? hard_ms : 0);
+	while (c->state == RUNNING) {
+		struct timespec slice;
+		deadline_after(&slice, 20);
+		pthread_cond_timedwait(&cond, &lock, &slice);
+		if (c->state != RUNNING)
+			break;
+		if (!asked && ((run_ms > 0 && passed(&run_dl)) ||
+			       (cancel && *cancel) || stopping)) {
+			asked = 1;
+			interrupt_locked(c);
+			continue;
+		}
+		if (hard_ms > 0 && passed(&hard_dl)) {
+			c->state = ABANDONED;
+			rc = -EINPROGRESS;
+			break;
+		}
+	}
+out:
+	if (interrupted)
+		*interrupted = c->interrupted || asked;
+	call_unref_locked(c);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+int pygil_is_gil_thread(void)
+{
+	return is_gil_thread;
+}
+
+int pygil_should_stop(void)
+{
+	struct call *c = current_call;
+
+	return c ? __atomic_load_n(&c->stop, __ATOMIC_RELAXED) : 0;
+}
+
+int pygil_is_own_thread(long tid)
+{
+	for (int i = 0; i < PYGIL_THREADS_MAX; i++)
+		if (tid && __atomic_load_n(&slots[i].tid, __ATOMIC_RELAXED) ==
+				   tid)
+			return 1;
+	return 0;
+}
+
+int pygil_running(double *oldest_s)
+{
+	struct timespec now;
+	double oldest = 0;
+	int n;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&lock);
+	n = nrunning;
+	for (int i = 0; i < PYGIL_THREADS_MAX; i++) {
+		const struct slot *sl = &slots[i];
+		double age = (double)(now.tv_sec - sl->since.tv_sec) +
+			     (double)(now.tv_nsec - sl->since.tv_nsec) / 1e9;
+
+		if (sl->state == SLOT_RUNNING && age > oldest)
+			oldest = age;
+	}
+	pthread_mutex_unlock(&lock);
+	if (oldest_s)
+		*oldest_s = oldest;
+	return n;
+}
+
+void pygil_stop(void)
+{
+	pthread_t live[PYGIL_THREADS_MAX];
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!started || stopping) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	stopping = 1;
+	/* Queued calls: their callers see `stopping` and unlink them. */
+	pthread_cond_broadcast(&cond);
+	for (int i = 0; i < PYGIL_THREADS_MAX; i++)
+		if (slots[i].state != SLOT_EMPTY)
+			live[n++] = slots[i].thread;
+	pthread_mutex_unlock(&lock);
+
+	/* Threads blocked in PyGILState_Ensure while the caller holds the GIL
+	 * cannot end now; they drop their call when they get the GIL.
+	 * Threads stuck in a call's C code end when it does. */
+	for (int i = 0; i < n; i++)
+		agent_thread_join(live[i], 1000);
+}
+
+void pygil_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	queue_head = queue_tail = NULL;
+	queued = 0;
+	started = 0;
+	stopping = 0;
+	nthreads = nidle = nwaiting = nrunning = 0;
+	memset(slots, 0, sizeof(slots));
+}

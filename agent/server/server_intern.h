@@ -1,0 +1,66 @@
+/*
+ * server_intern: what the files of the server share (private to server.c,
+ * server_session.c, server_auth.c, server_request.c, server_events.c).
+ *
+ * struct server is one per agent (server_current()).  Everything in it
+ * belongs to the loop thread except what `lock` guards: the listeners
+ * bound by server_listen() on other threads and not yet taken by the
+ * loop (pending), those server_unlisten() asked the loop to close
+ * (unlisten), stop_requested, the posted events and the addresses.
+ */
+#ifndef SERVER_INTERN_H
+#define SERVER_INTERN_H
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "core/fdown.h"
+#include "core/wake.h"
+#include "dap_addr.h"
+#include "server.h"
+
+struct session;
+struct request;
+struct posted_event;
+
+struct listener {
+	struct fdown sock; /* fdown.h */
+	int is_unix;
+	ev_io io;
+	char addr[DAP_ADDR_TEXT_MAX];
+};
+
+/* Bound by server_listen(), waiting for the loop to watch it. */
+struct pending_listener {
+	int fd;
+	int is_unix;
+	char addr[DAP_ADDR_TEXT_MAX];
+};
+
+struct server {
+	struct ev_loop *loop;
+	struct wake wake;         /* new listeners, posted events, stop */
+	ev_timer fdcheck;         /* are listeners and sessions still ours */
+	ev_prepare reaper;        /* frees closed sessions */
+	struct listener listeners[SERVER_LISTENERS_MAX];
+	int nlisteners;
+	struct session *sessions[SERVER_SESSIONS_MAX];
+	int nsessions;
+	uint64_t next_session;
+	struct request *inflight; /* every request handed to a worker */
+	pthread_mutex_t lock;     /* pending[], stop_requested, addresses */
+	struct pending_listener pending[SERVER_LISTENERS_MAX];
+	int npending;
+	char unlisten[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX]; /* to close */
+	int nunlisten;
+	int stop_requested;
+	struct posted_event *events_head, *events_tail;  /* under lock */
+	int nevents;
+	server_close_fn close_hooks[SERVER_CLOSE_HOOKS_MAX];  /* loop thread */
+	int nclose_hooks;
+	char addresses[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX];
+	int naddresses;
+};
+
+#endif

@@ -1,0 +1,284 @@
+/*
+ * server_session: a connection's input and output queue.  See
+ * server_session.h.
+ */
+#include "server_session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "dap_msg.h"
+#include "server_auth.h"
+#include "server_intern.h"
+#include "server_request.h"
+
+#define READ_CHUNK 65536
+
+struct outbuf {
+	struct outbuf *next;
+	size_t len, off;
+	char data[];
+};
+
+/* ---- output ----------------------------------------------------------- */
+
+static void flush_output(struct session *s)
+{
+	/* A number the program reused gets nothing of ours. */
+	if (s->out_head && !fdown_ours(&s->sock)) {
+		server_session_lost(s);
+		return;
+	}
+	while (s->out_head) {
+		struct outbuf *b = s->out_head;
+		ssize_t n = send(s->sock.fd, b->data + b->off,
+				 b->len - b->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				ev_io_start(s->srv->loop, &s->wr);
+				return;
+			}
+			server_session_close(s);
+			return;
+		}
+		b->off += (size_t)n;
+		s->out_bytes -= (size_t)n;
+		if (b->off < b->len)
+			continue;
+		s->out_head = b->next;
+		if (!s->out_head)
+			s->out_tail = NULL;
+		free(b);
+	}
+	ev_io_stop(s->srv->loop, &s->wr);
+	if (s->refused && !s->lingering)
+		server_auth_linger(s);
+	else if (s->closing && s->inflight == 0)
+		server_session_close(s);
+}
+
+void server_session_send(struct session *s, struct dap_message *msg)
+{
+	struct outbuf *b;
+	char *text;
+	size_t len;
+
+	if (s->closed) {
+		dap_message_free(msg);
+		return;
+	}
+	text = dap_message_encode(msg, ++s->seq, &len);
+	dap_message_free(msg);
+	if (!text) {
+		server_session_close(s);
+		return;
+	}
+	if (s->out_bytes + len > SERVER_OUTPUT_MAX) {
+		/* A client that does not read is dropped, not buffered for. */
+		log_warn("session %llu: output queue full, closing",
+			 (unsigned long long)s->id);
+		free(text);
+		server_session_close(s);
+		return;
+	}
+	b = malloc(sizeof(*b) + len);
+	if (!b) {
+		free(text);
+		server_session_close(s);
+		return;
+	}
+	memcpy(b->data, text, len);
+	free(text);
+	b->len = len;
+	b->off = 0;
+	b->next = NULL;
+	if (s->out_tail)
+		s->out_tail->next = b;
+	else
+		s->out_head = b;
+	s->out_tail = b;
+	s->out_bytes += len;
+	if (s->out_head == b)
+		flush_output(s);
+}
+
+static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop, (void)revents;
+	flush_output(w->data);
+}
+
+/* ---- input ------------------------------------------------------------ */
+
+static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct session *s = w->data;
+	char buf[READ_CHUNK];
+	ssize_t n;
+	int rc;
+
+	(void)loop;
+	/* Not ours any more: reading would take the program's data. */
+	if ((revents & EV_ERROR) || !fdown_ours(&s->sock)) {
+		server_session_lost(s);
+		return;
+	}
+	n = recv(s->sock.fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (s->refused) {
+		/* Dropped unread; the end of it (or the timer) closes. */
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN &&
+			       errno != EWOULDBLOCK))
+			server_session_close(s);
+		return;
+	}
+	if (n < 0) {
+		if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		server_session_close(s);
+		return;
+	}
+	if (n == 0) {
+		/* The client is done sending (it may have half-closed, as
+		 * `printf ... | probing dap` does): answer what is in flight,
+		 * then close. */
+		ev_io_stop(s->srv->loop, &s->rd);
+		s->closing = 1;
+		if (!s->out_head && s->inflight == 0)
+			server_session_close(s);
+		return;
+	}
+	rc = dap_framer_feed(&s->framer, buf, (size_t)n);
+	for (;;) {
+		char *body;
+		size_t len;
+		int got = rc ? rc : dap_framer_next(&s->framer, &body, &len);
+		if (got == 0)
+			break;
+		if (got < 0) {
+			/* The stream cannot be followed any more. */
+			log_warn("session %llu: %s, closing",
+				 (unsigned long long)s->id, dap_strerror(got));
+			server_session_close(s);
+			return;
+		}
+		server_request_handle(s, body, len);
+		free(body);
+		if (s->closed || s->closing || s->refused)
+			return;
+	}
+}
+
+/* ---- lifetime --------------------------------------------------------- */
+
+struct session *server_session_find(struct server *srv, uint64_t id)
+{
+	for (int i = 0; i < srv->nsessions; i++)
+		if (srv->sessions[i]->id == id && !srv->sessions[i]->closed)
+			return srv->sessions[i];
+	return NULL;
+}
+
+void server_session_lost(struct session *s)
+{
+	fdown_forget(&s->sock);
+	server_session_close(s);
+}
+
+void server_session_close(struct session *s)
+{
+	if (s->closed)
+		return;
+	s->closed = 1;
+	ev_io_stop(s->srv->loop, &s->rd);
+	ev_io_stop(s->srv->loop, &s->wr);
+	ev_timer_stop(s->srv->loop, &s->auth_timer);
+	fdown_close(&s->sock);
+	/* In-flight requests find no session and drop their replies; a
+	 * running evaluate is interrupted. */
+	server_request_cancel_session(s->srv, s->id);
+	/* Whatever a session owned (a debugger's pause, breakpoints) is let
+	 * go now, however the session ended. */
+	for (int i = 0; i < s->srv->nclose_hooks; i++)
+		s->srv->close_hooks[i](s->id);
+}
+
+void server_session_free(struct session *s)
+{
+	struct outbuf *b, *next;
+
+	for (b = s->out_head; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	dap_framer_release(&s->framer);
+	free(s);
+}
+
+void server_session_reap(struct server *srv)
+{
+	for (int i = 0; i < srv->nsessions;) {
+		if (srv->sessions[i]->closed) {
+			server_session_free(srv->sessions[i]);
+			srv->sessions[i] = srv->sessions[--srv->nsessions];
+		} else {
+			i++;
+		}
+	}
+}
+
+void server_session_count(struct server *srv, int *local, int *tcp,
+			  int *pending)
+{
+	int n[3] = {0, 0, 0};
+
+	for (int i = 0; i < srv->nsessions; i++) {
+		const struct session *s = srv->sessions[i];
+
+		if (!s->closed)
+			n[s->local ? 0 : s->authed ? 1 : 2]++;
+	}
+	if (local)
+		*local = n[0];
+	if (tcp)
+		*tcp = n[1];
+	if (pending)
+		*pending = n[2];
+}
+
+struct session *server_session_new(struct server *srv, int fd, int local,
+				   int authed)
+{
+	struct session *s;
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return NULL;
+	}
+	if (fdown_take(&s->sock, fd)) {
+		free(s);
+		return NULL;
+	}
+	fd = s->sock.fd;
+	s->id = ++srv->next_session;
+	s->srv = srv;
+	s->authed = authed;
+	s->local = local;
+	/* Until the token is given, little is buffered and not for long
+	 * (server_auth.h). */
+	dap_framer_init(&s->framer, s->authed ? 0 : SERVER_AUTH_MESSAGE_MAX);
+	ev_io_init(&s->rd, on_readable, fd, EV_READ);
+	ev_io_init(&s->wr, on_writable, fd, EV_WRITE);
+	s->rd.data = s->wr.data = s;
+	ev_io_start(srv->loop, &s->rd);
+	server_auth_init(s);
+	srv->sessions[srv->nsessions++] = s;
+	return s;
+}

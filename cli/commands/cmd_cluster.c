@@ -1,0 +1,471 @@
+/*
+ * cmd_cluster: every rank of a distributed job at once.
+ *
+ * The node list comes from one agent of the job (-t ANY_RANK, or the one
+ * agent on this machine): its cluster.nodes table, which the rendezvous
+ * store, a node file and `cluster add` fill (agent/cluster/cluster.h).  Or from a
+ * node file given with --nodes, without asking any agent.  Then every
+ * node gets the same request at once (fanout.h); rows come back tagged
+ * with rank and host.  Nodes that do not answer are named on stderr and
+ * the exit code says the result is partial: never silently dropped.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+
+#define CLUSTER_NODES_SQL                                                      \
+	"SELECT rank, host, addr FROM cluster.nodes ORDER BY rank"
+#define CLUSTER_SHOW_SQL                                                       \
+	"SELECT rank, local_rank, host, pid, addr, status, "                   \
+	"datetime(last_seen, 'unixepoch', 'localtime') AS last_seen "          \
+	"FROM cluster.nodes ORDER BY rank"
+#define LOCAL_AGENTS_MAX 4096
+
+static const struct option common_opts[] = {
+	{"nodes", required_argument, NULL, 'N'},
+	{"merge", required_argument, NULL, 'm'},
+	{"lines", no_argument, NULL, 'l'},
+	{"format", required_argument, NULL, 'f'},
+	{"max-rows", required_argument, NULL, 'n'},
+	{NULL, 0, NULL, 0},
+};
+
+/* ---- the target and the node list ---------------------------------------- */
+
+/* -t, or the only agent on this machine. */
+static int pick_target(struct cmd_ctx *ctx)
+{
+	static char text[32];
+	pid_t pids[LOCAL_AGENTS_MAX];
+	int n;
+
+	if (ctx->target)
+		return CLI_OK;
+	n = cli_list_agents(pids, LOCAL_AGENTS_MAX);
+	if (n == 1) {
+		snprintf(text, sizeof(text), "%d", (int)pids[0]);
+		ctx->target = text;
+		return CLI_OK;
+	}
+	return cli_usage_error(ctx->entry,
+			       n == 0 ? "no agent on this machine: give -t "
+					"HOST:PORT of any rank, or --nodes FILE"
+				      : "%d agents on this machine: give -t "
+					"with any rank's pid or HOST:PORT",
+			       n);
+}
+
+/* One probing/query to the target; the response in *resp. */
+static int target_query(struct cmd_ctx *ctx, const char *sql,
+			struct dap_message **resp)
+{
+	cJSON *args;
+	int rc;
+
+	rc = pick_target(ctx);
+	if (rc == CLI_OK && !ctx->client)
+		rc = cli_connect(ctx, 1);
+	if (rc != CLI_OK)
+		return rc;
+	args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "sql", sql);
+	rc = cli_request(ctx, "probing/query", args, ctx->timeout_ms, resp);
+	if (rc == CLI_OK && !(*resp)->success) {
+		rc = cli_error(CLI_EFAIL, "the agent cannot list the nodes: %s",
+			       cli_resp_message(*resp));
+		dap_message_free(*resp);
+		*resp = NULL;
+	}
+	return rc;
+}
+
+static int get_nodes(struct cmd_ctx *ctx, const struct cluster_opts *o,
+		     struct fanout_node **out, size_t *n)
+{
+	struct dap_message *resp = NULL;
+	const cJSON *rows, *row;
+	struct fanout_node *v;
+	char err[512];
+	size_t k = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (o->nodes_file) {
+		rc = fanout_read_nodes(o->nodes_file, out, err, sizeof(err));
+		if (rc < 0)
+			return cli_error(CLI_EUSAGE, "%s", err);
+		if (rc == 0)
+			return cli_error(CLI_EUSAGE, "%s lists no nodes",
+					 o->nodes_file);
+		*n = (size_t)rc;
+		return CLI_OK;
+	}
+	rc = target_query(ctx, CLUSTER_NODES_SQL, &resp);
+	if (rc != CLI_OK)
+		return rc;
+	rows = cJSON_GetObjectItemCaseSensitive(resp->body, "rows");
+	v = calloc((size_t)cJSON_GetArraySize(rows) + 1, sizeof(*v));
+	if (!v)
+		rows = NULL;
+	cJSON_ArrayForEach(row, rows)
+	{
+		const cJSON *r = cJSON_GetArrayItem(row, 0);
+		const cJSON *h = cJSON_GetArrayItem(row, 1);
+		const cJSON *a = cJSON_GetArrayItem(row, 2);
+
+		if (!cJSON_IsString(a))
+			continue;
+		v[k].rank = cJSON_IsNumber(r) ? (int64_t)r->valuedouble : -1;
+		snprintf(v[k].host, sizeof(v[k].host), "%s",
+			 cJSON_IsString(h) ? h->valuestring : "");
+		snprintf(v[k].addr, sizeof(v[k].addr), "%s", a->valuestring);
+		k++;
+	}
+	dap_message_free(resp);
+	if (!v)
+		return cli_error(CLI_EFAIL, "out of memory");
+	if (k == 0) {
+		free(v);
+		return cli_error(CLI_EFAIL,
+				 "the agent at %s knows no nodes: it is not in "
+				 "a torch.distributed job (or has not "
+				 "registered yet: see 'probing config "
+				 "cluster.status'); add nodes with 'probing "
+				 "cluster add HOST:PORT...' or give --nodes "
+				 "FILE",
+				 ctx->target);
+	}
+	*out = v;
+	*n = k;
+	return CLI_OK;
+}
+
+/* ---- reporting ---------------------------------------------------------- */
+
+static void who(const struct fanout_node *nd, char *out, size_t outlen)
+{
+	if (nd->rank >= 0)
+		snprintf(out, outlen, "rank %lld (%s)", (long long)nd->rank,
+			 nd->addr);
+	else
+		snprintf(out, outlen, "%s", nd->addr);
+}
+
+int cluster_report(const struct fanout_node *nodes, size_t n,
+		   const struct fanout_result *res, const int *ok,
+		   const char *what)
+{
+	size_t good = 0;
+	int common = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		char name[400];
+		int rc;
+
+		if (ok[i]) {
+			good++;
+			continue;
+		}
+		who(&nodes[i], name, sizeof(name));
+		if (res[i].rc != CLI_OK) {
+			rc = res[i].rc;
+			cli_error(rc, "%s: %s", name, res[i].err);
+		} else {
+			rc = CLI_EFAIL;
+			cli_error(rc, "%s: %s", name,
+				  res[i].resp ? cli_resp_message(res[i].resp)
+					      : "no answer");
+		}
+		common = common == -1 || common == rc ? rc : -2;
+	}
+	if (good == n)
+		return CLI_OK;
+	cli_error(CLI_EPARTIAL, "%s: %zu of %zu nodes answered%s", what, good,
+		  n, good ? "; the result is partial" : "");
+	return good == 0 && common >= 0 ? common : CLI_EPARTIAL;
+}
+
+/* ---- nodes, add --------------------------------------------------------- */
+
+static int show_rows(const cJSON *body, enum cli_format fmt)
+{
+	const cJSON *cols = cJSON_GetObjectItemCaseSensitive(body, "columns");
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(body, "rows");
+	int ncols = cJSON_GetArraySize(cols);
+	const char *names[CLI_TABLE_COLS_MAX];
+	char *cells[CLI_TABLE_COLS_MAX];
+	struct cli_table *t;
+	const cJSON *row;
+
+	if (ncols < 1 || ncols > CLI_TABLE_COLS_MAX)
+		return cli_error(CLI_EFAIL, "a malformed reply");
+	for (int i = 0; i < ncols; i++) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetArrayItem(cols, i), "name");
+		names[i] = cJSON_IsString(nm) ? nm->valuestring : "?";
+	}
+	t = cli_table_new(ncols, names);
+	if (!t)
+		return cli_error(CLI_EFAIL, "out of memory");
+	cJSON_ArrayForEach(row, rows)
+	{
+		for (int i = 0; i < ncols; i++)
+			cells[i] = cli_json_text(cJSON_GetArrayItem(row, i));
+		cli_table_add(t, (const char *const *)cells);
+		for (int i = 0; i < ncols; i++)
+			free(cells[i]);
+	}
+	cli_table_print(t, stdout, fmt, cli_isatty(stdout));
+	cli_table_free(t);
+	return CLI_OK;
+}
+
+static int do_nodes(struct cmd_ctx *ctx, const struct cluster_opts *o,
+		    enum cli_format fmt)
+{
+	struct dap_message *resp = NULL;
+	int rc;
+
+	if (o->nodes_file)
+		return cli_error(CLI_EUSAGE,
+				 "'cluster nodes' lists what an "
+				 "agent knows; with --nodes, read the file");
+	rc = target_query(ctx, CLUSTER_SHOW_SQL, &resp);
+	if (rc != CLI_OK)
+		return rc;
+	rc = show_rows(resp->body, fmt);
+	dap_message_free(resp);
+	return rc;
+}
+
+static int do_add(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct dap_message *resp = NULL;
+	cJSON *args, *add;
+	int rc;
+
+	if (argc < 1)
+		return cli_usage_error(ctx->entry, "add: give HOST:PORT[=RANK]"
+						   "...");
+	args = cJSON_CreateObject();
+	add = cJSON_AddArrayToObject(args, "add");
+	for (int i = 0; i < argc; i++) {
+		char addr[DAP_ADDR_TEXT_MAX], *eq, *end;
+		cJSON *e = cJSON_CreateObject();
+
+		snprintf(addr, sizeof(addr), "%s", argv[i]);
+		eq = strrchr(addr, '=');
+		if (eq) {
+			long long r;
+
+			*eq = 0;
+			errno = 0;
+			r = strtoll(eq + 1, &end, 10);
+			if (errno || *end || end == eq + 1 || r < 0) {
+				cJSON_Delete(e);
+				cJSON_Delete(args);
+				return cli_usage_error(ctx->entry,
+						       "add: bad rank in '%s'",
+						       argv[i]);
+			}
+			cJSON_AddNumberToObject(e, "rank", (double)r);
+		}
+		cJSON_AddStringToObject(e, "addr", addr);
+		cJSON_AddItemToArray(add, e);
+	}
+	rc = pick_target(ctx);
+	if (rc == CLI_OK)
+		rc = cli_connect(ctx, 1);
+	if (rc != CLI_OK) {
+		cJSON_Delete(args);
+		return rc;
+	}
+	rc = cli_request(ctx, "probing/cluster", args, ctx->timeout_ms, &resp);
+	if (rc != CLI_OK)
+		return rc;
+	if (!resp->success) {
+		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
+	} else {
+		const cJSON *nn =
+			cJSON_GetObjectItemCaseSensitive(resp->body, "nodes");
+		if (cli_isatty(stdout))
+			printf("%d nodes listed\n",
+			       cJSON_IsNumber(nn) ? (int)nn->valuedouble : 0);
+	}
+	dap_message_free(resp);
+	return rc;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct cluster_opts o = {0};
+	enum cli_format fmt = ctx->format;
+	const char *sub, *merge = NULL;
+	struct fanout_node *nodes = NULL;
+	int c, lines = 0, max_rows = 0, rc;
+	size_t n = 0;
+
+	/* --nodes FILE may come before the subcommand too. */
+	while (argc > 1 && !strncmp(argv[1], "--nodes", 7)) {
+		if (argv[1][7] == '=') {
+			o.nodes_file = argv[1] + 8;
+		} else if (!argv[1][7] && argc > 2) {
+			o.nodes_file = argv[2];
+			argc--;
+			argv++;
+		} else {
+			break;
+		}
+		argc--;
+		argv++;
+	}
+	if (argc < 2)
+		return cli_usage_error(ctx->entry,
+				       "give a subcommand: nodes, "
+				       "add, query, backtrace or flamegraph");
+	sub = argv[1];
+	argc--;
+	argv++;
+	o.node_timeout_ms =
+		ctx->timeout_given ? ctx->timeout_ms : CLUSTER_NODE_TIMEOUT_MS;
+	if (!strcmp(sub, "flamegraph")) {
+		/* Its own options; --nodes among them. */
+		for (int i = 1; i + 1 < argc; i++)
+			if (!strcmp(argv[i], "--nodes"))
+				o.nodes_file = argv[i + 1];
+		rc = get_nodes(ctx, &o, &nodes, &n);
+		if (rc == CLI_OK)
+			rc = cluster_flamegraph(ctx, &o, nodes, n, argc, argv);
+		free(nodes);
+		return rc;
+	}
+	while ((c = getopt_long(argc, argv, ":f:n:l", common_opts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 'N':
+			o.nodes_file = optarg;
+			break;
+		case 'm':
+			merge = optarg;
+			break;
+		case 'l':
+			lines = 1;
+			break;
+		case 'f':
+			if (cli_format_parse(optarg, &fmt))
+				return CLI_EUSAGE;
+			break;
+		case 'n':
+			if (cli_parse_ms(optarg, &max_rows) < 0)
+				return cli_usage_error(ctx->entry,
+						       "--max-rows "
+						       "must be a positive "
+						       "number");
+			break;
+		default:
+			return cli_option_error(ctx->entry, c, argc, argv);
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (!strcmp(sub, "nodes")) {
+		if (argc)
+			return cli_usage_error(ctx->entry, "nodes: no "
+							   "arguments");
+		return do_nodes(ctx, &o, fmt);
+	}
+	if (!strcmp(sub, "add"))
+		return do_add(ctx, argc, argv);
+	if (strcmp(sub, "query") && strcmp(sub, "backtrace"))
+		return cli_usage_error(ctx->entry, "unknown subcommand '%s'",
+				       sub);
+	if (!strcmp(sub, "query") && argc != 1)
+		return cli_usage_error(ctx->entry, "query: give the SQL as "
+						   "one argument");
+	if (!strcmp(sub, "backtrace") && argc)
+		return cli_usage_error(ctx->entry, "backtrace: no arguments");
+	rc = get_nodes(ctx, &o, &nodes, &n);
+	if (rc != CLI_OK)
+		return rc;
+	if (!strcmp(sub, "query"))
+		rc = cluster_query(&o, nodes, n, argv[0], merge, max_rows, fmt);
+	else
+		rc = cluster_backtrace(&o, nodes, n, lines, fmt);
+	free(nodes);
+	return rc;
+}
+
+const struct cmd_entry cmd_cluster_entry = {
+	.name = "cluster",
+	.usage = "[--nodes FILE] nodes | add HOST:PORT[=RANK]... | query SQL "
+		 "[--merge SQL] | backtrace [--lines] | flamegraph [DURATION] "
+		 "[-o FILE] [--as FORMAT] [--per-rank]",
+	.summary = "Every rank of a distributed job at once",
+	.help = "The nodes are what the target agent lists in cluster.nodes "
+		"(-t ANY_RANK; without\n"
+		"-t, the only agent on this machine): in a torchrun job every "
+		"rank registers\n"
+		"in the job's rendezvous store; elsewhere add them with "
+		"'cluster add' or a\n"
+		"node file (PROBING_NODES for the agent, --nodes FILE here: "
+		"\"HOST:PORT [RANK]\"\n"
+		"per line).  Each command goes to every node at once; nodes "
+		"that do not\n"
+		"answer are named on stderr and the exit code is 13 (partial "
+		"result).\n"
+		"\n"
+		"Subcommands:\n"
+		"  nodes                the node list with status and last "
+		"answer\n"
+		"  add HOST:PORT[=RANK]...  add nodes to the target's list\n"
+		"  query SQL            SQL on every node; rows tagged with "
+		"rank and host\n"
+		"    --merge SQL        then SQL over them all as table "
+		"'result' (local SQLite)\n"
+		"    -n, --max-rows N   rows per node at most\n"
+		"  backtrace            every rank's main thread, identical "
+		"stacks grouped, the\n"
+		"                       odd ones out first\n"
+		"    --lines            stacks differing only in line numbers "
+		"are different\n"
+		"  flamegraph [DURATION]  record every rank at once (default "
+		"10s), put the\n"
+		"                       profiles together\n"
+		"    -o FILE            FILE.svg, FILE.folded, "
+		"FILE.speedscope.json, or FILE.json\n"
+		"                       (Chrome trace: a process per rank, "
+		"on one clock)\n"
+		"    --as FORMAT        svg, folded, speedscope or chrome "
+		"(stdout without -o)\n"
+		"    --per-rank         a root frame \"rank N\" per rank "
+		"(speedscope: a profile\n"
+		"                       per rank); merged otherwise\n"
+		"    --idle, --lines, --hz N, -n/--top N   as for 'probing "
+		"flamegraph'\n"
+		"\n"
+		"Options:\n"
+		"      --nodes FILE     the nodes from FILE, not from an "
+		"agent\n"
+		"  -f, --format FORMAT  table, json or csv\n"
+		"The global --timeout is the time each node gets (default "
+		"5000 ms).\n"
+		"\n"
+		"Examples:\n"
+		"  probing -t 4242 cluster nodes\n"
+		"  probing -t 4242 cluster query 'SELECT func FROM "
+		"python.backtrace WHERE depth=0'\n"
+		"  probing -t 4242 cluster query \"SELECT func FROM "
+		"python.backtrace\" \\\n"
+		"      --merge 'SELECT func, count(*) FROM result GROUP BY "
+		"func'\n"
+		"  probing -t 4242 cluster backtrace\n",
+	.flags = CMD_TARGET,
+	.exec = cmd_cluster_exec,
+};
