@@ -302,13 +302,7 @@ static int nap(int ms)
 	struct timespec dl;
 	int stop;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	agent_deadline(&dl, CLOCK_REALTIME, ms);
 	pthread_mutex_lock(&lock);
 	if (!stopping)
 		pthread_cond_timedwait(&cond, &lock, &dl);

@@ -308,6 +308,7 @@ static int bring_up(char *err, size_t errlen)
 		rc = subsystems[i].start(err, errlen);
 	if (rc) {
 		/* subsystems[i - 1] failed: it undid itself. */
+		log_info("%s did not start: %s", subsystems[i - 1].name, err);
 		stop_subsystems(i - 1, 0);
 		stop_subsystems(i - 1, AT_EXIT);
 		return rc;
@@ -413,13 +414,7 @@ int agent_wait_ready(int timeout_ms, char *err, size_t errlen)
 	struct timespec dl;
 	int rc = 0;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	agent_deadline(&dl, CLOCK_REALTIME, timeout_ms);
 	pthread_mutex_lock(&lock);
 	while (state == STARTING && rc == 0)
 		rc = pthread_cond_timedwait(&cond, &lock, &dl);

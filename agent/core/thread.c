@@ -26,9 +26,9 @@ int agent_thread_start(pthread_t *t, const char *name, void *(*fn)(void *),
 	return 0;
 }
 
-void agent_deadline(struct timespec *dl, int ms)
+void agent_deadline(struct timespec *dl, clockid_t clock, int64_t ms)
 {
-	clock_gettime(CLOCK_REALTIME, dl);
+	clock_gettime(clock, dl);
 	dl->tv_sec += ms / 1000;
 	dl->tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (dl->tv_nsec >= 1000000000L) {
@@ -49,6 +49,6 @@ int agent_thread_join(pthread_t t, int timeout_ms)
 {
 	struct timespec dl;
 
-	agent_deadline(&dl, timeout_ms);
+	agent_deadline(&dl, CLOCK_REALTIME, timeout_ms);
 	return agent_thread_join_by(t, &dl);
 }

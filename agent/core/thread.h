@@ -15,6 +15,7 @@
 #define AGENT_THREAD_H
 
 #include <pthread.h>
+#include <stdint.h>
 #include <time.h>
 
 /* Names are cut to 15 characters (the kernel's limit). */
@@ -33,7 +34,9 @@ int agent_thread_join(pthread_t t, int timeout_ms);
  * threads that share one wait. */
 int agent_thread_join_by(pthread_t t, const struct timespec *deadline);
 
-/* *dl = now (CLOCK_REALTIME) + ms. */
-void agent_deadline(struct timespec *dl, int ms);
+/* *dl = now on clock (CLOCK_REALTIME for pthread_cond_timedwait's
+ * default and the joins here, CLOCK_MONOTONIC for a condition variable
+ * set to it) + ms (>= 0). */
+void agent_deadline(struct timespec *dl, clockid_t clock, int64_t ms);
 
 #endif

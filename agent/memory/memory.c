@@ -272,16 +272,10 @@ static void *rec_main(void *arg)
 			until = next_torch;
 		if (stop || woken)
 			continue;
-		clock_gettime(CLOCK_REALTIME, &dl);
 		int64_t wait = until - now_ms();
 		if (wait < 1)
 			wait = 1;
-		dl.tv_sec += wait / 1000;
-		dl.tv_nsec += (wait % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
+		agent_deadline(&dl, CLOCK_REALTIME, wait);
 		while (!stop && !woken &&
 		       pthread_cond_timedwait(&cond, &lock, &dl) == 0)
 			;

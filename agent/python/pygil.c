@@ -66,17 +66,6 @@ static void call_unref_locked(struct call *c)
 		free(c);
 }
 
-static void deadline_after(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static int passed(const struct timespec *ts)
 {
 	struct timespec now;
@@ -338,10 +327,10 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	pthread_cond_signal(&cond);
 
 	/* Phase 1: wait for the GIL, at most start_ms. */
-	deadline_after(&start_dl, start_ms);
+	agent_deadline(&start_dl, CLOCK_MONOTONIC, start_ms);
 	while ((c->state == QUEUED || c->state == TAKEN) && !stopping) {
 		struct timespec slice;
-		deadline_after(&slice, 20);
+		agent_deadline(&slice, CLOCK_MONOTONIC, 20);
 		pthread_cond_timedwait(&cond, &lock, &slice);
 		if (cancel && *cancel)
 			break;
@@ -367,11 +356,11 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	}
 
 	/* Phase 2: fn runs; interrupt it after run_ms or on cancel. */
-	deadline_after(&run_dl, run_ms > 0 ? run_ms : 0);
-	deadline_after(&hard_dl, hard_ms > 0 ? hard_ms : 0);
+	agent_deadline(&run_dl, CLOCK_MONOTONIC, run_ms > 0 ? run_ms : 0);
+	agent_deadline(&hard_dl, CLOCK_MONOTONIC, hard_ms > 0 ? hard_ms : 0);
 	while (c->state == RUNNING) {
 		struct timespec slice;
-		deadline_after(&slice, 20);
+		agent_deadline(&slice, CLOCK_MONOTONIC, 20);
 		pthread_cond_timedwait(&cond, &lock, &slice);
 		if (c->state != RUNNING)
 			break;

@@ -140,7 +140,7 @@ void worker_stop(int timeout_ms)
 	pthread_cond_broadcast(&cond);
 	pthread_mutex_unlock(&lock);
 
-	agent_deadline(&dl, timeout_ms);
+	agent_deadline(&dl, CLOCK_REALTIME, timeout_ms);
 	for (int i = 0; i < nthreads; i++)
 		agent_thread_join_by(threads[i], &dl);
 	wake_release(&wakeup);
