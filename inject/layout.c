@@ -12,7 +12,7 @@
 
 #include "elfsym.h"
 #include "maps.h"
-#include "pyoffsets.h"
+#include "cpython/runtime_offsets.h"
 
 static const char *const libc_names[] = {"libc.so", "libc-2.", "libc.musl",
 					 "ld-musl", NULL};

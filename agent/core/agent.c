@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "cluster/cluster.h"
 #include "config.h"
+#include "cpython/cpython.h"
 #include "dap_addr.h"
 #include "debugger/debugger.h"
 #include "forensics/crash.h"
@@ -259,7 +260,7 @@ void agent_register_atexit(void)
 {
 	PyObject *fn, *mod, *res;
 
-	if (atexit_registered || _Py_IsFinalizing())
+	if (atexit_registered || cpython.finalizing())
 		return;
 	fn = PyCFunction_New(&on_exit_def, NULL);
 	mod = fn ? PyImport_ImportModule("atexit") : NULL;

@@ -3,7 +3,7 @@
  * See pyframes.h.
  *
  * The module's other sources: pyframes_walk.c (a thread's frames),
- * pyframes_code.c (code objects' names and line tables), pyframes_leaf.c
+ * pyframes_code.c (code objects' names and line tables), cpython_leaf.c
  * (the innermost frames from a signal handler), pyframes_mem.c (the safe
  * copies all of them read through); pyframes_impl.h is what they share.
  */
@@ -33,20 +33,20 @@ uint64_t pyframes_main_thread(void)
 }
 
 /* Fills out from a thread state's copy. */
-static void thread_from(struct pyframes_thread *o, uintptr_t at,
+static void thread_from(struct cpython_thread *o, uintptr_t at,
 			const PyThreadState *t)
 {
 	o->thread_id = t->thread_id;
 	o->native_id = (long)t->native_thread_id;
 	o->tstate = at;
-	o->cframe = (uintptr_t)t->cframe;
-	o->stack_chunk = (uintptr_t)t->datastack_chunk;
-	o->stack_top = (uintptr_t)t->datastack_top;
+	o->at[AT_CFRAME] = (uintptr_t)t->cframe;
+	o->at[AT_CHUNK] = (uintptr_t)t->datastack_chunk;
+	o->at[AT_TOP] = (uintptr_t)t->datastack_top;
 }
 
 /* The walk of pyframes_threads(); *ninterps counts the interpreters,
  * *first is the first one. */
-static int list_threads(struct pyframes_thread *out, size_t max, size_t *n,
+static int list_threads(struct cpython_thread *out, size_t max, size_t *n,
 			size_t *ninterps, uintptr_t *first, char *err,
 			size_t errlen)
 {
@@ -100,7 +100,7 @@ fault:
 	return -EFAULT;
 }
 
-int pyframes_threads(struct pyframes_thread *out, size_t max, size_t *n,
+int pyframes_threads(struct cpython_thread *out, size_t max, size_t *n,
 		     char *err, size_t errlen)
 {
 	size_t ni;
@@ -175,7 +175,7 @@ void pyframes_gil_range(uintptr_t *lo, uintptr_t *hi)
 
 /* The cached list still as it was: the same thread states in the same
  * order, linked to each other and to the one interpreter.  out filled. */
-static int list_cached(struct pyframes_scratch *s, struct pyframes_thread *out,
+static int list_cached(struct cpython_scratch *s, struct cpython_thread *out,
 		       size_t max, size_t *n, uintptr_t *gil_tstate)
 {
 	size_t k = 0;
@@ -228,8 +228,8 @@ static int list_cached(struct pyframes_scratch *s, struct pyframes_thread *out,
 	return 0;
 }
 
-int pyframes_threads_fast(struct pyframes_scratch *s,
-			  struct pyframes_thread *out, size_t max, size_t *n,
+int pyframes_threads_fast(struct cpython_scratch *s,
+			  struct cpython_thread *out, size_t max, size_t *n,
 			  uintptr_t *gil_tstate)
 {
 	size_t ni;

@@ -190,7 +190,7 @@ int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr)
 	return -1;
 }
 
-int pyframes_code_names(const struct pyframes_raw *r, char *func,
+int pyframes_code_names(const struct cpython_raw *r, char *func,
 			size_t funclen, char *file, size_t filelen)
 {
 	if (funclen < 4 || filelen < 4 ||
@@ -201,7 +201,7 @@ int pyframes_code_names(const struct pyframes_raw *r, char *func,
 }
 
 /* The length of r's line table (a bytes object), or -EFAULT. */
-static long linetable_len(const struct pyframes_raw *r)
+static long linetable_len(const struct cpython_raw *r)
 {
 	PyBytesObject lt;
 
@@ -213,7 +213,7 @@ static long linetable_len(const struct pyframes_raw *r)
 	return (long)lt.ob_base.ob_size;
 }
 
-int pyframes_linetable_copy(const struct pyframes_raw *r, unsigned char *buf,
+int pyframes_linetable_copy(const struct cpython_raw *r, unsigned char *buf,
 			    size_t cap, size_t *len)
 {
 	long n = linetable_len(r);
@@ -240,7 +240,7 @@ int pyframes_line_decode(const unsigned char *table, size_t len,
 	return line < -1 ? -1 : line;
 }
 
-int pyframes_line_remote(const struct pyframes_raw *r)
+int pyframes_line_remote(const struct cpython_raw *r)
 {
 	long n = linetable_len(r);
 	struct lt_reader rd = {

@@ -1,6 +1,6 @@
 /*
  * pyframes_impl: what the sources of the pyframes module share (pyframes.c,
- * pyframes_code.c, pyframes_walk.c, pyframes_leaf.c).  Private to them:
+ * pyframes_code.c, pyframes_walk.c, cpython_leaf.c).  Private to them:
  * the only files that include CPython's internal headers.
  *
  * Every read of interpreter memory copies it into a local with
@@ -37,7 +37,7 @@
 
 #define CODE_SIZE_MAX (1 << 24) /* code units; larger is garbage */
 #define LINETABLE_MAX (1 << 24) /* bytes */
-#define STR_CHARS_MAX PYFRAMES_FILE_MAX
+#define STR_CHARS_MAX CPYTHON_FILE_MAX
 #define PYFRAMES_THREADS_SCAN 65536 /* thread states looked at, in all */
 
 #define READ_FIELD(dst, base, type, field)                                     \
@@ -59,15 +59,15 @@
 
 /* pyframes_walk_raw's copies (pyframes_walk.c) and pyframes_threads_fast's
  * list (pyframes.c): one per thread that walks, never shared. */
-struct pyframes_scratch {
+struct cpython_scratch {
 	unsigned char bulk[BULK_MAX];
-	PyCodeObject code[PYFRAMES_RAW_MAX]; /* headers only are read */
-	uintptr_t codeaddr[PYFRAMES_RAW_MAX];
-	uintptr_t frameaddr[PYFRAMES_RAW_MAX];
-	uintptr_t prev_instr[PYFRAMES_RAW_MAX];
-	uintptr_t gather[PYFRAMES_RAW_MAX]; /* code objects to read */
-	unsigned char trusted[PYFRAMES_RAW_MAX];
-	unsigned char entry[PYFRAMES_RAW_MAX], owner[PYFRAMES_RAW_MAX];
+	PyCodeObject code[CPYTHON_RAW_MAX]; /* headers only are read */
+	uintptr_t codeaddr[CPYTHON_RAW_MAX];
+	uintptr_t frameaddr[CPYTHON_RAW_MAX];
+	uintptr_t prev_instr[CPYTHON_RAW_MAX];
+	uintptr_t gather[CPYTHON_RAW_MAX]; /* code objects to read */
+	unsigned char trusted[CPYTHON_RAW_MAX];
+	unsigned char entry[CPYTHON_RAW_MAX], owner[CPYTHON_RAW_MAX];
 	struct iovec local[GATHER_MAX], remote[GATHER_MAX];
 	/* pyframes_threads_fast's list of the previous call (one
 	 * interpreter only), checked again in one read. */
@@ -109,8 +109,8 @@ int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr);
  * the caller does not vouch for are read in one gathered call and checked,
  * incomplete frames skipped.  0, or -EFAULT when a code object is not
  * one (out[0..*n) is still valid).  *truncated as pyframes_walk_raw. */
-int pyframes_walk_resolve(struct pyframes_scratch *s, size_t nf,
-			  const struct pyframes_trust *trust, int *truncated,
-			  struct pyframes_raw *out, size_t max, size_t *n);
+int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
+			  const struct cpython_trust *trust, int *truncated,
+			  struct cpython_raw *out, size_t max, size_t *n);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * pyframes_leaf: a thread's innermost frames, read by a signal handler on
+ * cpython_leaf: a thread's innermost frames, read by a signal handler on
  * that thread.  Part of the pyframes module (pyframes.h, pyframes_impl.h).
  *
  * ASYNC-SIGNAL-SAFE: everything in this file runs inside the native
@@ -33,7 +33,7 @@ static int leaf_read(pid_t pid, void *dst, uintptr_t src, size_t len)
 size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 			     size_t cap)
 {
-	struct pyframes_leaf *l = buf;
+	struct cpython_leaf *l = buf;
 	/* Only the head of the thread state, up to its native id. */
 	unsigned char ts[offsetof(PyThreadState, native_thread_id) +
 			 sizeof(unsigned long)];
@@ -60,7 +60,7 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 	if ((long)native != tid || leaf_read(pid, &cf, cframe, sizeof(cf)))
 		return sizeof(*l);
 	f = (uintptr_t)cf.current_frame;
-	while (f && l->n < PYFRAMES_LEAF_MAX) {
+	while (f && l->n < CPYTHON_LEAF_MAX) {
 		_PyInterpreterFrame fr;
 		unsigned char entry;
 
@@ -72,7 +72,7 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 		       1);
 		l->f[l->n].frame = f;
 		l->f[l->n].code = (uintptr_t)fr.f_code;
-		l->f[l->n].prev_instr = (uintptr_t)fr.prev_instr;
+		l->f[l->n].instr = (uintptr_t)fr.prev_instr;
 		l->f[l->n].entry = entry == 1;
 		l->f[l->n].owner = (unsigned char)fr.owner;
 		l->n++;

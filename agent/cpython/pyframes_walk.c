@@ -11,7 +11,7 @@
 
 /* Fills f from the copies fr (of the frame at address at) and co (of its
  * code object).  0 or -EFAULT. */
-static int frame_fill(struct pyframes_frame *f, uintptr_t at,
+static int frame_fill(struct cpython_frame *f, uintptr_t at,
 		      const _PyInterpreterFrame *fr, const PyCodeObject *co)
 {
 	uintptr_t code = (uintptr_t)fr->f_code;
@@ -59,7 +59,7 @@ static int frame_fill(struct pyframes_frame *f, uintptr_t at,
 	return 0;
 }
 
-int pyframes_walk(const struct pyframes_thread *t, struct pyframes_frame *out,
+int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 		  size_t max, size_t *n, int *truncated, char *err,
 		  size_t errlen)
 {
@@ -129,12 +129,12 @@ fault:
  * The sampler's fast path.
  */
 
-struct pyframes_scratch *pyframes_scratch_new(void)
+struct cpython_scratch *pyframes_scratch_new(void)
 {
-	return malloc(sizeof(struct pyframes_scratch));
+	return malloc(sizeof(struct cpython_scratch));
 }
 
-void pyframes_scratch_free(struct pyframes_scratch *s)
+void pyframes_scratch_free(struct cpython_scratch *s)
 {
 	free(s);
 }
@@ -142,7 +142,7 @@ void pyframes_scratch_free(struct pyframes_scratch *s)
 /* Reads the headers of code objects s->gather[0..n) into s->code with
  * as few system calls as the kernel allows; a header that cannot be read
  * is zeroed (its type check then fails). */
-static void read_code_heads(struct pyframes_scratch *s, size_t n)
+static void read_code_heads(struct cpython_scratch *s, size_t n)
 {
 	size_t done = 0;
 
@@ -174,9 +174,9 @@ static void read_code_heads(struct pyframes_scratch *s, size_t n)
  * the caller does not vouch for are read in one gathered call and checked,
  * incomplete frames skipped.  0, or -EFAULT when a code object is not
  * one (out[0..*n) is still valid).  *truncated as pyframes_walk_raw. */
-int pyframes_walk_resolve(struct pyframes_scratch *s, size_t nf,
-			  const struct pyframes_trust *trust, int *truncated,
-			  struct pyframes_raw *out, size_t max, size_t *n)
+int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
+			  const struct cpython_trust *trust, int *truncated,
+			  struct cpython_raw *out, size_t max, size_t *n)
 {
 	size_t ng = 0;
 	int rc = 0;
@@ -197,7 +197,7 @@ int pyframes_walk_resolve(struct pyframes_scratch *s, size_t nf,
 	for (size_t i = 0, g = 0; i < nf; i++) {
 		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
 		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
-		struct pyframes_raw *r;
+		struct cpython_raw *r;
 		intptr_t off;
 
 		if (co && (co->ob_base.ob_base.ob_type != &PyCode_Type ||
@@ -222,7 +222,7 @@ int pyframes_walk_resolve(struct pyframes_scratch *s, size_t nf,
 		memset(r, 0, sizeof(*r));
 		r->frame = s->frameaddr[i];
 		r->code = s->codeaddr[i];
-		r->is_entry = s->entry[i];
+		r->eval_entry = s->entry[i];
 		r->trusted = !co;
 		off = (intptr_t)(s->prev_instr[i] - first);
 		if (co) {
@@ -245,10 +245,10 @@ int pyframes_walk_resolve(struct pyframes_scratch *s, size_t nf,
 	return rc;
 }
 
-int pyframes_walk_raw(const struct pyframes_thread *t,
-		      struct pyframes_scratch *s,
-		      const struct pyframes_trust *trust,
-		      struct pyframes_raw *out, size_t max, size_t *n,
+int pyframes_walk_raw(const struct cpython_thread *t,
+		      struct cpython_scratch *s,
+		      const struct cpython_trust *trust,
+		      struct cpython_raw *out, size_t max, size_t *n,
 		      int *truncated)
 {
 	_PyCFrame cf;
@@ -258,36 +258,36 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 
 	*n = 0;
 	*truncated = 0;
-	if (max > PYFRAMES_RAW_MAX)
-		max = PYFRAMES_RAW_MAX;
+	if (max > CPYTHON_RAW_MAX)
+		max = CPYTHON_RAW_MAX;
 	limit = max + PYFRAMES_SKIP_MAX;
-	if (limit > PYFRAMES_RAW_MAX)
-		limit = PYFRAMES_RAW_MAX;
+	if (limit > CPYTHON_RAW_MAX)
+		limit = CPYTHON_RAW_MAX;
 	/* The thread state as the listing read it a moment ago. */
-	if (!t->cframe)
+	if (!t->at[AT_CFRAME])
 		return 0;
 	/* Its _PyCFrame and the frames of its current data-stack chunk
 	 * (innermost at the top) in one system call; frames elsewhere (older
 	 * chunks, generators) are read one by one.  The top may have moved
 	 * since the listing: what lies outside the copy is read on its own. */
-	if (t->stack_chunk && t->stack_top) {
-		uintptr_t base = t->stack_chunk + offsetof(_PyStackChunk, data);
+	if (t->at[AT_CHUNK] && t->at[AT_TOP]) {
+		uintptr_t base = t->at[AT_CHUNK] + offsetof(_PyStackChunk, data);
 
-		hi = t->stack_top;
+		hi = t->at[AT_TOP];
 		lo = hi > base + BULK_MAX ? hi - BULK_MAX : base;
 		if (hi <= lo)
 			lo = hi = 0;
 	}
 	s->local[0].iov_base = &cf;
 	s->local[0].iov_len = sizeof(cf);
-	s->remote[0].iov_base = (void *)t->cframe;
+	s->remote[0].iov_base = (void *)t->at[AT_CFRAME];
 	s->remote[0].iov_len = sizeof(cf);
 	s->local[1].iov_base = s->bulk;
 	s->local[1].iov_len = hi - lo;
 	s->remote[1].iov_base = (void *)lo;
 	s->remote[1].iov_len = hi - lo;
 	if (pyframes_mem_gather(s->local, s->remote, hi > lo ? 2 : 1)) {
-		if (pyframes_mem_read(&cf, t->cframe, sizeof(cf)))
+		if (pyframes_mem_read(&cf, t->at[AT_CFRAME], sizeof(cf)))
 			return -EFAULT;
 		lo = hi = 0;
 	}
@@ -327,20 +327,20 @@ int pyframes_walk_raw(const struct pyframes_thread *t,
 		       : rc;
 }
 
-int pyframes_leaf_resolve(struct pyframes_scratch *s,
-			  const struct pyframes_leaf *l,
-			  struct pyframes_raw *out, size_t max, size_t *n)
+int pyframes_leaf_resolve(struct cpython_scratch *s,
+			  const struct cpython_leaf *l,
+			  struct cpython_raw *out, size_t max, size_t *n)
 {
-	size_t nf = l->n < PYFRAMES_LEAF_MAX ? l->n : PYFRAMES_LEAF_MAX;
+	size_t nf = l->n < CPYTHON_LEAF_MAX ? l->n : CPYTHON_LEAF_MAX;
 	int truncated = 0;
 
 	*n = 0;
-	if (max > PYFRAMES_RAW_MAX)
-		max = PYFRAMES_RAW_MAX;
+	if (max > CPYTHON_RAW_MAX)
+		max = CPYTHON_RAW_MAX;
 	for (size_t i = 0; i < nf; i++) {
 		s->frameaddr[i] = l->f[i].frame;
 		s->codeaddr[i] = l->f[i].code;
-		s->prev_instr[i] = l->f[i].prev_instr;
+		s->prev_instr[i] = l->f[i].instr;
 		s->entry[i] = l->f[i].entry == 1;
 		s->owner[i] = l->f[i].owner;
 	}

@@ -46,8 +46,8 @@ struct thread_mode {
 	int mode;
 };
 
-static pyhook_classify_fn classify_cb;
-static pyhook_trace_fn trace_cb;
+static cpython_classify_fn classify_cb;
+static cpython_trace_fn trace_cb;
 static Py_ssize_t extra_index = -1;
 static uintptr_t gen = 1; /* tags are gen << 1 | wanted; 0: none */
 static int enabled;
@@ -211,7 +211,7 @@ static PyObject *eval_slow(PyThreadState *ts, _PyInterpreterFrame *f,
 		 * tracer: hands off. */
 		return call_prev(ts, f, throwflag);
 	}
-	want = wanted(f->f_code) || (mode_of(ts) & PYHOOK_NEW);
+	want = wanted(f->f_code) || (mode_of(ts) & CPYTHON_TRACE_NEW);
 	saved_fn = ts->c_tracefunc;
 	set_trace(ts, want || exc_events);
 	if (flags_ours)
@@ -227,7 +227,7 @@ static PyObject *eval_slow(PyThreadState *ts, _PyInterpreterFrame *f,
 		return res;
 	}
 	PyErr_Fetch(&et, &ev, &etb);
-	cwant = (mode_of(ts) & PYHOOK_CALLERS) || cframe_wants(cf);
+	cwant = (mode_of(ts) & CPYTHON_TRACE_CALLERS) || cframe_wants(cf);
 	PyErr_Restore(et, ev, etb);
 	/* Never take away a trace function that was there before the call:
 	 * an older evaluation further out may need it. */
@@ -248,7 +248,7 @@ static PyObject *eval_hook(PyThreadState *ts, _PyInterpreterFrame *f,
 	return eval_slow(ts, f, throwflag);
 }
 
-void pyhook_init(pyhook_classify_fn classify, pyhook_trace_fn trace)
+void pyhook_init(cpython_classify_fn classify, cpython_trace_fn trace)
 {
 	classify_cb = classify;
 	trace_cb = trace;

@@ -5,8 +5,8 @@
  * source, bpsource.h, and its breakpoints); function breakpoints in one
  * list.  One breakpoint's condition, hit count and log message are bp.h's.
  * file_map caches which file a co_filename string is (or that it is
- * none), and is emptied whenever the set of files changes; pyhook caches
- * the per-code answer.  Everything is guarded by the GIL.
+ * none), and is emptied whenever the set of files changes; the trace backend
+ * (cpython.trace) caches the per-code answer.  Everything is guarded by the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,6 +21,7 @@
 #include "bp.h"
 #include "bpsource.h"
 #include "breakpoints.h"
+#include "cpython/cpython.h"
 #include "errbuf.h"
 
 struct bp_file {
@@ -380,7 +381,7 @@ static int name_matches(const char *name, const char *qual, const char *co,
 
 static int code_names(PyCodeObject *co, const char **qual, const char **name)
 {
-	*qual = PyUnicode_AsUTF8(co->co_qualname);
+	*qual = PyUnicode_AsUTF8(cpython.frame.qualname(co));
 	*name = PyUnicode_AsUTF8(co->co_name);
 	if (!*qual || !*name) {
 		PyErr_Clear();
@@ -439,8 +440,8 @@ int breakpoints_file_loaded(PyObject *filename, int *ids, int *lines, int max)
 /* The frame's namespaces, new references; -1 when they cannot be had. */
 static int namespaces(PyFrameObject *f, PyObject **g, PyObject **l)
 {
-	*g = PyFrame_GetGlobals(f);
-	*l = PyFrame_GetLocals(f);
+	*g = cpython.frame.globals(f);
+	*l = cpython.frame.locals(f);
 	if (!*g || !*l) {
 		Py_CLEAR(*g);
 		Py_CLEAR(*l);

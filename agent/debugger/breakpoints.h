@@ -14,7 +14,8 @@
  *
  * Files are matched by path as given, then by real path (symbolic links,
  * relative co_filename), and classification is cached per code object by
- * pyhook, so matching costs nothing on the hot path.
+ * the trace backend (cpython.trace), so matching costs nothing on the
+ * hot path.
  *
  * This module is the table and the matching; a file's source (lines with
  * code, names, loaded or not) is bpsource.h's, one breakpoint's
@@ -82,8 +83,8 @@ void breakpoints_clear(void);
  * yet (*pending), on functions (*functions)?  Any pointer may be NULL. */
 void breakpoints_counts(int *loaded, int *pending, int *functions);
 
-/* pyhook's classify: 1 when frames of code must be traced (a breakpoint
- * on one of its lines, or on its name).  Never raises. */
+/* The trace backend's classify: 1 when frames of code must be traced (a
+ * breakpoint on one of its lines, or on its name).  Never raises. */
 int breakpoints_code_wanted(struct _object *code);
 
 /* Has a file with breakpoints been loaded (named by an exec or compile

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/config.h"
-#include "cpython/pyhook.h"
+#include "cpython/cpython.h"
 #include "dbgcontrol.h"
 #include "dbgoutput.h"
 #include "dbgsession.h"
@@ -72,7 +72,7 @@ void dbgcontrol_cleanup_now(void)
 	dbgoutput_remove();
 	breakpoints_clear();
 	dbgstep_reset();
-	pyhook_disable();
+	cpython.trace.disable();
 	dbgsession_mirror_hook(0);
 	dbgsession_mirror_filters(0, 0);
 	variables_reset();
@@ -140,7 +140,7 @@ static void set_gil_fn(void *arg)
 	else
 		c->rc = breakpoints_set_file(c->path, c->specs, c->n, c->out,
 					     c->err, sizeof(c->err));
-	pyhook_invalidate();
+	cpython.trace.invalidate();
 	dbgtrace_watch_loads();
 	PyErr_Clear();
 	dbgtrace_update_hooks();
@@ -239,7 +239,7 @@ static void pause_gil_fn(void *arg)
 static int arm_pending_call(void *arg)
 {
 	(void)arg;
-	if (atomic_load(&unarmed) && !_Py_IsFinalizing() &&
+	if (atomic_load(&unarmed) && !cpython.finalizing() &&
 	    !pygil_is_gil_thread())
 		arm();
 	return 0;

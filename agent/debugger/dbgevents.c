@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpython/pyframes.h"
+#include "cpython/cpython.h"
 #include "dap_msg.h"
 #include "dbgcontrol.h"
 #include "dbgevents.h"
@@ -190,13 +190,13 @@ void dbgevents_stopped(const char *reason, long tid, int first, const int *ids,
  * they cannot be read. */
 static int threads_now(long *now, size_t *k)
 {
-	struct pyframes_thread th[THREADS_SCAN];
+	struct cpython_thread th[THREADS_SCAN];
 	size_t n = 0;
 	char err[64];
 
 	*k = 0;
-	if (pyframes_ready() ||
-	    pyframes_threads(th, THREADS_SCAN, &n, err, sizeof(err)))
+	if (cpython.read.ready() ||
+	    cpython.read.threads(th, THREADS_SCAN, &n, err, sizeof(err)))
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (th[i].native_id && !pygil_is_own_thread(th[i].native_id))

@@ -6,7 +6,7 @@
 #include <frameobject.h>
 
 #include "dbgstep.h"
-#include "cpython/pyhook.h"
+#include "cpython/cpython.h"
 #include "debugger.h"
 
 struct step {
@@ -33,7 +33,7 @@ void dbgstep_clear(PyThreadState *ts)
 	for (int i = 0; i < nsteps; i++) {
 		if (steps[i].ts == ts) {
 			steps[i] = steps[--nsteps];
-			pyhook_set_mode(ts, 0);
+			cpython.trace.set_mode(ts, 0);
 			return;
 		}
 	}
@@ -49,12 +49,12 @@ void dbgstep_begin(PyThreadState *ts, PyFrameObject *f, int cmd, unsigned epoch)
 			s->ts = ts;
 			s->ident = ts->thread_id;
 			s->cmd = cmd;
-			s->depth = f ? pyhook_frame_depth(f) : 0;
+			s->depth = f ? cpython.frame.depth(f) : 0;
 			s->epoch = epoch;
-			pyhook_set_mode(ts,
+			cpython.trace.set_mode(ts,
 					cmd == DEBUGGER_STEP_IN
-						? PYHOOK_NEW | PYHOOK_CALLERS
-						: PYHOOK_CALLERS);
+						? CPYTHON_TRACE_NEW | CPYTHON_TRACE_CALLERS
+						: CPYTHON_TRACE_CALLERS);
 		}
 	}
 }
@@ -70,7 +70,7 @@ void dbgstep_prune(void)
 
 	for (int i = 0; i < nsteps;) {
 		if (steps[i].epoch != ep) {
-			pyhook_set_mode(steps[i].ts, 0);
+			cpython.trace.set_mode(steps[i].ts, 0);
 			steps[i] = steps[--nsteps];
 		} else {
 			i++;
@@ -92,9 +92,9 @@ int dbgstep_done(PyThreadState *ts, PyFrameObject *f)
 	case DEBUGGER_STEP_IN:
 		return 1;
 	case DEBUGGER_NEXT:
-		return pyhook_frame_depth(f) <= s->depth;
+		return cpython.frame.depth(f) <= s->depth;
 	case DEBUGGER_STEP_OUT:
-		return pyhook_frame_depth(f) < s->depth;
+		return cpython.frame.depth(f) < s->depth;
 	}
 	return 0;
 }

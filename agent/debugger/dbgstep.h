@@ -22,7 +22,7 @@ struct _frame;
 
 /* Thread ts was resumed with cmd (enum debugger_cmd) in epoch, stopped in
  * frame f (NULL: none, depth 0): a step begins when cmd is one, and the
- * thread's tracing mode (pyhook) follows. */
+ * thread's tracing mode (cpython.trace) follows. */
 void dbgstep_begin(struct _ts *ts, struct _frame *f, int cmd, unsigned epoch);
 
 /* Is ts stepping? */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "cpython/pyhook.h"
+#include "cpython/cpython.h"
 #include "dbgcontrol.h"
 #include "dbgevents.h"
 #include "dbgsession.h"
@@ -71,7 +71,7 @@ static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
 					     : t->tb_lineno;
 			Py_XDECREF(ln);
 			PyErr_Clear();
-			fr[k].func = utf8_dup(co->co_qualname);
+			fr[k].func = utf8_dup(cpython.frame.qualname(co));
 			fr[k].file = utf8_dup(co->co_filename);
 			Py_DECREF(co);
 		}
@@ -89,7 +89,7 @@ static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
 
 		fr[k].obj = (PyObject *)cur;
 		fr[k].line = PyFrame_GetLineNumber(cur);
-		fr[k].func = utf8_dup(co->co_qualname);
+		fr[k].func = utf8_dup(cpython.frame.qualname(co));
 		fr[k].file = utf8_dup(co->co_filename);
 		Py_DECREF(co);
 		k++;
@@ -107,7 +107,7 @@ int dbgstop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	struct debugger_pframe *fr;
 	size_t n;
 	int first = 0, cmd, slot;
-	long tid = ts->native_thread_id;
+	long tid = cpython.frame.native_id(ts);
 
 	fr = capture(f, tb, &n);
 	*cmd_epoch = 0;
@@ -144,20 +144,20 @@ void dbgstop_resumed(PyThreadState *ts, PyFrameObject *f, int cmd,
 		     unsigned cmd_epoch)
 {
 	if (!debugger_pause_wanted())
-		pyhook_set_mode(NULL, 0);
+		cpython.trace.set_mode(NULL, 0);
 	dbgstep_begin(ts, f, cmd, cmd_epoch);
 	if (!debugger_active()) {
 		dbgcontrol_cleanup_now();
 		return;
 	}
 	dbgtrace_update_hooks();
-	pyhook_retrace(ts);
+	cpython.trace.retrace(ts);
 }
 
 void dbgstop_all(void)
 {
-	pyhook_set_mode(NULL, PYHOOK_NEW | PYHOOK_CALLERS);
-	pyhook_enable();
+	cpython.trace.set_mode(NULL, CPYTHON_TRACE_NEW | CPYTHON_TRACE_CALLERS);
+	cpython.trace.enable();
 	dbgsession_mirror_hook(1);
-	pyhook_retrace_all(pygil_is_own_thread);
+	cpython.trace.retrace_all(pygil_is_own_thread);
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "breakpoints.h"
-#include "cpython/pyhook.h"
+#include "cpython/cpython.h"
 #include "dbgcontrol.h"
 #include "dbgevents.h"
 #include "dbgsession.h"
@@ -57,14 +57,14 @@ void dbgtrace_update_hooks(void)
 	       (loaded || funcs || exc_raised || debugger_pause_wanted() ||
 		dbgstep_count());
 	atomic_store(&audit_on, debugger_active() && pending > 0);
-	pyhook_set_exception_events(exc_raised && debugger_active());
+	cpython.trace.exception_events(exc_raised && debugger_active());
 	if (need) {
-		pyhook_enable();
-		pyhook_retrace_all(pygil_is_own_thread);
-	} else if (pyhook_enabled()) {
-		pyhook_disable();
+		cpython.trace.enable();
+		cpython.trace.retrace_all(pygil_is_own_thread);
+	} else if (cpython.trace.enabled()) {
+		cpython.trace.disable();
 	}
-	dbgsession_mirror_hook(pyhook_enabled());
+	dbgsession_mirror_hook(cpython.trace.enabled());
 	dbgsession_mirror_filters(exc_raised, exc_uncaught);
 }
 
@@ -90,7 +90,7 @@ static void report_hit(struct bp_hit *hit, PyFrameObject *f, int line)
 static int on_line(PyThreadState *ts, PyFrameObject *f)
 {
 	PyCodeObject *co = PyFrame_GetCode(f);
-	int wanted = pyhook_code_wanted((PyObject *)co), mode = pyhook_mode(ts);
+	int wanted = cpython.trace.code_wanted((PyObject *)co), mode = cpython.trace.mode(ts);
 	struct bp_hit hit = {0};
 	const char *reason = NULL;
 	unsigned ep;
@@ -103,7 +103,7 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 		 * breakpoints the trace function must stay, so the frame stays
 		 * traced until it returns; else switch it all off. */
 		if (!exc_raised)
-			pyhook_retrace(ts);
+			cpython.trace.retrace(ts);
 		return 0;
 	}
 	line = PyFrame_GetLineNumber(f);
@@ -128,8 +128,8 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 		breakpoints_hit_release(&hit);
 		if (mode && !debugger_pause_wanted() && !dbgstep_active(ts)) {
 			/* A pause that was cancelled: stop tracing. */
-			pyhook_set_mode(NULL, 0);
-			pyhook_retrace(ts);
+			cpython.trace.set_mode(NULL, 0);
+			cpython.trace.retrace(ts);
 		}
 		return 0;
 	}
@@ -143,11 +143,11 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 static int on_call(PyThreadState *ts, PyFrameObject *f)
 {
 	PyCodeObject *co = PyFrame_GetCode(f);
-	int wanted = pyhook_code_wanted((PyObject *)co), cmd;
+	int wanted = cpython.trace.code_wanted((PyObject *)co), cmd;
 	struct bp_hit hit;
 
 	Py_DECREF(co);
-	if (!wanted || !pyhook_frame_starting(f))
+	if (!wanted || !cpython.frame.starting(f))
 		return 0;
 	breakpoints_function_hit(f, &hit);
 	report_hit(&hit, f, PyFrame_GetLineNumber(f));
@@ -203,7 +203,7 @@ static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 	    PyErr_GivenExceptionMatches(type, PyExc_GeneratorExit) ||
 	    !PyExceptionInstance_Check(value))
 		return 0;
-	/* In 3.11 the traceback is attached to the value later, when it is
+	/* Since 3.11 the traceback is attached to the value later, when it is
 	 * caught; exceptionInfo wants it now (the same object it will get). */
 	cur = PyException_GetTraceback(value);
 	if (!cur)
@@ -228,7 +228,7 @@ int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 	(void)obj;
 	if (!debugger_active()) {
 		dbgcontrol_cleanup_now();
-		pyhook_retrace(ts);
+		cpython.trace.retrace(ts);
 		return 0;
 	}
 	if (pygil_is_gil_thread()) {
@@ -291,7 +291,7 @@ static int audit_hook(const char *event, PyObject *args, void *data)
 	if (strcmp(event, "exec") && strcmp(event, "compile"))
 		return 0;
 	if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 1 ||
-	    _Py_IsFinalizing())
+	    cpython.finalizing())
 		return 0;
 	if (event[0] == 'e') {
 		PyObject *code = PyTuple_GET_ITEM(args, 0);
@@ -305,7 +305,7 @@ static int audit_hook(const char *event, PyObject *args, void *data)
 	PyErr_Fetch(&et, &ev, &etb);
 	k = breakpoints_file_loaded(name, ids, lines, LOADED_EVENTS_MAX);
 	if (k) {
-		pyhook_invalidate();
+		cpython.trace.invalidate();
 		dbgtrace_update_hooks();
 		dbgevents_verified(ids, lines, k);
 	}

@@ -4,15 +4,16 @@
  * hooks, and the audit hook that notices files with breakpoints being
  * loaded.
  *
- * Which frames are traced is pyhook's business (pyhook.h): a PEP 523
- * frame-evaluation hook turns tracing on only for code with breakpoints,
- * for stepping threads, and for every thread while a pause is wanted.
- * dbgtrace_update_hooks() decides whether that hook is needed at all: only
+ * Which frames are traced is the trace backend's business
+ * (cpython.trace, cpython.h): it turns tracing on only for code with
+ * breakpoints, for stepping threads, and for every thread while a pause
+ * is wanted.  dbgtrace_update_hooks() decides whether the backend is
+ * needed at all: only
  * while something can stop a thread in loaded code (a breakpoint in a
  * loaded file, a function or *raised* exception breakpoint, a pause or a
  * step).  A breakpoint in a file not loaded yet needs none: the audit
- * hook watches `exec` and `compile` events and installs the hook when
- * the file's code is about to run.  *Uncaught* needs no tracing: it wraps
+ * hook watches `exec` and `compile` events and enables the backend
+ * when the file's code is about to run.  *Uncaught* needs no tracing: it wraps
  * sys.excepthook and threading.excepthook (excepthooks.h).
  *
  * The agent's own threads never stop: evaluations from the debugger run
@@ -29,7 +30,7 @@
 struct _object;
 struct _frame;
 
-/* The trace function given to pyhook (a Py_tracefunc). */
+/* The trace function given to cpython.trace (a Py_tracefunc). */
 int dbgtrace_function(struct _object *obj, struct _frame *f, int what,
 		      struct _object *arg);
 

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "breakpoints.h"
-#include "cpython/pyhook.h"
+#include "cpython/cpython.h"
 #include "dbgcontrol.h"
 #include "dbgevents.h"
 #include "dbgoutput.h"
@@ -229,7 +229,7 @@ PyObject *debugger_exception(long native_id, const char **mode, char *err,
 int debugger_register(struct server *srv)
 {
 	dbgevents_init(srv);
-	pyhook_init(breakpoints_code_wanted, dbgtrace_function);
+	cpython.trace.init(breakpoints_code_wanted, dbgtrace_function);
 	return dbgsession_register(srv);
 }
 
@@ -252,7 +252,7 @@ void debugger_atfork_child(void)
 	dbgevents_atfork_child();
 	dbgoutput_atfork_child();
 	dbgcontrol_atfork_child();
-	pyhook_atfork_child();
+	cpython.trace.atfork_child();
 }
 
 /* ---- for the session ---------------------------------------------------- */

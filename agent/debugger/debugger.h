@@ -17,7 +17,7 @@
  * exception), every other thread is asked to stop at its next Python line
  * (threads in C stop when they come back to Python and are shown running
  * until then), and continue or a step resumes them all.  A paused thread
- * waits inside the C trace function (pyhook.h) with the GIL released, so
+ * waits inside the C trace function (dbgtrace.h) with the GIL released, so
  * the agent can read and evaluate in its frames meanwhile; continue, a
  * step or a detach wake it.
  *
@@ -38,8 +38,8 @@
  * Threads and locks: one mutex guards the pause state (never held while
  * taking the GIL or running Python; taken after the session's lock when
  * both are); every function here takes it briefly and none blocks,
- * except debugger_wait_resume().  Breakpoints, pyhook and Python objects
- * are guarded by the GIL.  Which functions need the GIL is said at each.
+ * except debugger_wait_resume().  Breakpoints, the trace backend and Python
+ * objects are guarded by the GIL.  Which functions need the GIL is said at each.
  */
 #ifndef DEBUGGER_H
 #define DEBUGGER_H
@@ -111,8 +111,8 @@ struct _object *debugger_exception(long native_id, const char **mode, char *err,
 
 /* ---- the agent's lifecycle ---------------------------------------------- */
 
-/* Sets the debugger up on srv: its events, pyhook's classify and trace
- * functions, the session's close hook (loop thread or before the loop
+/* Sets the debugger up on srv: its events, the trace backend's classify
+ * and trace functions (cpython.trace), the session's close hook (loop thread or before the loop
  * runs).  Returns 0 or -ENOSPC. */
 struct server;
 int debugger_register(struct server *srv);

@@ -3,7 +3,7 @@
  * crash.h.
  *
  * Everything from "the handler" to on_fatal is async-signal-safe: static
- * buffers, system calls, pyframes (reads through process_vm_readv, no
+ * buffers, system calls, cpython.read (reads through process_vm_readv, no
  * allocation when given no error buffer), libunwind's local unwinder
  * (native.c explains why it is safe there), crash_report/crash_sym.
  */
@@ -27,7 +27,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "cpython/pyframes.h"
+#include "cpython/cpython.h"
 #include "crash_report.h"
 #include "python/pygil.h"
 
@@ -43,8 +43,8 @@ static _Atomic int pending_queued, audit_added;
 static char report_dir[PATH_MAX];
 
 /* Static so that the handler's own stack use stays small. */
-static struct pyframes_thread threads[CRASH_THREADS_MAX];
-static struct pyframes_frame frames[CRASH_FRAMES_MAX];
+static struct cpython_thread threads[CRASH_THREADS_MAX];
+static struct cpython_frame frames[CRASH_FRAMES_MAX];
 static uintptr_t ips[CRASH_NATIVE_MAX];
 static struct crash_sym_cache sym_cache;
 static struct crash_out out;
@@ -165,14 +165,14 @@ static void tell(const char *what, int fd, const char *path)
 /* ---- Python threads (signal-safe) --------------------------------------- */
 
 /* Writes the Python frames of t (retrying a stack that changed under us). */
-static void python_frames(struct crash_out *o, const struct pyframes_thread *t)
+static void python_frames(struct crash_out *o, const struct cpython_thread *t)
 {
 	size_t n = 0;
 	int trunc = 0, rc = -EFAULT;
 
 	crash_report_python(o, NULL);
 	for (int tries = 0; tries < 3 && rc == -EFAULT; tries++)
-		rc = pyframes_walk(t, frames, CRASH_FRAMES_MAX, &n, &trunc,
+		rc = cpython.read.walk(t, frames, CRASH_FRAMES_MAX, &n, &trunc,
 				   NULL, 0);
 	for (size_t i = 0; i < n; i++)
 		crash_report_frame(o, frames[i].func, frames[i].file,
@@ -200,11 +200,11 @@ static void write_threads(struct crash_out *o, long tid,
 			  void *arg)
 {
 	size_t n = 0, shown = 0;
-	uint64_t main_ident = pyframes_main_thread();
-	const struct pyframes_thread *me = NULL;
+	uint64_t main_ident = cpython.read.main_thread();
+	const struct cpython_thread *me = NULL;
 	char flags[64];
 	struct sbuf b = {flags, sizeof(flags), 0};
-	int rc = pyframes_threads(threads, CRASH_THREADS_MAX, &n, NULL, 0);
+	int rc = cpython.read.threads(threads, CRASH_THREADS_MAX, &n, NULL, 0);
 
 	for (size_t i = 0; i < n; i++)
 		if (threads[i].native_id == tid)
@@ -229,7 +229,7 @@ static void write_threads(struct crash_out *o, long tid,
 		first_extra(o, arg);
 	crash_report_thread_end(o);
 	for (size_t i = 0; i < n; i++) {
-		const struct pyframes_thread *t = &threads[i];
+		const struct cpython_thread *t = &threads[i];
 
 		if (t == me || pygil_is_own_thread(t->native_id))
 			continue;
@@ -490,11 +490,11 @@ static void install(void)
 	if (atomic_load(&installed))
 		return;
 	/* libunwind's own set-up, here rather than in the handler; the
-	 * same for pyframes (it learns our pid once). */
+	 * same for cpython.read (it learns our pid once). */
 	if (unw_getcontext(&ctx) == 0 && unw_init_local(&cur, &ctx) == 0)
 		while (unw_step(&cur) > 0)
 			;
-	(void)pyframes_ready();
+	(void)cpython.read.ready();
 	report_stack_make();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fatal;
@@ -562,7 +562,7 @@ static int on_audit(const char *event, PyObject *args, void *data)
 		return 0;
 	/* Only the end of the program: the main thread, no Python frame
 	 * running (not a PyErr_Print() from inside code), not the REPL. */
-	if (PyThread_get_thread_ident() != pyframes_main_thread() ||
+	if (PyThread_get_thread_ident() != cpython.read.main_thread() ||
 	    PyEval_GetFrame())
 		return 0;
 	ps1 = PySys_GetObject("ps1");
@@ -630,7 +630,7 @@ static void tb_part(struct crash_out *o, void *arg)
 	for (size_t i = 0; i < n; i++) {
 		struct tb_frame *f = &tf[(total - 1 - i) % TB_MAX];
 		PyCodeObject *co = (PyCodeObject *)f->code;
-		const char *func = PyUnicode_AsUTF8(co->co_qualname);
+		const char *func = PyUnicode_AsUTF8(cpython.frame.qualname(co));
 		const char *file = PyUnicode_AsUTF8(co->co_filename);
 
 		PyErr_Clear();

@@ -6,7 +6,7 @@
  *
  *  - Fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) go to a
  *    handler that writes a report (crash_report.h): every thread's Python
- *    stack, read from interpreter memory without the GIL (pyframes.h, each
+ *    stack, read from interpreter memory without the GIL (cpython.read, each
  *    read a process_vm_readv, so a corrupt frame gives an error, not a
  *    second fault), and the crashing thread's native stack (libunwind's
  *    local unwinder from the signal's context; crash_sym.h names the

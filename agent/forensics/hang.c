@@ -17,7 +17,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "cpython/pyframes.h"
+#include "cpython/cpython.h"
 #include "crash.h"
 #include "crash_report.h"
 #include "debugger/debugger.h"
@@ -43,8 +43,8 @@ static struct store_stmt *resume_stmt, *progress_stmt;
 
 /* The watchdog's own state (its thread only). */
 static struct {
-	struct pyframes_thread *threads;
-	struct pyframes_frame *frames;
+	struct cpython_thread *threads;
+	struct cpython_frame *frames;
 	uintptr_t codes[HANG_FRAMES_MAX];
 	int lines[HANG_FRAMES_MAX];
 	size_t n;
@@ -336,14 +336,14 @@ static void forget(void)
 
 static void look(int64_t timeout, int64_t period)
 {
-	const struct pyframes_thread *main = NULL;
-	uint64_t main_id = pyframes_main_thread();
+	const struct cpython_thread *main = NULL;
+	uint64_t main_id = cpython.read.main_thread();
 	int64_t now = mono_ms(), gap = now - W.last_ms;
 	size_t nt = 0, n = 0;
 	int trunc = 0, same;
 
 	W.last_ms = now;
-	if (pyframes_threads(W.threads, PYSTACK_THREADS_MAX, &nt, NULL, 0)) {
+	if (cpython.read.threads(W.threads, PYSTACK_THREADS_MAX, &nt, NULL, 0)) {
 		forget();
 		return;
 	}
@@ -351,7 +351,7 @@ static void look(int64_t timeout, int64_t period)
 		if (W.threads[i].thread_id == main_id)
 			main = &W.threads[i];
 	if (!main || debugger_is_paused(main->native_id) ||
-	    pyframes_walk(main, W.frames, HANG_FRAMES_MAX, &n, &trunc, NULL,
+	    cpython.read.walk(main, W.frames, HANG_FRAMES_MAX, &n, &trunc, NULL,
 			  0)) {
 		/* No main thread, held by the debugger, or moving so fast
 		 * that its frames changed while read: not stuck. */

@@ -4,7 +4,7 @@
  * With hang.timeout set (300s, 5m, 1500ms; 0 or off: off, the default),
  * an agent thread ("probing-hang", signals blocked) reads the main
  * thread's Python stack every hang.timeout / 10 (at least every second,
- * at most every 50 ms), without the GIL (pyframes.h).  A stack is the
+ * at most every 50 ms), without the GIL (cpython.h).  A stack is the
  * sequence of (code object, line) of its frames: when it has not changed
  * for hang.timeout, the main thread is stuck (a lock, a C call that does
  * not return, a loop on one line), and the watchdog records, once per

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "cpython/cpython.h"
 #include "debugger/debugger.h"
 #include "python/gilcall.h"
 #include "python/pyeval.h"
@@ -62,8 +63,8 @@ static void evaluate(struct eval_call *c)
 			c->rc = -ESRCH;
 			return;
 		}
-		scope.globals = PyFrame_GetGlobals(f);
-		scope.locals = PyFrame_GetLocals(f);
+		scope.globals = cpython.frame.globals(f);
+		scope.locals = cpython.frame.locals(f);
 		if (!scope.globals || !scope.locals) {
 			PyErr_Clear();
 			snprintf(c->err, sizeof(c->err),
@@ -78,7 +79,7 @@ static void evaluate(struct eval_call *c)
 		/* Assignments in the console change the frame's locals — only
 		 * while it is still paused (the code may have let a resume in:
 		 * a running frame's locals must not be overwritten). */
-		PyFrame_LocalsToFast(f, 0);
+		(void)cpython.frame.locals_write(f, scope.locals);
 		PyErr_Clear();
 	}
 	if (c->res.obj) {
@@ -98,7 +99,7 @@ static void eval_with_gil(void *arg)
 {
 	struct eval_call *c = arg;
 
-	if (_Py_IsFinalizing()) {
+	if (cpython.finalizing()) {
 		c->rc = -ESHUTDOWN;
 		snprintf(c->err, sizeof(c->err), "the interpreter is exiting");
 	} else {

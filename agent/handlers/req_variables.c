@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "cpython/cpython.h"
 #include "debugger/debugger.h"
 #include "python/gilcall.h"
 #include "python/pyviews.h"
@@ -370,8 +371,8 @@ static void compl_run(struct gilcall *gc)
 			c->rc = -ESRCH;
 			return;
 		}
-		g = PyFrame_GetGlobals(f);
-		l = PyFrame_GetLocals(f);
+		g = cpython.frame.globals(f);
+		l = cpython.frame.locals(f);
 		Py_DECREF(f);
 	} else {
 		PyObject *m = PyImport_AddModule("__main__");

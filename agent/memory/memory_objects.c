@@ -2,6 +2,7 @@
  * memory_objects: walking Python's heap with a budget.  See
  * memory_objects.h.
  */
+#include "cpython/cpython.h"
 #include "memory_objects.h"
 
 #include <Python.h>
@@ -602,7 +603,7 @@ static void spaces_fill(struct spaces *sp, PyObject *main_dict)
 			const char *fn = PyUnicode_AsUTF8(co->co_name);
 			if (fn && strcmp(fn, "<module>")) {
 				PyObject *locals =
-					PyFrame_GetLocals(stack[depth]);
+					cpython.frame.locals(stack[depth]);
 				snprintf(prefix, sizeof(prefix), "%s:", fn);
 				spaces_add(sp, locals, prefix);
 				Py_XDECREF(locals);

@@ -5,8 +5,8 @@
  * are in sampler_impl.h.
  *
  * The hot path per tick: the thread states and the GIL holder (one read,
- * pyframes_threads_fast), then per thread: its state (one pread of a
- * /proc file kept open), its CPU clock, its raw frames (pyframes_walk_raw:
+ * cpython.read.threads_fast), then per thread: its state (one pread of a
+ * /proc file kept open), its CPU clock, its raw frames (cpython.read.walk_raw:
  * one read for its C frame and data stack, one for the code objects of
  * the frames that changed), code objects to frame ids through the code
  * cache, and the stack id, reusing the nodes of the thread's previous
@@ -30,7 +30,27 @@
 #include "python/pygil.h"
 #include "core/thread.h"
 
-struct sampler_shared sampler_shared = {
+#define WALK_TRIES 2
+#define NATIVE_WAIT_US 5000 /* a tick waits at most this for captures */
+
+/* The sampler: lock guards start/stop/status (never held by a tick's
+ * work); the rest of `run` is the sampler thread's while it runs. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* the sampler's sleep, cut short by stop */
+	int inited, running, exited, stop;
+	pthread_t thread;
+	struct sampler_opts o;
+	double started, stopped;
+	struct counters c; /* this run's totals */
+	struct sampler_intern *in;
+	struct native_stats native0; /* at the start of this run */
+	/* Sampler thread only. */
+	struct cpython_scratch *scratch;
+	struct cpython_thread *threads; /* a tick's listing */
+	struct sampler_sample *batch;
+	uint64_t rng, tick;
+} S = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 };
@@ -64,67 +84,67 @@ static double uniform(void)
 
 static void tick(void)
 {
-	struct cost k = {0};
+	struct tick tk = {.n = ++S.tick, .o = &S.o, .scratch = S.scratch,
+			  .batch = S.batch};
 	size_t n = 0;
 	int64_t t0 = sampler_mono_ns(), wait;
 	uintptr_t gil_ts;
 	double now = real_s();
 	int rc, native;
 
-	S.tick++;
-	for (size_t i = 0; i < S.nwant; i++) {
-		S.want[i].pt = NULL; /* bound again below */
-		S.want[i].t = NULL;
-		S.want[i].fresh = 0;
-	}
+	sampler_join_unbind();
 	for (int i = 0; i < WALK_TRIES; i++) {
-		rc = pyframes_threads_fast(S.scratch, S.threads,
-					   PYSTACK_THREADS_MAX, &n, &gil_ts);
+		rc = cpython.read.threads_fast(S.scratch, S.threads,
+					       PYSTACK_THREADS_MAX, &n,
+					       &gil_ts);
 		if (rc != -EFAULT)
 			break;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct pyframes_thread *pt = &S.threads[i];
+		const struct cpython_thread *pt = &S.threads[i];
 		struct want w;
 
 		/* The agent's GIL threads hold thread states: not the
 		 * target's. */
 		if (pygil_is_own_thread(pt->native_id))
 			continue;
-		if (sampler_threads_begin(pt, gil_ts, now, &w))
+		if (sampler_threads_begin(&tk, pt, gil_ts, now, &w))
 			continue;
-		if (sampler_join_wanted(w.state) && S.nwant < WANTS_MAX) {
+		if (sampler_join_wanted(&S.o, w.state)) {
 			/* Signalled now (or still waiting for its earlier
 			 * signal), sampled when its capture comes; the
 			 * others are sampled meanwhile. */
-			rc = native_request(pt->native_id, pt->tstate, S.tick);
-			if (rc == 0 || rc == -EINPROGRESS) {
-				w.fresh = rc == 0;
-				w.t->nwant++;
-				S.want[S.nwant++] = w;
+			rc = sampler_join_ask(&w);
+			if (rc == 0)
 				continue;
-			}
-			S.c.native_failed++;
+			if (rc != -ENOSPC)
+				tk.c.native_failed++;
 		}
-		sampler_take_timed(&w, NULL, &k, &native);
+		sampler_take(&tk, &w, NULL, &native);
 	}
-	if (S.nwant) {
+	if (sampler_join_pending()) {
 		/* Half a period at most, and no more than NATIVE_WAIT_US. */
 		wait = 500000000LL / S.o.hz;
 		if (wait > NATIVE_WAIT_US * 1000LL)
 			wait = NATIVE_WAIT_US * 1000LL;
-		sampler_join_serve(t0 + wait, &k);
+		sampler_join_serve(&tk, t0 + wait);
 	}
-	sampler_threads_prune();
-	sampler_store_add(S.batch, k.nsamp);
+	sampler_threads_prune(tk.n);
+	sampler_store_add(tk.batch, tk.nsamp);
 	pthread_mutex_lock(&S.lock);
 	S.c.ticks++;
-	S.c.samples += k.nsamp;
-	S.c.sample_ns += k.sum;
-	if (k.max > S.c.sample_ns_max)
-		S.c.sample_ns_max = k.max;
+	S.c.samples += tk.nsamp;
+	S.c.sample_ns += tk.c.sample_ns;
+	if (tk.c.sample_ns_max > S.c.sample_ns_max)
+		S.c.sample_ns_max = tk.c.sample_ns_max;
 	S.c.tick_ns += (double)(sampler_mono_ns() - t0);
-	S.c.threads = (unsigned)k.nsamp;
+	S.c.threads = (unsigned)tk.nsamp;
+	S.c.native_samples += tk.c.native_samples;
+	S.c.native_failed += tk.c.native_failed;
+	S.c.native_stale += tk.c.native_stale;
+	S.c.native_unanswered += tk.c.native_unanswered;
+	S.c.native_late += tk.c.native_late;
+	S.c.threads_skipped += tk.c.threads_skipped;
 	pthread_mutex_unlock(&S.lock);
 }
 
@@ -186,23 +206,12 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	if (S.inited)
 		return 0;
 	S.in = sampler_intern_new();
-	S.scratch = pyframes_scratch_new();
-	S.raw = malloc(PYFRAMES_RAW_MAX * sizeof(*S.raw));
-	S.rawok = malloc(PYFRAMES_RAW_MAX);
-	S.rawfid = malloc(PYFRAMES_RAW_MAX * sizeof(*S.rawfid));
+	S.scratch = cpython.read.scratch_new();
 	S.threads = malloc(PYSTACK_THREADS_MAX * sizeof(*S.threads));
-	S.codes = malloc(CODE_CACHE_MAX * sizeof(*S.codes));
-	S.thr = calloc(SAMPLER_THREADS_MAX, sizeof(*S.thr));
-	S.path = malloc(PATH_MAX_FRAMES * sizeof(*S.path));
-	S.ips = malloc(NATIVE_DEPTH_MAX * sizeof(*S.ips));
 	S.batch = malloc(BATCH_MAX * sizeof(*S.batch));
-	S.want = malloc(WANTS_MAX * sizeof(*S.want));
-	S.cap = malloc(sizeof(*S.cap));
-	S.leaf = malloc(PYFRAMES_LEAF_MAX * sizeof(*S.leaf));
-	if (!S.in || !S.scratch || !S.raw || !S.rawok || !S.threads ||
-	    !S.codes || !S.thr || !S.path || !S.ips || !S.batch || !S.want ||
-	    !S.rawfid ||
-	    !S.cap || !S.leaf) {
+	if (!S.in || !S.scratch || !S.threads || !S.batch ||
+	    sampler_threads_init() || sampler_take_init(S.in) ||
+	    sampler_codes_init(S.in) || sampler_join_init()) {
 		snprintf(err, errlen, "profiler: out of memory");
 		return -ENOMEM;
 	}
@@ -213,10 +222,8 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&S.cond, &ca);
 	pthread_condattr_destroy(&ca);
-	pyframes_gil_range(&S.gil_lo, &S.gil_hi);
 	S.rng = (uint64_t)sampler_mono_ns() ^ (uint64_t)getpid() << 32 ^
 		0x9e3779b9;
-	S.st = st;
 	S.inited = 1;
 	return 0;
 }
@@ -257,20 +264,15 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 	}
 	join_exited();
 	if (o->native &&
-	    (rc = native_start(pyframes_leaf_capture, err, errlen)) < 0) {
+	    (rc = native_start(cpython.read.leaf_capture, err, errlen)) < 0) {
 		pthread_mutex_unlock(&S.lock);
 		return rc;
 	}
 	S.o = *o;
 	S.stop = 0;
-	/* Rebuild every thread's trust about once a second. */
-	S.trust_ticks = o->hz > TRUST_TICKS_MIN ? (uint64_t)o->hz
-						: TRUST_TICKS_MIN;
-	S.error[0] = '\0';
 	memset(&S.c, 0, sizeof(S.c));
-	S.nwant = 0;
-	for (size_t i = 0; i < S.nthr; i++)
-		S.thr[i].nwant = 0;
+	sampler_join_reset();
+	sampler_threads_unwant();
 	native_stats(&S.native0);
 	S.started = real_s();
 	S.stopped = 0;
@@ -347,7 +349,6 @@ void sampler_status(struct sampler_status *st)
 	st->threads = S.c.threads;
 	if (S.in)
 		sampler_intern_counts(S.in, &ic);
-	snprintf(st->error, sizeof(st->error), "%s", S.error);
 	pthread_mutex_unlock(&S.lock);
 	st->frames = ic.frames;
 	st->stacks = ic.stacks;
@@ -401,15 +402,9 @@ void sampler_atfork_child(void)
 	 * tables are left to the child's memory). */
 	S.running = S.exited = S.stop = 0;
 	S.inited = 0;
-	for (size_t i = 0; i < S.nthr; i++)
-		if (S.thr[i].fd >= 0)
-			close(S.thr[i].fd); /* the parent's threads' files */
-	S.nthr = 0;
-	S.nwant = 0;
-	memset(&S.thr_map, 0, sizeof(S.thr_map));
-	S.ncodes = 0;
-	memset(&S.code_map, 0, sizeof(S.code_map));
-	S.unknown_fn = 0;
+	sampler_threads_atfork_child();
+	sampler_join_atfork_child();
+	sampler_codes_atfork_child();
 	native_atfork_child();
 	sampler_store_atfork_child();
 }

@@ -5,7 +5,7 @@
  * configured rate with a jittered interval (uniform within +-25% of the
  * period, CLOCK_MONOTONIC deadlines, so it does not alias with periodic
  * work; late ticks are skipped, not bunched) and takes every Python
- * thread's stack without the GIL (pyframes_walk_raw: no strings read on
+ * thread's stack without the GIL (cpython.read.walk_raw: no strings read on
  * the hot path; a cache maps code objects to interned functions, line
  * tables are decoded from a copy).  Each sample records the time, the
  * thread, the stack (interned, sampler_intern.h), whether the thread
@@ -18,7 +18,7 @@
  * Native stacks (opts.native, see native.h): each tick, every running
  * thread is sent a request at once (native_request: a signal); each
  * unwinds itself in its handler into the capture ring, together with its
- * innermost Python frames (pyframes_leaf_capture, the handler's hook),
+ * innermost Python frames (cpython.read.leaf_capture, the handler's hook),
  * and goes on.  Meanwhile the sampler samples the other threads, then
  * takes the captures as they come (waiting at most half a period, and
  * 5 ms): for each, it walks the thread's Python stack and joins the

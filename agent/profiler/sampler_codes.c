@@ -1,47 +1,83 @@
 /*
- * sampler_codes: code objects to frame ids, through the code cache and the
- * thread's previous sample.  Part of the sampler (sampler_impl.h); sampler
- * thread only.
+ * sampler_codes: code objects to interned frames, through a cache keyed
+ * by the code object's address and checked by its identity fields
+ * (cpython.h).  Part of the sampler (sampler_impl.h); sampler thread only.
  */
 #include "sampler_impl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define CODE_CACHE_MAX 65536
+#define LINETABLE_COPY_MAX 8192 /* bytes of a line table kept in the cache */
+
+/* A code object's names and line table. */
+struct code_ent {
+	uintptr_t code, qualname, filename, linetable;
+	int firstlineno;
+	uint32_t fn;
+	unsigned char *lt; /* NULL: read in place */
+	size_t ltlen;
+	int memo_lasti; /* the last instruction looked up, and its frame */
+	uint32_t memo_frame;
+};
+
+static struct sampler_intern *in;
+static struct code_ent *codes;
+static size_t ncodes;
+static struct sampler_map code_map;
+static uint32_t unknown_fn;
+
+int sampler_codes_init(struct sampler_intern *intern)
+{
+	in = intern;
+	codes = malloc(CODE_CACHE_MAX * sizeof(*codes));
+	return codes ? 0 : -ENOMEM;
+}
+
+void sampler_codes_atfork_child(void)
+{
+	/* The parent's entries describe the same memory, but their frames
+	 * were interned in the parent's tables. */
+	ncodes = 0;
+	memset(&code_map, 0, sizeof(code_map));
+	unknown_fn = 0;
+}
 
 /* ---- code objects to frames ------------------------------------------- */
 
 static void codes_clear(void)
 {
-	for (size_t i = 0; i < S.ncodes; i++)
-		free(S.codes[i].lt);
-	S.ncodes = 0;
-	sampler_map_release(&S.code_map);
+	for (size_t i = 0; i < ncodes; i++)
+		free(codes[i].lt);
+	ncodes = 0;
+	sampler_map_release(&code_map);
 	/* Trust is only as good as the cache. */
-	for (size_t i = 0; i < S.nthr; i++)
-		S.thr[i].tn = 0;
+	sampler_threads_untrust();
 }
 
 static uint32_t unknown_frame(void)
 {
-	if (!S.unknown_fn)
-		S.unknown_fn = sampler_intern_func(S.in, SAMPLER_PY,
+	if (!unknown_fn)
+		unknown_fn = sampler_intern_func(in, SAMPLER_PY,
 						   "[unknown]", "");
-	return sampler_intern_frame(S.in, S.unknown_fn, -1);
+	return sampler_intern_frame(in, unknown_fn, -1);
 }
 
 /* The cache entry of r's code object, (re)filled when new or when the
  * address now holds another code object; NULL when its names cannot be
  * read. */
-static struct code_ent *code_lookup(const struct pyframes_raw *r)
+static struct code_ent *code_lookup(const struct cpython_raw *r)
 {
-	char func[PYFRAMES_NAME_MAX], file[PYFRAMES_FILE_MAX];
+	char func[CPYTHON_NAME_MAX], file[CPYTHON_FILE_MAX];
 	unsigned char lt[LINETABLE_COPY_MAX];
 	struct code_ent *e;
 	uint32_t idx;
 	int rc;
 
-	if (sampler_map_get(&S.code_map, r->code, &idx) == 0) {
-		e = &S.codes[idx];
+	if (sampler_map_get(&code_map, r->code, &idx) == 0) {
+		e = &codes[idx];
 		/* A trusted frame's code object was not read: the cache
 		 * entry it had is still its own. */
 		if (r->trusted ||
@@ -52,23 +88,23 @@ static struct code_ent *code_lookup(const struct pyframes_raw *r)
 	} else if (r->trusted) {
 		return NULL; /* not cached any more: no identity to go by */
 	} else {
-		if (S.ncodes >= CODE_CACHE_MAX)
+		if (ncodes >= CODE_CACHE_MAX)
 			codes_clear();
-		idx = (uint32_t)S.ncodes;
-		if (sampler_map_put(&S.code_map, r->code, idx) < 0)
+		idx = (uint32_t)ncodes;
+		if (sampler_map_put(&code_map, r->code, idx) < 0)
 			return NULL;
-		S.ncodes++;
-		e = &S.codes[idx];
+		ncodes++;
+		e = &codes[idx];
 		e->lt = NULL;
 	}
 	free(e->lt);
 	memset(e, 0, sizeof(*e));
 	e->code = r->code;
 	e->memo_lasti = -2;
-	if (pyframes_code_names(r, func, sizeof(func), file, sizeof(file)))
+	if (cpython.read.code_names(r, func, sizeof(func), file, sizeof(file)))
 		return NULL; /* the entry stays, matching nothing */
-	e->fn = sampler_intern_func(S.in, SAMPLER_PY, func, file);
-	rc = pyframes_linetable_copy(r, lt, sizeof(lt), &e->ltlen);
+	e->fn = sampler_intern_func(in, SAMPLER_PY, func, file);
+	rc = cpython.read.linetable_copy(r, lt, sizeof(lt), &e->ltlen);
 	if (rc == 0) {
 		e->lt = malloc(e->ltlen ? e->ltlen : 1);
 		if (e->lt)
@@ -81,43 +117,35 @@ static struct code_ent *code_lookup(const struct pyframes_raw *r)
 	return e;
 }
 
-/* The frame id of r, at its instruction: from the thread's previous
- * sample when r is the same frame at the same place from the root
- * (trusted: same code object) at the same instruction, else through the
- * code cache. */
-uint32_t sampler_codes_frame(const struct pyframes_raw *r)
+/* The interned frame of r, at its instruction. */
+uint32_t sampler_codes_frame(const struct cpython_raw *r, int *cached)
 {
-	size_t i = (size_t)(r - S.raw), pos = S.nraw - 1 - i;
-	struct thr *t = S.cur;
-	struct code_ent *e;
-	struct pyframes_raw id;
+	struct code_ent *e = code_lookup(r);
+	struct cpython_raw id;
 	int line;
 
-	if (r->trusted && t && t->tfid && pos < t->tn &&
-	    t->tlasti[pos] == r->lasti && t->tfid[pos]) {
-		S.rawok[i] = 1;
-		return S.rawfid[i] = t->tfid[pos];
-	}
-	e = code_lookup(r);
-	S.rawok[i] = e != NULL;
-	S.rawfid[i] = 0;
+	*cached = 0;
 	if (!e || !e->fn)
 		return unknown_frame();
-	if (e->memo_lasti == r->lasti && e->memo_frame)
-		return S.rawfid[i] = e->memo_frame;
+	if (e->memo_lasti == r->lasti && e->memo_frame) {
+		*cached = 1;
+		return e->memo_frame;
+	}
 	if (e->lt) {
-		line = pyframes_line_decode(e->lt, e->ltlen, e->firstlineno,
-					    r->lasti);
+		line = cpython.read.line_decode(e->lt, e->ltlen, e->firstlineno,
+						r->lasti);
 	} else {
 		/* A table too long to keep: read in place, by the
 		 * identity the cache holds (a trusted frame has none). */
 		id = *r;
 		id.linetable = e->linetable;
 		id.firstlineno = e->firstlineno;
-		line = pyframes_line_remote(&id);
+		line = cpython.read.line_remote(&id);
 	}
 	e->memo_lasti = r->lasti;
-	e->memo_frame = sampler_intern_frame(S.in, e->fn, line);
-	S.rawfid[i] = e->memo_frame;
-	return e->memo_frame ? e->memo_frame : unknown_frame();
+	e->memo_frame = sampler_intern_frame(in, e->fn, line);
+	if (!e->memo_frame)
+		return unknown_frame();
+	*cached = 1;
+	return e->memo_frame;
 }

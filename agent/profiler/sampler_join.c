@@ -5,39 +5,93 @@
  */
 #include "sampler_impl.h"
 
-/* Binds the wants of thread t to this tick's listing. */
-void sampler_join_bind(const struct pyframes_thread *pt, struct thr *t)
+#include <errno.h>
+#include <stdlib.h>
+
+#define WANTS_MAX SAMPLER_THREADS_MAX /* samples waiting for captures */
+#define WANTS_PER_THREAD 64
+
+static struct want *want; /* WANTS_MAX */
+static size_t nwant;
+static struct native_capture *cap;
+
+int sampler_join_init(void)
 {
-	for (size_t i = 0; i < S.nwant && t->nwant; i++)
-		if (S.want[i].native_id == pt->native_id) {
-			S.want[i].pt = pt;
-			S.want[i].t = t;
+	want = malloc(WANTS_MAX * sizeof(*want));
+	cap = malloc(sizeof(*cap));
+	return want && cap ? 0 : -ENOMEM;
+}
+
+void sampler_join_reset(void)
+{
+	nwant = 0;
+}
+
+void sampler_join_atfork_child(void)
+{
+	nwant = 0;
+}
+
+void sampler_join_unbind(void)
+{
+	for (size_t i = 0; i < nwant; i++) {
+		want[i].pt = NULL; /* bound again by sampler_join_bind */
+		want[i].t = NULL;
+		want[i].fresh = 0;
+	}
+}
+
+int sampler_join_ask(struct want *w)
+{
+	int rc;
+
+	if (nwant >= WANTS_MAX)
+		return -ENOSPC;
+	rc = native_request(w->native_id, w->pt->tstate, w->tick);
+	if (rc && rc != -EINPROGRESS)
+		return rc;
+	w->fresh = rc == 0;
+	w->t->nwant++;
+	want[nwant++] = *w;
+	return 0;
+}
+
+size_t sampler_join_pending(void)
+{
+	return nwant;
+}
+
+void sampler_join_bind(const struct cpython_thread *pt, struct thr *t)
+{
+	for (size_t i = 0; i < nwant && t->nwant; i++)
+		if (want[i].native_id == pt->native_id) {
+			want[i].pt = pt;
+			want[i].t = t;
 		}
 }
 
 static void want_remove(size_t i)
 {
-	if (S.want[i].t)
-		S.want[i].t->nwant--;
-	S.want[i] = S.want[--S.nwant];
+	if (want[i].t)
+		want[i].t->nwant--;
+	want[i] = want[--nwant];
 }
 
-/* Is a thread in this state asked for its native stack? */
-int sampler_join_wanted(int state)
+int sampler_join_wanted(const struct sampler_opts *o, int state)
 {
-	return S.o.native && (state == SAMPLER_RUNNING || S.o.native_idle);
+	return o->native && (state == SAMPLER_RUNNING || o->native_idle);
 }
 
 /* The samples a capture answers: every want of its thread (one stack,
  * taken once). */
-static void serve_capture(const struct native_capture *c, size_t *fresh,
-			  struct cost *k)
+static void serve_capture(struct tick *tk, const struct native_capture *c,
+			  size_t *fresh)
 {
 	struct sampler_sample *first = NULL;
 	int served = 0, native = 0;
 
-	for (size_t i = 0; i < S.nwant;) {
-		struct want *w = &S.want[i];
+	for (size_t i = 0; i < nwant;) {
+		struct want *w = &want[i];
 
 		if (w->native_id != c->tid || !w->pt) {
 			i++;
@@ -46,10 +100,10 @@ static void serve_capture(const struct native_capture *c, size_t *fresh,
 		*fresh -= w->fresh;
 		served++;
 		if (!first) {
-			if (sampler_take_timed(w, c, k, &native) == 0)
-				first = &S.batch[k->nsamp - 1];
-		} else if (k->nsamp < BATCH_MAX) {
-			struct sampler_sample *out = &S.batch[k->nsamp++];
+			if (sampler_take(tk, w, c, &native) == 0)
+				first = &tk->batch[tk->nsamp - 1];
+		} else if (tk->nsamp < BATCH_MAX) {
+			struct sampler_sample *out = &tk->batch[tk->nsamp++];
 
 			*out = *first;
 			out->ts = w->ts;
@@ -58,36 +112,34 @@ static void serve_capture(const struct native_capture *c, size_t *fresh,
 			out->cpu_us = w->cpu_us;
 		}
 		if (first && native)
-			S.c.native_samples++;
+			tk->c.native_samples++;
 		else if (first)
-			S.c.native_failed++, S.c.native_stale++;
+			tk->c.native_failed++, tk->c.native_stale++;
 		want_remove(i);
 	}
 	if (!served)
-		S.c.native_late++; /* nobody wants it now */
+		tk->c.native_late++; /* nobody wants it now */
 }
 
-/* The wants: captures as they come, until the fresh ones are all in or
- * the deadline; then the wants of threads gone are dropped and those too
- * old get Python-only samples. */
-void sampler_join_serve(int64_t deadline, struct cost *k)
+void sampler_join_serve(struct tick *tk, int64_t deadline)
 {
-	uint64_t expire = S.o.hz / 10 > 2 ? (uint64_t)S.o.hz / 10 : 2;
+	int hz = tk->o->hz;
+	uint64_t expire = hz / 10 > 2 ? (uint64_t)hz / 10 : 2;
 	size_t fresh = 0;
 	int native;
 
-	for (size_t i = 0; i < S.nwant; i++)
-		fresh += S.want[i].fresh;
+	for (size_t i = 0; i < nwant; i++)
+		fresh += want[i].fresh;
 	for (;;) {
-		while (native_collect(S.cap) == 0)
-			serve_capture(S.cap, &fresh, k);
+		while (native_collect(cap) == 0)
+			serve_capture(tk, cap, &fresh);
 		if (!fresh || native_wait(deadline) < 0)
 			break;
 	}
-	for (size_t i = 0; i < S.nwant;) {
-		struct want *w = &S.want[i];
+	for (size_t i = 0; i < nwant;) {
+		struct want *w = &want[i];
 
-		if (w->pt && S.tick - w->tick < expire &&
+		if (w->pt && tk->n - w->tick < expire &&
 		    w->t->nwant <= WANTS_PER_THREAD) {
 			i++;
 			continue;
@@ -95,9 +147,9 @@ void sampler_join_serve(int64_t deadline, struct cost *k)
 		if (w->pt) {
 			/* No answer in ~100 ms: the thread blocks the
 			 * signal, or never got a CPU. */
-			S.c.native_failed++;
-			S.c.native_unanswered++;
-			sampler_take_timed(w, NULL, k, &native);
+			tk->c.native_failed++;
+			tk->c.native_unanswered++;
+			sampler_take(tk, w, NULL, &native);
 		}
 		want_remove(i);
 	}

@@ -14,7 +14,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "cpython/pyframes.h"
+#include "cpython/cpython.h"
 #include "native_sym.h"
 #include "python/snapshot.h"
 #include "recorder.h"
@@ -282,7 +282,7 @@ static int write_threads(const struct sampler_sample *b, size_t n, char *err,
 		if (R.nknown >= THREADS_KNOWN_MAX)
 			continue;
 		if (!main_id)
-			main_id = pyframes_main_thread();
+			main_id = cpython.read.main_thread();
 		{
 			struct known *kn = &R.known[R.nknown];
 			struct store_stmt *s = R.stmt[S_THREAD];

@@ -7,12 +7,39 @@
 #include "sampler_impl.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* ---- one thread's sample ---------------------------------------------- */
+#define WALK_TRIES 2
+#define TRUST_TICKS_MIN 50 /* frames are re-read at least every ~second */
+
+/* The sample being taken: its Python frames (innermost first), whether
+ * each one's frame came through the code cache and which it is, and the
+ * path of interned frames (innermost first) with the native ones. */
+static struct sampler_intern *in;
+static struct cpython_raw *raw; /* CPYTHON_RAW_MAX */
+static size_t nraw;
+static unsigned char *rawok;
+static uint32_t *rawfid;
+static struct cpython_raw *leaf; /* CPYTHON_LEAF_MAX */
+static uint32_t *path;		 /* PATH_MAX_FRAMES */
+static uintptr_t *ips;		 /* NATIVE_DEPTH_MAX */
+
+int sampler_take_init(struct sampler_intern *intern)
+{
+	in = intern;
+	raw = malloc(CPYTHON_RAW_MAX * sizeof(*raw));
+	rawok = malloc(CPYTHON_RAW_MAX);
+	rawfid = malloc(CPYTHON_RAW_MAX * sizeof(*rawfid));
+	leaf = malloc(CPYTHON_LEAF_MAX * sizeof(*leaf));
+	path = malloc(PATH_MAX_FRAMES * sizeof(*path));
+	ips = malloc(NATIVE_DEPTH_MAX * sizeof(*ips));
+	return raw && rawok && rawfid && leaf && path && ips ? 0 : -ENOMEM;
+}
 
 struct take {
-	const struct pyframes_thread *pt;
+	struct tick *tk;
+	const struct cpython_thread *pt;
 	struct thr *t;
 	int rc;
 };
@@ -20,20 +47,22 @@ struct take {
 static void read_python(void *arg)
 {
 	struct take *tk = arg;
-	struct pyframes_trust trust = {0};
-	int trunc;
+	struct cpython_trust trust = {0};
+	int hz = tk->tk->o->hz, trunc;
+	/* Trust is rebuilt from scratch about once a second. */
+	uint64_t every = hz > TRUST_TICKS_MIN ? (uint64_t)hz : TRUST_TICKS_MIN;
 
-	if (tk->t->tframes && S.tick - tk->t->trust_tick < S.trust_ticks) {
+	if (tk->t->tframes && tk->tk->n - tk->t->trust_tick < every) {
 		trust.frames = tk->t->tframes;
 		trust.codes = tk->t->tcodes;
 		trust.n = tk->t->tn;
 	} else {
-		tk->t->trust_tick = S.tick;
+		tk->t->trust_tick = tk->tk->n;
 	}
 	for (int i = 0; i < WALK_TRIES; i++) {
-		tk->rc = pyframes_walk_raw(tk->pt, S.scratch, &trust, S.raw,
-					   (size_t)S.o.max_depth, &S.nraw,
-					   &trunc);
+		tk->rc = cpython.read.walk_raw(tk->pt, tk->tk->scratch, &trust,
+					       raw, (size_t)tk->tk->o->max_depth,
+					       &nraw, &trunc);
 		if (tk->rc != -EFAULT)
 			break;
 		trust.n = 0; /* the stack moved under us: read it all */
@@ -49,70 +78,92 @@ static void keep_trust(struct thr *t)
 
 	if (!t->tframes)
 		return;
-	for (size_t pos = 0; pos < S.nraw && pos < PYSTACK_DEPTH_MAX; pos++) {
-		size_t i = S.nraw - 1 - pos;
+	for (size_t pos = 0; pos < nraw && pos < PYSTACK_DEPTH_MAX; pos++) {
+		size_t i = nraw - 1 - pos;
 
-		if (!S.rawok[i])
+		if (!rawok[i])
 			break;
-		t->tframes[pos] = S.raw[i].frame;
-		t->tcodes[pos] = S.raw[i].code;
-		t->tlasti[pos] = S.raw[i].lasti;
-		t->tfid[pos] = S.rawfid[i];
+		t->tframes[pos] = raw[i].frame;
+		t->tcodes[pos] = raw[i].code;
+		t->tlasti[pos] = raw[i].lasti;
+		t->tfid[pos] = rawfid[i];
 		n++;
 	}
 	t->tn = n;
 }
 
+/* The interned frame of raw[i] at its instruction: from the thread's
+ * previous sample when it is the same frame at the same place from the
+ * root (trusted: same code object) at the same instruction, else through
+ * the code cache. */
+static uint32_t frame_of(struct thr *t, size_t i)
+{
+	const struct cpython_raw *r = &raw[i];
+	size_t pos = nraw - 1 - i;
+	uint32_t fid;
+	int cached;
+
+	if (r->trusted && t->tfid && pos < t->tn &&
+	    t->tlasti[pos] == r->lasti && t->tfid[pos]) {
+		rawok[i] = 1;
+		return rawfid[i] = t->tfid[pos];
+	}
+	fid = sampler_codes_frame(r, &cached);
+	rawok[i] = (unsigned char)cached;
+	rawfid[i] = cached ? fid : 0;
+	return fid;
+}
+
 /* Python frames raw[from..] up to and including the next entry frame:
  * what one _PyEval_EvalFrameDefault runs.  Returns the index after. */
-static size_t python_segment(size_t from, size_t *n)
+static size_t python_segment(struct thr *t, size_t from, size_t *n)
 {
 	size_t i = from;
 
-	while (i < S.nraw) {
-		S.path[(*n)++] = sampler_codes_frame(&S.raw[i]);
-		if (S.raw[i++].is_entry)
+	while (i < nraw) {
+		path[(*n)++] = frame_of(t, i);
+		if (raw[i++].eval_entry)
 			break;
 	}
 	return i;
 }
 
-/* S.path (innermost first) from the Python frames and, when nips > 0,
+/* path (innermost first) from the Python frames and, when nips > 0,
  * the native ones with the Python frames spliced in at each eval call. */
-static size_t build_path(size_t nips)
+static size_t build_path(struct thr *t, size_t nips)
 {
 	size_t n = 0, pi = 0;
 
 	for (size_t i = 0; i < nips && n < PATH_MAX_FRAMES - PYSTACK_DEPTH_MAX;
 	     i++) {
-		if (native_is_eval(S.ips[i]) && pi < S.nraw) {
-			pi = python_segment(pi, &n);
+		if (native_is_eval(ips[i]) && pi < nraw) {
+			pi = python_segment(t, pi, &n);
 			continue;
 		}
-		S.path[n] = sampler_intern_native(S.in, S.ips[i]);
-		if (S.path[n])
+		path[n] = sampler_intern_native(in, ips[i]);
+		if (path[n])
 			n++;
 	}
-	while (pi < S.nraw && n < PATH_MAX_FRAMES)
-		S.path[n++] = sampler_codes_frame(&S.raw[pi++]);
+	while (pi < nraw && n < PATH_MAX_FRAMES)
+		path[n++] = frame_of(t, pi++);
 	return n;
 }
 
-/* The stack id of S.path[0..n), reusing t's previous nodes. */
+/* The stack id of path[0..n), reusing t's previous nodes. */
 static uint32_t intern_path(struct thr *t, size_t n)
 {
 	uint32_t node = 0;
 	int same = t->frames != NULL;
 
 	for (size_t d = 0; d < n; d++) {
-		uint32_t f = S.path[n - 1 - d];
+		uint32_t f = path[n - 1 - d];
 
 		if (same && d < t->depth && t->frames[d] == f) {
 			node = t->nodes[d];
 			continue;
 		}
 		same = 0;
-		node = sampler_intern_stack(S.in, node, f);
+		node = sampler_intern_stack(in, node, f);
 		if (t->frames) {
 			t->frames[d] = f;
 			t->nodes[d] = node;
@@ -124,47 +175,48 @@ static uint32_t intern_path(struct thr *t, size_t n)
 }
 
 /* The leaf a capture carries (its thread's innermost Python frames at the
- * instant of the unwind) joined to a walk of the thread now: S.raw becomes
+ * instant of the unwind) joined to a walk of the thread now: raw becomes
  * leaf + the walk from the leaf's outer frame on.  1 when they join, 0
  * when they do not (the thread returned past the leaf's outer frame
- * since: S.raw is the walk alone), -1 when the capture has no leaf. */
+ * since: raw is the walk alone), -1 when the capture has no leaf. */
 static int join_leaf(struct take *tk, const struct native_capture *c)
 {
-	const struct pyframes_leaf *l = (const void *)c->extra;
-	size_t nleaf = 0, j, max = (size_t)S.o.max_depth;
+	const struct cpython_leaf *l = (const void *)c->extra;
+	size_t nleaf = 0, j, max = (size_t)tk->tk->o->max_depth;
 
 	if (c->extra_len < sizeof(*l) || !l->complete ||
-	    pyframes_leaf_resolve(S.scratch, l, S.leaf, PYFRAMES_LEAF_MAX,
+	    cpython.read.leaf_resolve(tk->tk->scratch, l, leaf, CPYTHON_LEAF_MAX,
 				  &nleaf))
 		return -1;
 	if (l->outer) {
 		read_python(tk);
-		for (j = 0; j < S.nraw && S.raw[j].frame != l->outer; j++)
+		for (j = 0; j < nraw && raw[j].frame != l->outer; j++)
 			;
-		if (j == S.nraw)
+		if (j == nraw)
 			return 0;
-		if (nleaf + S.nraw - j > max) /* the outermost go */
-			S.nraw = max > nleaf ? j + max - nleaf : j;
-		memmove(S.raw + nleaf, S.raw + j,
-			(S.nraw - j) * sizeof(*S.raw));
-		S.nraw = nleaf + S.nraw - j;
+		if (nleaf + nraw - j > max) /* the outermost go */
+			nraw = max > nleaf ? j + max - nleaf : j;
+		memmove(raw + nleaf, raw + j,
+			(nraw - j) * sizeof(*raw));
+		nraw = nleaf + nraw - j;
 	} else {
-		S.nraw = nleaf; /* the leaf is the whole stack */
+		nraw = nleaf; /* the leaf is the whole stack */
 	}
-	memcpy(S.raw, S.leaf, nleaf * sizeof(*S.raw));
+	memcpy(raw, leaf, nleaf * sizeof(*raw));
 	return 1;
 }
 
 /* Takes w's stack (with c's native frames when c is given and joins:
  * *native set) into *out; 0, or 1 when there is nothing to record. */
-static int sample_finish(struct want *w, const struct native_capture *c,
+static int sample_finish(struct tick *tick, struct want *w,
+			 const struct native_capture *c,
 			 struct sampler_sample *out, int *native)
 {
-	struct take tk = {.pt = w->pt, .t = w->t, .rc = 0};
+	struct take tk = {.tk = tick, .pt = w->pt, .t = w->t, .rc = 0};
 	size_t nips = 0, n;
 
 	*native = 0;
-	S.nraw = 0;
+	nraw = 0;
 	if (c) {
 		int joined = join_leaf(&tk, c);
 
@@ -176,17 +228,16 @@ static int sample_finish(struct want *w, const struct native_capture *c,
 		}
 		if (joined) {
 			nips = c->n;
-			memcpy(S.ips, c->ips, nips * sizeof(*S.ips));
+			memcpy(ips, c->ips, nips * sizeof(*ips));
 			*native = 1;
 		}
 	} else {
 		read_python(&tk);
 	}
-	if (tk.rc == -ESRCH || (!S.nraw && !nips))
+	if (tk.rc == -ESRCH || (!nraw && !nips))
 		return 1;
-	memset(S.rawok, 0, S.nraw);
-	S.cur = w->t;
-	n = build_path(nips);
+	memset(rawok, 0, nraw);
+	n = build_path(w->t, nips);
 	keep_trust(w->t);
 	out->ts = w->ts;
 	out->thread_id = w->pt->thread_id;
@@ -198,26 +249,24 @@ static int sample_finish(struct want *w, const struct native_capture *c,
 	return 0;
 }
 
-/* Samples w into the batch (a Python-only one when c is NULL); 0, or 1
- * when there was nothing to record.  *native as sample_finish. */
-int sampler_take_timed(struct want *w, const struct native_capture *c,
-		       struct cost *k, int *native)
+int sampler_take(struct tick *tk, struct want *w,
+		 const struct native_capture *c, int *native)
 {
 	int64_t ts = sampler_mono_ns();
 	double d;
 
 	*native = 0;
-	if (k->nsamp >= BATCH_MAX) {
-		S.c.threads_skipped++;
+	if (tk->nsamp >= BATCH_MAX) {
+		tk->c.threads_skipped++;
 		return 1;
 	}
-	if (sample_finish(w, c, &S.batch[k->nsamp], native))
+	if (sample_finish(tk, w, c, &tk->batch[tk->nsamp], native))
 		return 1;
 	d = (double)(sampler_mono_ns() - ts);
-	k->nsamp++;
-	k->sum += d;
-	if (d > k->max)
-		k->max = d;
+	tk->nsamp++;
+	tk->c.sample_ns += d;
+	if (d > tk->c.sample_ns_max)
+		tk->c.sample_ns_max = d;
 	return 0;
 }
 

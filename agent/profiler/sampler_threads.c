@@ -5,6 +5,7 @@
  */
 #include "sampler_impl.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,27 +14,61 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- threads ---------------------------------------------------------- */
+static struct thr *thr;	 /* SAMPLER_THREADS_MAX */
+static size_t nthr;
+static struct sampler_map thr_map; /* thread_id + 1 -> index */
+static uintptr_t gil_lo, gil_hi;   /* the GIL's futexes */
 
-static struct thr *thr_get(const struct pyframes_thread *pt)
+int sampler_threads_init(void)
+{
+	thr = calloc(SAMPLER_THREADS_MAX, sizeof(*thr));
+	if (!thr)
+		return -ENOMEM;
+	cpython.read.gil_range(&gil_lo, &gil_hi);
+	return 0;
+}
+
+void sampler_threads_atfork_child(void)
+{
+	for (size_t i = 0; i < nthr; i++)
+		if (thr[i].fd >= 0)
+			close(thr[i].fd); /* the parent's threads' files */
+	nthr = 0;
+	memset(&thr_map, 0, sizeof(thr_map));
+}
+
+void sampler_threads_untrust(void)
+{
+	for (size_t i = 0; i < nthr; i++)
+		thr[i].tn = 0;
+}
+
+void sampler_threads_unwant(void)
+{
+	for (size_t i = 0; i < nthr; i++)
+		thr[i].nwant = 0;
+}
+
+
+static struct thr *thr_get(const struct cpython_thread *pt)
 {
 	struct thr *t;
 	char path[64];
 	uint32_t idx;
 
-	if (sampler_map_get(&S.thr_map, pt->thread_id + 1, &idx) == 0) {
-		t = &S.thr[idx];
+	if (sampler_map_get(&thr_map, pt->thread_id + 1, &idx) == 0) {
+		t = &thr[idx];
 		if (t->native_id == pt->native_id)
 			return t;
 		/* Same ident, another kernel thread: start over. */
 		if (t->fd >= 0)
 			close(t->fd);
 	} else {
-		if (S.nthr >= SAMPLER_THREADS_MAX ||
-		    sampler_map_put(&S.thr_map, pt->thread_id + 1,
-				    (uint32_t)S.nthr) < 0)
+		if (nthr >= SAMPLER_THREADS_MAX ||
+		    sampler_map_put(&thr_map, pt->thread_id + 1,
+				    (uint32_t)nthr) < 0)
 			return NULL;
-		t = &S.thr[S.nthr++];
+		t = &thr[nthr++];
 		t->frames = t->nodes = NULL;
 	}
 	t->thread_id = pt->thread_id;
@@ -101,16 +136,14 @@ static int syscall_state(struct thr *t)
 		return -1;
 	if (nr == SYS_futex && *end == ' ') {
 		arg0 = strtoull(end + 1, NULL, 16);
-		if (arg0 >= S.gil_lo && arg0 < S.gil_hi)
+		if (arg0 >= gil_lo && arg0 < gil_hi)
 			return SAMPLER_GIL_WAIT;
 	}
 	return SAMPLER_IDLE;
 }
 
-/* Looks at one thread: its state and CPU time.  0 when it is to be
- * sampled (w filled), 1 when not. */
-int sampler_threads_begin(const struct pyframes_thread *pt, uintptr_t gil_ts,
-			  double now, struct want *w)
+int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
+			  uintptr_t gil_ts, double now, struct want *w)
 {
 	struct thr *t = thr_get(pt);
 	int64_t cpu;
@@ -118,7 +151,7 @@ int sampler_threads_begin(const struct pyframes_thread *pt, uintptr_t gil_ts,
 
 	if (!t)
 		return 1;
-	t->seen = S.tick;
+	t->seen = tk->n;
 	if (t->nwant)
 		sampler_join_bind(pt, t);
 	cpu = thread_cpu_ns(pt->native_id);
@@ -126,7 +159,7 @@ int sampler_threads_begin(const struct pyframes_thread *pt, uintptr_t gil_ts,
 	if (state < 0) /* no /proc answer: on CPU if it used the CPU */
 		state = cpu >= 0 && t->cpu_ns >= 0 &&
 				cpu - t->cpu_ns >
-					250000000LL / (S.o.hz ? S.o.hz : 1)
+					250000000LL / tk->o->hz
 			? SAMPLER_RUNNING
 			: SAMPLER_IDLE;
 	memset(w, 0, sizeof(*w));
@@ -134,27 +167,26 @@ int sampler_threads_begin(const struct pyframes_thread *pt, uintptr_t gil_ts,
 	w->t = t;
 	w->native_id = pt->native_id;
 	w->ts = now;
-	w->tick = S.tick;
+	w->tick = tk->n;
 	w->cpu_us = cpu >= 0 && t->cpu_ns >= 0 ? (cpu - t->cpu_ns) / 1000 : -1;
 	t->cpu_ns = cpu;
 	w->state = (uint8_t)state;
 	w->gil = gil_ts && gil_ts == pt->tstate;
-	return !S.o.idle && state != SAMPLER_RUNNING;
+	return !tk->o->idle && state != SAMPLER_RUNNING;
 }
 
-/* Forgets threads not seen this tick (they ended). */
-void sampler_threads_prune(void)
+void sampler_threads_prune(uint64_t n)
 {
 	size_t keep = 0;
 
-	for (size_t i = 0; i < S.nthr; i++) {
-		struct thr *t = &S.thr[i];
+	for (size_t i = 0; i < nthr; i++) {
+		struct thr *t = &thr[i];
 
-		if (t->seen == S.tick) {
+		if (t->seen == n) {
 			if (keep != i) {
-				struct thr tmp = S.thr[keep];
+				struct thr tmp = thr[keep];
 
-				S.thr[keep] = *t;
+				thr[keep] = *t;
 				*t = tmp; /* keeps the arrays owned */
 			}
 			keep++;
@@ -164,11 +196,11 @@ void sampler_threads_prune(void)
 			close(t->fd);
 		t->fd = -1;
 	}
-	if (keep == S.nthr)
+	if (keep == nthr)
 		return;
-	S.nthr = keep;
-	sampler_map_release(&S.thr_map);
-	for (size_t i = 0; i < S.nthr; i++)
-		sampler_map_put(&S.thr_map, S.thr[i].thread_id + 1,
+	nthr = keep;
+	sampler_map_release(&thr_map);
+	for (size_t i = 0; i < nthr; i++)
+		sampler_map_put(&thr_map, thr[i].thread_id + 1,
 				(uint32_t)i);
 }

@@ -1,7 +1,7 @@
 /*
  * pystack: every thread's Python stack, with or without the GIL.
  * See pystack.h.  The GIL path uses the public C API only; the path
- * without it goes through pyframes (the CPython 3.11 layer).
+ * without it goes through cpython.read (cpython.h).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpython/pyframes.h"
+#include "cpython/cpython.h"
 #include "errbuf.h"
 #include "pystack.h"
 
@@ -138,8 +138,8 @@ void pystack_release(struct pystack *s)
 int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		       char *err, size_t errlen)
 {
-	struct pyframes_thread *ts = NULL;
-	struct pyframes_frame *fr = NULL;
+	struct cpython_thread *ts = NULL;
+	struct cpython_frame *fr = NULL;
 	size_t depth, repr, nts = 0;
 	uint64_t holder, main_id;
 	long holder_native;
@@ -147,7 +147,7 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 
 	memset(out, 0, sizeof(*out));
 	opts_defaults(o, &depth, &repr);
-	if (pyframes_ready() < 0) {
+	if (cpython.read.ready() < 0) {
 		errbuf_set(err, errlen, "Python is not initialised");
 		return -ENOENT;
 	}
@@ -159,7 +159,7 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		goto nomem;
 	/* A list that keeps changing gives what could be read of it. */
 	for (int i = 0; i < WALK_TRIES; i++) {
-		rc = pyframes_threads(ts, PYSTACK_THREADS_MAX, &nts, NULL, 0);
+		rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL, 0);
 		if (rc != -EFAULT)
 			break;
 	}
@@ -172,9 +172,9 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 	out->threads = calloc(nts ? nts : 1, sizeof(*out->threads));
 	if (!out->threads)
 		goto nomem;
-	if (pyframes_gil_holder(&holder, &holder_native) < 0)
+	if (cpython.read.gil_holder(&holder, &holder_native) < 0)
 		holder = 0;
-	main_id = pyframes_main_thread();
+	main_id = cpython.read.main_thread();
 	for (size_t i = 0; i < nts; i++) {
 		struct pystack_thread *t = &out->threads[out->nthreads];
 		size_t n = 0;
@@ -195,7 +195,7 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		if (!t->name)
 			goto nomem;
 		for (int k = 0; k < WALK_TRIES; k++) {
-			rc = pyframes_walk(&ts[i], fr, depth, &n, &trunc, NULL,
+			rc = cpython.read.walk(&ts[i], fr, depth, &n, &trunc, NULL,
 					   0);
 			if (rc != -EFAULT)
 				break;
@@ -238,7 +238,7 @@ uint64_t pystack_gil_holder(long *native_id)
 	uint64_t id;
 	long nid;
 
-	if (pyframes_gil_holder(&id, &nid) < 0)
+	if (cpython.read.gil_holder(&id, &nid) < 0)
 		id = 0, nid = 0;
 	if (native_id)
 		*native_id = nid;
@@ -478,7 +478,7 @@ static int locals_take(struct gil_walk *w, PyFrameObject *f,
 		p->fobj = (PyFrameObject *)Py_NewRef(f);
 		return 0;
 	}
-	loc = PyFrame_GetLocals(f);
+	loc = cpython.frame.locals(f);
 	if (loc && PyDict_CheckExact(loc))
 		rc = locals_copy(p, loc);
 	Py_XDECREF(loc);
@@ -516,7 +516,7 @@ static int thread_frames(struct gil_walk *w, PyThreadState *ts,
 		PyCodeObject *co = PyFrame_GetCode(w->fbuf[i]);
 
 		t->nframes++;
-		pf->func = utf8_dup(co->co_qualname);
+		pf->func = utf8_dup(cpython.frame.qualname(co));
 		pf->file = utf8_dup(co->co_filename);
 		pf->lineno = PyFrame_GetLineNumber(w->fbuf[i]);
 		Py_DECREF(co);
@@ -542,7 +542,7 @@ static int locals_repr(struct gil_walk *w)
 		struct pystack_frame *pf = p->frame;
 
 		if (p->fobj && !rc && !stopped) {
-			PyObject *loc = PyFrame_GetLocals(p->fobj);
+			PyObject *loc = cpython.frame.locals(p->fobj);
 
 			if (loc && locals_copy(p, loc) < 0)
 				rc = -ENOMEM;
@@ -639,7 +639,7 @@ static int take_stacks(struct gil_walk *w, struct pystack *out)
 				continue;
 			memset(t, 0, sizeof(*t));
 			t->thread_id = ts->thread_id;
-			t->native_id = (long)ts->native_thread_id;
+			t->native_id = (long)cpython.frame.native_id(ts);
 			rc = thread_frames(w, ts, t);
 			if (rc == 1) {
 				memset(t, 0, sizeof(*t));
@@ -682,7 +682,7 @@ int pystack_take_gil(struct pystack *out, const struct pystack_opts *o,
 	}
 	PyErr_Fetch(&et, &ev, &etb);
 	w.self = PyThreadState_Get();
-	w.main_id = pyframes_main_thread();
+	w.main_id = cpython.read.main_thread();
 	w.active = threading_active();
 	/* Phase one must run no Python code: a collection could run
 	 * finalizers, which may switch threads and free thread states. */

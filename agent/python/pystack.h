@@ -10,13 +10,14 @@
  *    by a thread stuck in C).  Reads interpreter memory through
  *    process_vm_readv on our own pid, so a frame freed under us yields an
  *    error, never a crash (py-spy's approach, faulthandler's data).  No
- *    locals; names from /proc/self/task/<tid>/comm.  CPython 3.11 internals
- *    live only in pyframes.c, the version-specific layer.
+ *    locals; names from /proc/self/task/<tid>/comm.  CPython's internals
+ *    are read through cpython.read (cpython.h), the version-specific
+ *    layer.
  *
  * Both ways list the same threads in the same order (PyThreadState_Next
  * order, every interpreter), and a thread has the same thread_id,
  * native_id, func, file and lineno in both (file and func are cut to
- * PYFRAMES_*_MAX bytes without the GIL, see pyframes.h).  A thread that
+ * CPYTHON_*_MAX bytes without the GIL, see cpython.h).  A thread that
  * has a thread state but runs no Python (a C thread between calls) has
  * nframes 0.
  *

@@ -1,6 +1,7 @@
 /*
  * snapshot: see snapshot.h.
  */
+#include "cpython/cpython.h"
 #include "snapshot.h"
 
 #include <Python.h>
@@ -37,7 +38,7 @@ static void take_with_gil(void *arg)
 {
 	struct take *t = arg;
 
-	if (_Py_IsFinalizing())
+	if (cpython.finalizing())
 		t->rc = -ESHUTDOWN;
 	else
 		t->rc = pystack_take_gil(&t->st, &t->o, t->err, sizeof(t->err));

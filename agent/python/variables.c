@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpython/cpython.h"
 #include "debugger/debugger.h"
 #include "pygil.h"
 #include "pystack.h"
@@ -110,7 +111,7 @@ int64_t variables_scope_ref(PyFrameObject *frame, int globals)
 	if (!globals)
 		return add((PyObject *)frame, (PyObject *)frame, H_LOCALS,
 			   NULL);
-	g = PyFrame_GetGlobals(frame);
+	g = cpython.frame.globals(frame);
 	if (!g) {
 		PyErr_Clear();
 		return 0;
@@ -216,7 +217,7 @@ static PyObject *parent_of(const struct handle *h, const char **mode)
 	switch (h->mode) {
 	case H_LOCALS:
 		*mode = "scope";
-		return PyFrame_GetLocals((PyFrameObject *)h->obj);
+		return cpython.frame.locals((PyFrameObject *)h->obj);
 	case H_GLOBALS:
 		*mode = "globals";
 		return Py_NewRef(h->obj);
@@ -317,8 +318,8 @@ static PyObject *eval_for(const struct handle *h, const char *expr)
 	PyObject *g, *l, *code, *v;
 
 	if (h->frame) {
-		g = PyFrame_GetGlobals((PyFrameObject *)h->frame);
-		l = PyFrame_GetLocals((PyFrameObject *)h->frame);
+		g = cpython.frame.globals((PyFrameObject *)h->frame);
+		l = cpython.frame.locals((PyFrameObject *)h->frame);
 	} else {
 		PyObject *m = PyImport_AddModule("__main__");
 
@@ -372,7 +373,8 @@ int variables_set(int64_t ref, const char *name, const char *expr,
 		goto out;
 	}
 	if (h->mode == H_LOCALS) {
-		PyFrame_LocalsToFast((PyFrameObject *)h->obj, 0);
+		(void)cpython.frame.locals_write((PyFrameObject *)h->obj,
+						 parent);
 		PyErr_Clear();
 	}
 	if (h->mode != H_VALUE && strlen(name) <= VARIABLES_EXPR_MAX)

@@ -1,6 +1,7 @@
 /*
  * torch_names: module names cached per module object.  See torch_names.h.
  */
+#include "cpython/cpython.h"
 #include "torch_names.h"
 
 #include <Python.h>
@@ -274,7 +275,7 @@ static PyObject *enclosing_module(PyObject *module)
 		PyFrameObject *back;
 
 		if (is_call_impl(co)) {
-			PyObject *locals = PyFrame_GetLocals(f);
+			PyObject *locals = cpython.frame.locals(f);
 			PyObject *self = locals && PyDict_Check(locals)
 						 ? PyDict_GetItemString(locals,
 									"self")
@@ -312,7 +313,7 @@ int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
 		*out = e->m;
 		return 0;
 	}
-	if (!root && !_Py_IsFinalizing()) {
+	if (!root && !cpython.finalizing()) {
 		PyObject *outer = enclosing_module(module);
 
 		if (outer) {
@@ -325,7 +326,7 @@ int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
 			}
 		}
 	}
-	if (!_Py_IsFinalizing()) {
+	if (!cpython.finalizing()) {
 		walk(root ? root : module);
 		e = find(module);
 		if (valid(e, module)) {

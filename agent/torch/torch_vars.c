@@ -1,6 +1,7 @@
 /*
  * torch_vars: watched variables.  See torch_vars.h.
  */
+#include "cpython/cpython.h"
 #include "torch_vars.h"
 
 #include <stdio.h>
@@ -9,7 +10,7 @@
 
 static int code_matches(PyCodeObject *co, const struct watch_item *it)
 {
-	PyObject *n = it->qualified ? co->co_qualname : co->co_name;
+	PyObject *n = it->qualified ? cpython.frame.qualname(co) : co->co_name;
 
 	return n && PyUnicode_Check(n) &&
 	       PyUnicode_CompareWithASCIIString(n, it->func) == 0;
@@ -80,7 +81,7 @@ void torch_vars_record(void)
 
 			if (done[i] || !code_matches(co, it))
 				continue;
-			if (!locals && !(locals = PyFrame_GetLocals(f))) {
+			if (!locals && !(locals = cpython.frame.locals(f))) {
 				PyErr_Clear();
 				break;
 			}

@@ -24,13 +24,13 @@
 
 static int compared, deep_seen, leaf_checked;
 
-static void compare_thread(const struct pyframes_thread *t,
-			   struct pyframes_scratch *s)
+static void compare_thread(const struct cpython_thread *t,
+			   struct cpython_scratch *s)
 {
-	static struct pyframes_frame ref[MAXF];
-	static struct pyframes_raw raw[MAXF], raw2[MAXF];
+	static struct cpython_frame ref[MAXF];
+	static struct cpython_raw raw[MAXF], raw2[MAXF];
 	uintptr_t tf[MAXF], tc[MAXF];
-	struct pyframes_trust trust = {tf, tc, 0};
+	struct cpython_trust trust = {tf, tc, 0};
 	size_t nref = 0, nraw = 0, nraw2 = 0;
 	int trunc;
 
@@ -38,7 +38,7 @@ static void compare_thread(const struct pyframes_thread *t,
 	CHECK(pyframes_walk_raw(t, s, NULL, raw, MAXF, &nraw, &trunc) == 0);
 	CHECK(nraw == nref);
 	for (size_t i = 0; i < nraw && i < nref; i++) {
-		char func[PYFRAMES_NAME_MAX], file[PYFRAMES_FILE_MAX];
+		char func[CPYTHON_NAME_MAX], file[CPYTHON_FILE_MAX];
 		unsigned char lt[1 << 16];
 		size_t ltlen = 0;
 		int line;
@@ -63,7 +63,7 @@ static void compare_thread(const struct pyframes_thread *t,
 			deep_seen++;
 	}
 	/* The root frame starts its C-level eval call. */
-	CHECK(nraw && raw[nraw - 1].is_entry);
+	CHECK(nraw && raw[nraw - 1].eval_entry);
 	/* Trusting all of it: nothing is read again, the same comes out. */
 	for (size_t pos = 0; pos < nraw; pos++) {
 		tf[pos] = raw[nraw - 1 - pos].frame;
@@ -92,11 +92,11 @@ static void compare_thread(const struct pyframes_thread *t,
 }
 
 /* The calling thread's leaf against its walk. */
-static void check_leaf(const struct pyframes_thread *t,
-		       struct pyframes_scratch *s)
+static void check_leaf(const struct cpython_thread *t,
+		       struct cpython_scratch *s)
 {
-	static struct pyframes_raw raw[MAXF], lr[PYFRAMES_LEAF_MAX];
-	struct pyframes_leaf leaf;
+	static struct cpython_raw raw[MAXF], lr[CPYTHON_LEAF_MAX];
+	struct cpython_leaf leaf;
 	size_t nraw = 0, nl = 0;
 	int trunc;
 
@@ -104,13 +104,13 @@ static void check_leaf(const struct pyframes_thread *t,
 				    sizeof(leaf)) == sizeof(leaf));
 	CHECK(pyframes_walk_raw(t, s, NULL, raw, MAXF, &nraw, &trunc) == 0);
 	CHECK(leaf.complete && leaf.n > 0);
-	CHECK(pyframes_leaf_resolve(s, &leaf, lr, PYFRAMES_LEAF_MAX, &nl) ==
+	CHECK(pyframes_leaf_resolve(s, &leaf, lr, CPYTHON_LEAF_MAX, &nl) ==
 	      0);
-	CHECK(nl == (nraw < PYFRAMES_LEAF_MAX ? nraw : PYFRAMES_LEAF_MAX));
+	CHECK(nl == (nraw < CPYTHON_LEAF_MAX ? nraw : CPYTHON_LEAF_MAX));
 	for (size_t i = 0; i < nl && i < nraw; i++)
 		CHECK(lr[i].frame == raw[i].frame && lr[i].code == raw[i].code &&
 		      lr[i].lasti == raw[i].lasti &&
-		      lr[i].is_entry == raw[i].is_entry &&
+		      lr[i].eval_entry == raw[i].eval_entry &&
 		      lr[i].qualname == raw[i].qualname);
 	CHECK(leaf.outer == (nraw > nl ? raw[nl].frame : 0));
 	/* Not this thread's state: nothing. */
@@ -122,8 +122,8 @@ static void check_leaf(const struct pyframes_thread *t,
 
 static PyObject *walk_compare(PyObject *m, PyObject *a)
 {
-	static struct pyframes_thread ts[64];
-	struct pyframes_scratch *s = pyframes_scratch_new();
+	static struct cpython_thread ts[64];
+	struct cpython_scratch *s = pyframes_scratch_new();
 	struct timespec t0, t1;
 	size_t n = 0;
 
@@ -133,7 +133,7 @@ static PyObject *walk_compare(PyObject *m, PyObject *a)
 	CHECK(pyframes_threads(ts, 64, &n, NULL, 0) == 0);
 	/* The cached listing gives the same, walked or checked. */
 	for (int k = 0; k < 3; k++) {
-		static struct pyframes_thread fast[64];
+		static struct cpython_thread fast[64];
 		size_t nf = 0;
 		uintptr_t gil = 1;
 
@@ -142,7 +142,7 @@ static PyObject *walk_compare(PyObject *m, PyObject *a)
 		for (size_t i = 0; i < n && i < nf; i++)
 			CHECK(fast[i].tstate == ts[i].tstate &&
 			      fast[i].thread_id == ts[i].thread_id &&
-			      fast[i].cframe == ts[i].cframe);
+			      fast[i].at[AT_CFRAME] == ts[i].at[AT_CFRAME]);
 		CHECK(gil == pyframes_gil_tstate());
 	}
 	for (size_t i = 0; i < n; i++)
@@ -153,7 +153,7 @@ static PyObject *walk_compare(PyObject *m, PyObject *a)
 	/* The fast path's cost on the 62-frame stack, for the record. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int k = 0; k < 1000; k++) {
-		static struct pyframes_raw raw[MAXF];
+		static struct cpython_raw raw[MAXF];
 		size_t nraw;
 		int trunc;
 

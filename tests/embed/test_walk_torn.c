@@ -24,8 +24,8 @@
 
 #define MAXF 64
 
-static struct pyframes_raw raw[MAXF];
-static struct pyframes_frame frames[MAXF];
+static struct cpython_raw raw[MAXF];
+static struct cpython_frame frames[MAXF];
 
 /* Offsets in the arena of the hand-built stack. */
 enum {
@@ -41,7 +41,7 @@ enum {
 
 /* One complete frame of a real code object's shape at OFF_FRAME whose
  * `previous` is prev; the thread's listing in *t. */
-static unsigned char *build_stack(struct pyframes_thread *t, uintptr_t prev)
+static unsigned char *build_stack(struct cpython_thread *t, uintptr_t prev)
 {
 	unsigned char *a = arena_fill(NULL, 0);
 	_PyInterpreterFrame fr;
@@ -90,9 +90,9 @@ static unsigned char *build_stack(struct pyframes_thread *t, uintptr_t prev)
 	memset(t, 0, sizeof(*t));
 	t->thread_id = 42;
 	t->tstate = arena_at(a, OFF_TSTATE);
-	t->cframe = arena_at(a, OFF_CFRAME);
-	t->stack_chunk = arena_at(a, OFF_CHUNK);
-	t->stack_top = arena_at(a, OFF_TOP);
+	t->at[AT_CFRAME] = arena_at(a, OFF_CFRAME);
+	t->at[AT_CHUNK] = arena_at(a, OFF_CHUNK);
+	t->at[AT_TOP] = arena_at(a, OFF_TOP);
 	return a;
 }
 
@@ -101,8 +101,8 @@ static unsigned char *build_stack(struct pyframes_thread *t, uintptr_t prev)
  * wrapped below the chunk's top and memcpy read far out of bounds. */
 static void test_previous_near_top(void)
 {
-	struct pyframes_scratch *s = pyframes_scratch_new();
-	struct pyframes_thread t;
+	struct cpython_scratch *s = pyframes_scratch_new();
+	struct cpython_thread t;
 	size_t n = 0;
 	int trunc;
 
@@ -125,8 +125,8 @@ static void test_previous_near_top(void)
 /* A frame that is its own caller: the walk stops at its step limit. */
 static void test_cycle(void)
 {
-	struct pyframes_scratch *s = pyframes_scratch_new();
-	struct pyframes_thread t;
+	struct cpython_scratch *s = pyframes_scratch_new();
+	struct cpython_thread t;
 	unsigned char *a = build_stack(&t, 0);
 	size_t n = 0;
 	int trunc = 0;
@@ -143,8 +143,8 @@ static void test_cycle(void)
 /* A code object or line table of absurd size: refused. */
 static void test_absurd_sizes(void)
 {
-	struct pyframes_scratch *s = pyframes_scratch_new();
-	struct pyframes_thread t;
+	struct cpython_scratch *s = pyframes_scratch_new();
+	struct cpython_thread t;
 	unsigned char *a = build_stack(&t, 0);
 	size_t n = 0, len;
 	int trunc;
@@ -190,12 +190,12 @@ static void test_line_overflow(void)
 static void test_random(void)
 {
 	static unsigned char buf[ARENA_SIZE];
-	struct pyframes_scratch *s = pyframes_scratch_new();
+	struct cpython_scratch *s = pyframes_scratch_new();
 	uint64_t x = 0x9E3779B97F4A7C15ull;
 	unsigned long done = 0;
 
 	for (int round = 0; round < 3000; round++) {
-		struct pyframes_thread t;
+		struct cpython_thread t;
 		unsigned char *a;
 		size_t n;
 		int trunc;
@@ -215,13 +215,13 @@ static void test_random(void)
 		a = arena_fill(buf, sizeof(buf));
 		memset(&t, 0, sizeof(t));
 		t.tstate = arena_at(a, (x >> 20) % 0x8000 & ~7ull);
-		t.cframe = arena_at(a, (x >> 24) % 0x8000 & ~7ull);
-		t.stack_chunk = arena_at(a, (x >> 28) % 0x8000 & ~7ull);
-		t.stack_top = round % 5 ? arena_at(a, (x >> 32) % 0x10000)
+		t.at[AT_CFRAME] = arena_at(a, (x >> 24) % 0x8000 & ~7ull);
+		t.at[AT_CHUNK] = arena_at(a, (x >> 28) % 0x8000 & ~7ull);
+		t.at[AT_TOP] = round % 5 ? arena_at(a, (x >> 32) % 0x10000)
 					: UINTPTR_MAX - (x & 0xFFFF);
 		(void)pyframes_walk_raw(&t, s, NULL, raw, MAXF, &n, &trunc);
 		for (size_t i = 0; i < n; i++) {
-			char func[PYFRAMES_NAME_MAX], file[PYFRAMES_FILE_MAX];
+			char func[CPYTHON_NAME_MAX], file[CPYTHON_FILE_MAX];
 
 			(void)pyframes_code_names(&raw[i], func, sizeof(func),
 						  file, sizeof(file));

@@ -23,9 +23,9 @@
 
 #define MAXF 64
 
-static struct pyframes_frame frames[MAXF];
-static struct pyframes_raw raw[MAXF], raw2[MAXF];
-static struct pyframes_scratch *scratch;
+static struct cpython_frame frames[MAXF];
+static struct cpython_raw raw[MAXF], raw2[MAXF];
+static struct cpython_scratch *scratch;
 
 static uint64_t word(const uint8_t *p)
 {
@@ -35,11 +35,11 @@ static uint64_t word(const uint8_t *p)
 	return w;
 }
 
-static void walk_all(const struct pyframes_thread *t)
+static void walk_all(const struct cpython_thread *t)
 {
 	uintptr_t tf[MAXF], tc[MAXF];
-	struct pyframes_trust trust = {tf, tc, 0};
-	struct pyframes_leaf leaf;
+	struct cpython_trust trust = {tf, tc, 0};
+	struct cpython_leaf leaf;
 	size_t n = 0, nr = 0;
 	int trunc;
 	char err[128];
@@ -47,7 +47,7 @@ static void walk_all(const struct pyframes_thread *t)
 	(void)pyframes_walk(t, frames, MAXF, &n, &trunc, err, sizeof(err));
 	(void)pyframes_walk_raw(t, scratch, NULL, raw, MAXF, &nr, &trunc);
 	for (size_t i = 0; i < nr; i++) {
-		char func[PYFRAMES_NAME_MAX], file[PYFRAMES_FILE_MAX];
+		char func[CPYTHON_NAME_MAX], file[CPYTHON_FILE_MAX];
 		unsigned char lt[4096];
 		size_t ltlen;
 
@@ -71,7 +71,7 @@ static void walk_all(const struct pyframes_thread *t)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct pyframes_thread t;
+	struct cpython_thread t;
 	unsigned char *a;
 	int32_t firstlineno, lasti;
 
@@ -90,9 +90,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t.thread_id = arena_reloc(a, word(data));
 	t.native_id = (long)arena_reloc(a, word(data + 8));
 	t.tstate = arena_reloc(a, word(data + 16));
-	t.cframe = arena_reloc(a, word(data + 24));
-	t.stack_chunk = arena_reloc(a, word(data + 32));
-	t.stack_top = arena_reloc(a, word(data + 40));
+	t.at[AT_CFRAME] = arena_reloc(a, word(data + 24));
+	t.at[AT_CHUNK] = arena_reloc(a, word(data + 32));
+	t.at[AT_TOP] = arena_reloc(a, word(data + 40));
 	if (t.tstate >= (uintptr_t)a &&
 	    t.tstate - (uintptr_t)a <= ARENA_SIZE - sizeof(PyThreadState)) {
 		size_t at = t.tstate - (uintptr_t)a;

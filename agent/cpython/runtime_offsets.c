@@ -1,14 +1,14 @@
 /*
- * pyoffsets: offsets into _PyRuntimeState, from the headers of the Python
- * this is built against; see pyoffsets.h.
+ * runtime_offsets: offsets into _PyRuntimeState, from the headers of the
+ * Python this is built against; see runtime_offsets.h.
  */
-#include "pyoffsets.h"
+#include "runtime_offsets.h"
 
 #include <Python.h>
 #include <internal/pycore_runtime.h>
 
 #if PY_VERSION_HEX < 0x030b0000 || PY_VERSION_HEX >= 0x030c0000
-#error "pyoffsets.c: the injector reads CPython 3.11's _PyRuntime"
+#error "runtime_offsets.c: the injector reads CPython 3.11's _PyRuntime"
 #endif
 
 const unsigned inject_py_version = PY_VERSION_HEX >> 16;
