@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpython/runtime_offsets.h"
 #include "elfsym.h"
 #include "maps.h"
-#include "cpython/runtime_offsets.h"
 
 static const char *const libc_names[] = {"libc.so", "libc-2.", "libc.musl",
 					 "ld-musl", NULL};

@@ -25,11 +25,31 @@
 #include "core/auth.h"
 #include "core/config.h"
 #include "core/log.h"
-#include "server/server.h"
 #include "core/thread.h"
+#include "dap_addr.h"
+#include "server/server.h"
 
-struct cluster_job cluster_job;
-pthread_mutex_t cluster_job_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * This process's place in its torch.distributed job, read from the
+ * environment by cluster_start() before any thread of ours starts;
+ * afterwards only the registration thread writes addr (when it starts
+ * listening beyond loopback), under addr_lock, and readers on other
+ * threads take that lock for it.
+ */
+struct cluster_job {
+	struct cluster_store_job id; /* rank, world, master, run id, host */
+	int active;		     /* in a job, listening on TCP */
+	int remote;		     /* beyond loopback: a token first */
+	int64_t local_world;	     /* -1: not known */
+	char bind[CLUSTER_HOST_MAX]; /* remote: the host to listen on */
+	char adv[CLUSTER_HOST_MAX];  /* remote: the host others reach */
+	int port;		     /* remote: 0, or the port to take */
+	int bound; /* remote: listening at bind:port already */
+	char addr[DAP_ADDR_TEXT_MAX]; /* ours as registered; "" not yet */
+};
+
+static struct cluster_job job;
+static pthread_mutex_t addr_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct server *server;
 
@@ -88,32 +108,33 @@ static int env_int(const char *name, int64_t *out)
 	return 0;
 }
 
-/* Fills cluster_job from a torchrun-style environment; 0 when in a job. */
+/* Fills job from a torchrun-style environment; 0 when in a job. */
 static int read_env(void)
 {
-	struct cluster_job *j = &cluster_job;
+	struct cluster_job *j = &job;
 	const char *master = getenv("MASTER_ADDR"), *run;
 	int64_t port;
 
 	memset(j, 0, sizeof(*j));
-	j->local_rank = j->local_world = -1;
-	if (env_int("RANK", &j->rank) || env_int("WORLD_SIZE", &j->world) ||
-	    !master || !*master || env_int("MASTER_PORT", &port) || port < 1 ||
-	    port > 65535 || j->world < 1 || j->world > CLUSTER_WORLD_MAX ||
-	    j->rank >= j->world || strlen(master) >= sizeof(j->master))
+	j->id.local_rank = j->local_world = -1;
+	if (env_int("RANK", &j->id.rank) ||
+	    env_int("WORLD_SIZE", &j->id.world) || !master || !*master ||
+	    env_int("MASTER_PORT", &port) || port < 1 || port > 65535 ||
+	    j->id.world < 1 || j->id.world > CLUSTER_WORLD_MAX ||
+	    j->id.rank >= j->id.world || strlen(master) >= sizeof(j->id.master))
 		return -1;
-	env_int("LOCAL_RANK", &j->local_rank);
+	env_int("LOCAL_RANK", &j->id.local_rank);
 	env_int("LOCAL_WORLD_SIZE", &j->local_world);
-	snprintf(j->master, sizeof(j->master), "%s", master);
-	j->master_port = (int)port;
+	snprintf(j->id.master, sizeof(j->id.master), "%s", master);
+	j->id.master_port = (int)port;
 	run = getenv("TORCHELASTIC_RUN_ID");
-	snprintf(j->run_id, sizeof(j->run_id), "%s",
+	snprintf(j->id.run_id, sizeof(j->id.run_id), "%s",
 		 run && *run && !strchr(run, '/') ? run : "none");
-	if (gethostname(j->host, sizeof(j->host)) < 0)
-		snprintf(j->host, sizeof(j->host), "?");
-	j->host[sizeof(j->host) - 1] = 0;
+	if (gethostname(j->id.host, sizeof(j->id.host)) < 0)
+		snprintf(j->id.host, sizeof(j->id.host), "?");
+	j->id.host[sizeof(j->id.host) - 1] = 0;
 	/* The JSON we write carries it in quotes. */
-	for (char *p = j->host; *p; p++)
+	for (char *p = j->id.host; *p; p++)
 		if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
 			*p = '_';
 	return 0;
@@ -211,30 +232,30 @@ static void set_addr(const char *host, int port)
 {
 	char addrs[1024];
 
-	pthread_mutex_lock(&cluster_job_lock);
-	join(host, port, cluster_job.addr, sizeof(cluster_job.addr));
-	pthread_mutex_unlock(&cluster_job_lock);
+	pthread_mutex_lock(&addr_lock);
+	join(host, port, job.addr, sizeof(job.addr));
+	pthread_mutex_unlock(&addr_lock);
 	server_addresses(server, addrs, sizeof(addrs));
 	config_set_info("agent.address", addrs);
 }
 
 /*
  * Decides where this rank listens.  On loopback (the job on one host):
- * listens now and sets cluster_job.addr.  Beyond: the listening waits
+ * listens now and sets job.addr.  Beyond: the listening waits
  * for the token (listen_remote, on the thread); an address the user
  * configured beyond loopback (server.listen) is already listened on and
  * is what is registered.  0 or -errno with err.
  */
 static int plan_listen(char *err, size_t errlen)
 {
-	struct cluster_job *j = &cluster_job;
+	struct cluster_job *j = &job;
 	char setting[CONFIG_VALUE_MAX], host[DAP_ADDR_TEXT_MAX];
 	int port = 0, have, rc;
 
 	config_get("cluster.listen_host", setting, sizeof(setting));
-	rc = cluster_addr_choose(setting, j->master, j->master_port, j->world,
-				 j->local_world, j->bind, j->adv, &j->remote,
-				 err, errlen);
+	rc = cluster_addr_choose(setting, j->id.master, j->id.master_port,
+				 j->id.world, j->local_world, j->bind, j->adv,
+				 &j->remote, err, errlen);
 	if (rc)
 		return rc;
 	have = tcp_listener(host, sizeof(host), &port) == 0;
@@ -248,9 +269,10 @@ static int plan_listen(char *err, size_t errlen)
 			snprintf(adv, sizeof(adv), "%.63s", host);
 		else if (j->remote)
 			memcpy(adv, j->adv, sizeof(adv));
-		else if (cluster_addr_choose("route", j->master, j->master_port,
-					     j->world, j->local_world, b2, adv,
-					     &remote, err, errlen))
+		else if (cluster_addr_choose("route", j->id.master,
+					     j->id.master_port, j->id.world,
+					     j->local_world, b2, adv, &remote,
+					     err, errlen))
 			snprintf(adv, sizeof(adv), "127.0.0.1");
 		snprintf(j->bind, sizeof(j->bind), "%.63s", host);
 		memcpy(j->adv, adv, sizeof(adv));
@@ -277,7 +299,7 @@ static int plan_listen(char *err, size_t errlen)
 /* Thread: listens beyond loopback (the token adopted first). */
 static int listen_remote(char *err, size_t errlen)
 {
-	struct cluster_job *j = &cluster_job;
+	struct cluster_job *j = &job;
 	int port, rc;
 
 	rc = cluster_store_share_token(err, errlen);
@@ -317,33 +339,34 @@ static void put_self(void)
 	struct cluster_node self;
 
 	cluster_node_init(&self);
-	self.rank = cluster_job.rank;
-	self.local_rank = cluster_job.local_rank;
+	self.rank = job.id.rank;
+	self.local_rank = job.id.local_rank;
 	self.pid = getpid();
 	self.status = CLUSTER_NODE_UP;
 	self.last_seen = cluster_unix_s();
-	snprintf(self.host, sizeof(self.host), "%s", cluster_job.host);
-	pthread_mutex_lock(&cluster_job_lock);
-	snprintf(self.addr, sizeof(self.addr), "%s", cluster_job.addr);
-	pthread_mutex_unlock(&cluster_job_lock);
+	snprintf(self.host, sizeof(self.host), "%s", job.id.host);
+	pthread_mutex_lock(&addr_lock);
+	snprintf(self.addr, sizeof(self.addr), "%s", job.addr);
+	pthread_mutex_unlock(&addr_lock);
 	cluster_nodes_put(&self);
 }
 
 static void *register_main(void *arg)
 {
-	const struct cluster_job *j = &cluster_job;
+	const struct cluster_job *j = &job;
 	double start = cluster_mono_ms();
 	char err[256] = "", where[300];
 	int backoff = 100, listening = !j->remote;
 
 	(void)arg;
-	snprintf(where, sizeof(where), "%.200s:%d", j->master, j->master_port);
+	snprintf(where, sizeof(where), "%.200s:%d", j->id.master,
+		 j->id.master_port);
 	while (cluster_mono_ms() - start < CLUSTER_REGISTER_S * 1000.0) {
 		if (cluster_store_find_proto() != 0) {
 			snprintf(err, sizeof(err), "torch was never imported");
 			cluster_status("rank %lld: waiting for the process to "
 				       "import torch, then the store at %s",
-				       (long long)j->rank, where);
+				       (long long)j->id.rank, where);
 		} else if (!listening) {
 			if (listen_remote(err, sizeof(err)) == 0) {
 				listening = 1;
@@ -351,21 +374,22 @@ static void *register_main(void *arg)
 				continue;
 			}
 			cluster_status("rank %lld: not listening on %s yet: %s",
-				       (long long)j->rank, j->bind, err);
-		} else if (cluster_store_register(err, sizeof(err)) == 0) {
-			cluster_status("rank %lld of %lld: registered in the "
-				       "store at %s (run %s) as %s%s",
-				       (long long)j->rank, (long long)j->world,
-				       where, j->run_id, j->addr,
-				       j->remote ? ", with the job's token"
-						 : "");
+				       (long long)j->id.rank, j->bind, err);
+		} else if (cluster_store_register(j->addr, err, sizeof(err)) ==
+			   0) {
+			cluster_status(
+				"rank %lld of %lld: registered in the "
+				"store at %s (run %s) as %s%s",
+				(long long)j->id.rank, (long long)j->id.world,
+				where, j->id.run_id, j->addr,
+				j->remote ? ", with the job's token" : "");
 			log_info("cluster: rank %lld registered at %s as %s",
-				 (long long)j->rank, where, j->addr);
+				 (long long)j->id.rank, where, j->addr);
 			return NULL;
 		} else {
 			cluster_status("rank %lld: waiting for the store at "
 				       "%s: %s",
-				       (long long)j->rank, where, err);
+				       (long long)j->id.rank, where, err);
 		}
 		if (nap(backoff))
 			return NULL;
@@ -373,9 +397,9 @@ static void *register_main(void *arg)
 			backoff *= 2;
 	}
 	cluster_status("rank %lld: not registered: gave up after %d s (%s)",
-		       (long long)j->rank, CLUSTER_REGISTER_S, err);
+		       (long long)j->id.rank, CLUSTER_REGISTER_S, err);
 	log_warn("cluster: rank %lld not registered in the store at %s: %s",
-		 (long long)j->rank, where, err);
+		 (long long)j->id.rank, where, err);
 	return NULL;
 }
 
@@ -404,11 +428,10 @@ int cluster_start(struct server *srv, struct store *st, char *err,
 		cluster_status("a child of rank %lld (pid %d), not the rank: "
 			       "not registered (the rank's own agent answers "
 			       "for it)",
-			       (long long)cluster_job.rank, (int)job_rank);
+			       (long long)job.id.rank, (int)job_rank);
 		log_info("cluster: pid %d is a child of rank %lld (pid %d): "
 			 "not registered as that rank",
-			 (int)getpid(), (long long)cluster_job.rank,
-			 (int)job_rank);
+			 (int)getpid(), (long long)job.id.rank, (int)job_rank);
 		return 0;
 	}
 	job_rank = getpid();
@@ -416,12 +439,13 @@ int cluster_start(struct server *srv, struct store *st, char *err,
 	rc = plan_listen(why, sizeof(why));
 	if (rc) {
 		cluster_status("rank %lld: not listening on TCP: %s",
-			       (long long)cluster_job.rank, why);
+			       (long long)job.id.rank, why);
 		log_warn("cluster: not listening on TCP: %s", why);
 		return 0;
 	}
-	cluster_job.active = 1;
-	if (!cluster_job.remote)
+	job.active = 1;
+	cluster_store_begin(&job.id);
+	if (!job.remote)
 		put_self();
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
@@ -432,7 +456,7 @@ int cluster_start(struct server *srv, struct store *st, char *err,
 				NULL);
 	if (rc) {
 		cluster_status("rank %lld: no registration thread: %s",
-			       (long long)cluster_job.rank, strerror(-rc));
+			       (long long)job.id.rank, strerror(-rc));
 		return 0;
 	}
 	running = 1;
@@ -455,7 +479,7 @@ void cluster_stop(void)
 void cluster_atfork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
-	pthread_mutex_init(&cluster_job_lock, NULL);
+	pthread_mutex_init(&addr_lock, NULL);
 	cluster_nodes_atfork_child();
 	cluster_store_atfork_child();
 	/* A forked child is never the rank. */
@@ -465,5 +489,5 @@ void cluster_atfork_child(void)
 	 * it knows); its thread does not exist here. */
 	running = 0;
 	stopping = 0;
-	cluster_job.active = 0;
+	job.active = 0;
 }

@@ -25,10 +25,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static enum tcpstore_proto proto;
 static int proto_known;
 static double last_refresh; /* cluster_mono_ms() */
+static struct cluster_store_job job; /* set before any thread of ours */
+static int active;
 
 static void rank_key(int64_t rank, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "/probing/%s/rank/%lld", cluster_job.run_id,
+	snprintf(out, outlen, "/probing/%s/rank/%lld", job.run_id,
 		 (long long)rank);
 }
 
@@ -46,7 +48,7 @@ static int connect_store(struct tcpstore **ts, char *err, size_t errlen)
 		snprintf(err, errlen, "the store's protocol is not known yet");
 		return -EAGAIN;
 	}
-	return tcpstore_connect(cluster_job.master, cluster_job.master_port, p,
+	return tcpstore_connect(job.master, job.master_port, p,
 				CLUSTER_STORE_TIMEOUT_MS, ts, err, errlen);
 }
 
@@ -125,7 +127,7 @@ int cluster_store_share_token(char *err, size_t errlen)
 	rc = connect_store(&ts, err, errlen);
 	if (rc)
 		return rc;
-	snprintf(key, sizeof(key), "/probing/%s/token", cluster_job.run_id);
+	snprintf(key, sizeof(key), "/probing/%s/token", job.run_id);
 	rc = tcpstore_compare_set(ts, key, "", fresh, &winner, err, errlen);
 	tcpstore_free(ts);
 	if (rc)
@@ -188,12 +190,12 @@ static int refresh_with(struct tcpstore *ts, char *err, size_t errlen)
 	int rc = 0;
 
 	pthread_mutex_lock(&buf_lock); /* keybuf: 768 KiB, not on a stack */
-	for (int64_t base = 0; base < cluster_job.world && !rc;
+	for (int64_t base = 0; base < job.world && !rc;
 	     base += TCPSTORE_BATCH_MAX) {
 		size_t n = 0, m = 0;
 
-		for (int64_t r = base;
-		     r < cluster_job.world && n < TCPSTORE_BATCH_MAX; r++) {
+		for (int64_t r = base; r < job.world && n < TCPSTORE_BATCH_MAX;
+		     r++) {
 			rank_key(r, keybuf[n], sizeof(keybuf[n]));
 			keys[n] = keybuf[n];
 			n++;
@@ -238,9 +240,8 @@ void cluster_store_refresh(void)
 	pthread_mutex_unlock(&lock);
 	/* While some ranks are missing (the job is starting), every read
 	 * asks the store again. */
-	if (!cluster_job.active || !known ||
-	    (!stale &&
-	     cluster_nodes_ranks_known(cluster_job.world) >= cluster_job.world))
+	if (!active || !known ||
+	    (!stale && cluster_nodes_ranks_known(job.world) >= job.world))
 		return;
 	if (connect_store(&ts, err, sizeof(err)) == 0) {
 		if (refresh_with(ts, err, sizeof(err)))
@@ -250,23 +251,16 @@ void cluster_store_refresh(void)
 }
 
 /* Our registration, as JSON. */
-static int registration(char *out, size_t outlen)
+static int registration(const char *addr, char *out, size_t outlen)
 {
-	char addr[DAP_ADDR_TEXT_MAX];
-
-	pthread_mutex_lock(&cluster_job_lock);
-	snprintf(addr, sizeof(addr), "%s", cluster_job.addr);
-	pthread_mutex_unlock(&cluster_job_lock);
 	return snprintf(out, outlen,
 			"{\"rank\":%lld,\"local_rank\":%lld,\"world_size\":"
 			"%lld,\"host\":\"%s\",\"pid\":%d,\"addr\":\"%s\"}",
-			(long long)cluster_job.rank,
-			(long long)cluster_job.local_rank,
-			(long long)cluster_job.world, cluster_job.host,
-			(int)getpid(), addr);
+			(long long)job.rank, (long long)job.local_rank,
+			(long long)job.world, job.host, (int)getpid(), addr);
 }
 
-int cluster_store_register(char *err, size_t errlen)
+int cluster_store_register(const char *addr, char *err, size_t errlen)
 {
 	struct tcpstore *ts;
 	char key[192], value[1024];
@@ -275,8 +269,8 @@ int cluster_store_register(char *err, size_t errlen)
 	rc = connect_store(&ts, err, errlen);
 	if (rc)
 		return rc;
-	rank_key(cluster_job.rank, key, sizeof(key));
-	n = registration(value, sizeof(value));
+	rank_key(job.rank, key, sizeof(key));
+	n = registration(addr, value, sizeof(value));
 	rc = tcpstore_set(ts, key, value, (size_t)n, err, errlen);
 	if (!rc && refresh_with(ts, err, errlen))
 		log_info("cluster: reading the store: %s", err);
@@ -284,7 +278,14 @@ int cluster_store_register(char *err, size_t errlen)
 	return rc;
 }
 
+void cluster_store_begin(const struct cluster_store_job *j)
+{
+	job = *j;
+	active = 1;
+}
+
 void cluster_store_atfork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
+	active = 0;
 }

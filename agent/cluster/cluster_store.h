@@ -28,9 +28,25 @@
 #define CLUSTER_STORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define CLUSTER_REFRESH_MS 2000
 #define CLUSTER_STORE_TIMEOUT_MS 2000
+
+/* The job, as the store needs it (cluster.c reads it from the
+ * environment). */
+struct cluster_store_job {
+	char run_id[128]; /* TORCHELASTIC_RUN_ID or "none", no '/' */
+	char master[256]; /* MASTER_ADDR */
+	int master_port;
+	int64_t rank, local_rank, world; /* local_rank -1: not known */
+	char host[256];			 /* JSON-safe */
+};
+
+/* This process is a rank of job: the store is used from now on (until
+ * then, and in a forked child, refresh does nothing).  Before any thread
+ * of ours calls the functions below. */
+void cluster_store_begin(const struct cluster_store_job *job);
 
 /* Makes sure the store's protocol is known: 0 when it is, -EAGAIN while
  * the process has not imported torch (or the GIL could not be had). */
@@ -43,16 +59,17 @@ int cluster_store_find_proto(void);
  */
 int cluster_store_share_token(char *err, size_t errlen);
 
-/* Sets our registration (cluster_job.addr must be set) and reads the
+/* Sets our registration, reachable at addr ("host:port"), and reads the
  * other ranks'.  0 or -errno with err. */
-int cluster_store_register(char *err, size_t errlen);
+int cluster_store_register(const char *addr, char *err, size_t errlen);
 
 /* Reads every rank's registration into the node list when it is older
  * than CLUSTER_REFRESH_MS, or some rank is still missing.  Failures are
  * logged; the list stays as it was. */
 void cluster_store_refresh(void);
 
-/* In a forked child: the lock usable again. */
+/* In a forked child: the lock usable again, the store unused (a forked
+ * child is never the rank). */
 void cluster_store_atfork_child(void);
 
 #endif

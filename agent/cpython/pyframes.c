@@ -228,9 +228,8 @@ static int list_cached(struct cpython_scratch *s, struct cpython_thread *out,
 	return 0;
 }
 
-int pyframes_threads_fast(struct cpython_scratch *s,
-			  struct cpython_thread *out, size_t max, size_t *n,
-			  uintptr_t *gil_tstate)
+int pyframes_threads_fast(struct cpython_scratch *s, struct cpython_thread *out,
+			  size_t max, size_t *n, uintptr_t *gil_tstate)
 {
 	size_t ni;
 	uintptr_t first;

@@ -190,8 +190,8 @@ int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr)
 	return -1;
 }
 
-int pyframes_code_names(const struct cpython_raw *r, char *func,
-			size_t funclen, char *file, size_t filelen)
+int pyframes_code_names(const struct cpython_raw *r, char *func, size_t funclen,
+			char *file, size_t filelen)
 {
 	if (funclen < 4 || filelen < 4 ||
 	    pyframes_code_str(r->qualname, func, funclen) ||

@@ -245,8 +245,7 @@ int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
 	return rc;
 }
 
-int pyframes_walk_raw(const struct cpython_thread *t,
-		      struct cpython_scratch *s,
+int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 		      const struct cpython_trust *trust,
 		      struct cpython_raw *out, size_t max, size_t *n,
 		      int *truncated)
@@ -271,7 +270,8 @@ int pyframes_walk_raw(const struct cpython_thread *t,
 	 * chunks, generators) are read one by one.  The top may have moved
 	 * since the listing: what lies outside the copy is read on its own. */
 	if (t->at[AT_CHUNK] && t->at[AT_TOP]) {
-		uintptr_t base = t->at[AT_CHUNK] + offsetof(_PyStackChunk, data);
+		uintptr_t base =
+			t->at[AT_CHUNK] + offsetof(_PyStackChunk, data);
 
 		hi = t->at[AT_TOP];
 		lo = hi > base + BULK_MAX ? hi - BULK_MAX : base;
@@ -328,8 +328,8 @@ int pyframes_walk_raw(const struct cpython_thread *t,
 }
 
 int pyframes_leaf_resolve(struct cpython_scratch *s,
-			  const struct cpython_leaf *l,
-			  struct cpython_raw *out, size_t max, size_t *n)
+			  const struct cpython_leaf *l, struct cpython_raw *out,
+			  size_t max, size_t *n)
 {
 	size_t nf = l->n < CPYTHON_LEAF_MAX ? l->n : CPYTHON_LEAF_MAX;
 	int truncated = 0;

@@ -6,7 +6,8 @@
  * list.  One breakpoint's condition, hit count and log message are bp.h's.
  * file_map caches which file a co_filename string is (or that it is
  * none), and is emptied whenever the set of files changes; the trace backend
- * (cpython.trace) caches the per-code answer.  Everything is guarded by the GIL.
+ * (cpython.trace) caches the per-code answer.  Everything is guarded by the
+ * GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -31,7 +31,7 @@ static int hold_ms;
 static int held;     /* paused, no owner, waiting for one */
 static int announce; /* the owner took a held stop over */
 static unsigned hold_gen;
-static atomic_int hook_on;	  /* for status: cpython.trace.enabled(), mirrored */
+static atomic_int hook_on; /* for status: cpython.trace.enabled(), mirrored */
 static atomic_int filters_mirror; /* for status: 1 raised | 2 uncaught */
 
 /* Loop thread only. */

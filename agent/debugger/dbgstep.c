@@ -6,6 +6,7 @@
 #include <frameobject.h>
 
 #include "dbgstep.h"
+
 #include "cpython/cpython.h"
 #include "debugger.h"
 
@@ -51,10 +52,11 @@ void dbgstep_begin(PyThreadState *ts, PyFrameObject *f, int cmd, unsigned epoch)
 			s->cmd = cmd;
 			s->depth = f ? cpython.frame.depth(f) : 0;
 			s->epoch = epoch;
-			cpython.trace.set_mode(ts,
-					cmd == DEBUGGER_STEP_IN
-						? CPYTHON_TRACE_NEW | CPYTHON_TRACE_CALLERS
-						: CPYTHON_TRACE_CALLERS);
+			cpython.trace.set_mode(
+				ts, cmd == DEBUGGER_STEP_IN
+					    ? CPYTHON_TRACE_NEW |
+						      CPYTHON_TRACE_CALLERS
+					    : CPYTHON_TRACE_CALLERS);
 		}
 	}
 }

@@ -90,7 +90,8 @@ static void report_hit(struct bp_hit *hit, PyFrameObject *f, int line)
 static int on_line(PyThreadState *ts, PyFrameObject *f)
 {
 	PyCodeObject *co = PyFrame_GetCode(f);
-	int wanted = cpython.trace.code_wanted((PyObject *)co), mode = cpython.trace.mode(ts);
+	int wanted = cpython.trace.code_wanted((PyObject *)co),
+	    mode = cpython.trace.mode(ts);
 	struct bp_hit hit = {0};
 	const char *reason = NULL;
 	unsigned ep;

@@ -39,7 +39,8 @@
  * taking the GIL or running Python; taken after the session's lock when
  * both are); every function here takes it briefly and none blocks,
  * except debugger_wait_resume().  Breakpoints, the trace backend and Python
- * objects are guarded by the GIL.  Which functions need the GIL is said at each.
+ * objects are guarded by the GIL.  Which functions need the GIL is said at
+ * each.
  */
 #ifndef DEBUGGER_H
 #define DEBUGGER_H
@@ -112,8 +113,8 @@ struct _object *debugger_exception(long native_id, const char **mode, char *err,
 /* ---- the agent's lifecycle ---------------------------------------------- */
 
 /* Sets the debugger up on srv: its events, the trace backend's classify
- * and trace functions (cpython.trace), the session's close hook (loop thread or before the loop
- * runs).  Returns 0 or -ENOSPC. */
+ * and trace functions (cpython.trace), the session's close hook (loop thread or
+ * before the loop runs).  Returns 0 or -ENOSPC. */
 struct server;
 int debugger_register(struct server *srv);
 

@@ -173,7 +173,7 @@ static void python_frames(struct crash_out *o, const struct cpython_thread *t)
 	crash_report_python(o, NULL);
 	for (int tries = 0; tries < 3 && rc == -EFAULT; tries++)
 		rc = cpython.read.walk(t, frames, CRASH_FRAMES_MAX, &n, &trunc,
-				   NULL, 0);
+				       NULL, 0);
 	for (size_t i = 0; i < n; i++)
 		crash_report_frame(o, frames[i].func, frames[i].file,
 				   frames[i].lineno);

@@ -17,6 +17,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/thread.h"
 #include "cpython/cpython.h"
 #include "crash.h"
 #include "crash_report.h"
@@ -26,7 +27,6 @@
 #include "python/pystack.h"
 #include "recorder.h"
 #include "store.h"
-#include "core/thread.h"
 
 #define PERIOD_MIN_MS 50
 #define PERIOD_MAX_MS 1000
@@ -343,7 +343,8 @@ static void look(int64_t timeout, int64_t period)
 	int trunc = 0, same;
 
 	W.last_ms = now;
-	if (cpython.read.threads(W.threads, PYSTACK_THREADS_MAX, &nt, NULL, 0)) {
+	if (cpython.read.threads(W.threads, PYSTACK_THREADS_MAX, &nt, NULL,
+				 0)) {
 		forget();
 		return;
 	}
@@ -352,7 +353,7 @@ static void look(int64_t timeout, int64_t period)
 			main = &W.threads[i];
 	if (!main || debugger_is_paused(main->native_id) ||
 	    cpython.read.walk(main, W.frames, HANG_FRAMES_MAX, &n, &trunc, NULL,
-			  0)) {
+			      0)) {
 		/* No main thread, held by the debugger, or moving so fast
 		 * that its frames changed while read: not stuck. */
 		if (W.hang_id)

@@ -2,7 +2,6 @@
  * memory_objects: walking Python's heap with a budget.  See
  * memory_objects.h.
  */
-#include "cpython/cpython.h"
 #include "memory_objects.h"
 
 #include <Python.h>
@@ -13,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpython/cpython.h"
 #include "python/pygil.h"
 
 PyAPI_FUNC(Py_ssize_t) _Py_GetAllocatedBlocks(void);

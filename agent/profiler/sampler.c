@@ -84,7 +84,9 @@ static double uniform(void)
 
 static void tick(void)
 {
-	struct tick tk = {.n = ++S.tick, .o = &S.o, .scratch = S.scratch,
+	struct tick tk = {.n = ++S.tick,
+			  .o = &S.o,
+			  .scratch = S.scratch,
 			  .batch = S.batch};
 	size_t n = 0;
 	int64_t t0 = sampler_mono_ns(), wait;
@@ -94,9 +96,8 @@ static void tick(void)
 
 	sampler_join_unbind();
 	for (int i = 0; i < WALK_TRIES; i++) {
-		rc = cpython.read.threads_fast(S.scratch, S.threads,
-					       PYSTACK_THREADS_MAX, &n,
-					       &gil_ts);
+		rc = cpython.read.threads_fast(
+			S.scratch, S.threads, PYSTACK_THREADS_MAX, &n, &gil_ts);
 		if (rc != -EFAULT)
 			break;
 	}

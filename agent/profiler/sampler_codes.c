@@ -60,8 +60,8 @@ static void codes_clear(void)
 static uint32_t unknown_frame(void)
 {
 	if (!unknown_fn)
-		unknown_fn = sampler_intern_func(in, SAMPLER_PY,
-						   "[unknown]", "");
+		unknown_fn =
+			sampler_intern_func(in, SAMPLER_PY, "[unknown]", "");
 	return sampler_intern_frame(in, unknown_fn, -1);
 }
 

@@ -14,13 +14,13 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/thread.h"
 #include "cpython/cpython.h"
 #include "native_sym.h"
 #include "python/snapshot.h"
 #include "recorder.h"
 #include "sampler_intern.h"
 #include "store.h"
-#include "core/thread.h"
 
 #define NAMES_EVERY_MS 1000 /* at most this often with the GIL */
 #define NAMES_TRIES 30	    /* then a thread keeps the kernel's name */

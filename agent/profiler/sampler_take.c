@@ -60,9 +60,9 @@ static void read_python(void *arg)
 		tk->t->trust_tick = tk->tk->n;
 	}
 	for (int i = 0; i < WALK_TRIES; i++) {
-		tk->rc = cpython.read.walk_raw(tk->pt, tk->tk->scratch, &trust,
-					       raw, (size_t)tk->tk->o->max_depth,
-					       &nraw, &trunc);
+		tk->rc = cpython.read.walk_raw(
+			tk->pt, tk->tk->scratch, &trust, raw,
+			(size_t)tk->tk->o->max_depth, &nraw, &trunc);
 		if (tk->rc != -EFAULT)
 			break;
 		trust.n = 0; /* the stack moved under us: read it all */
@@ -185,8 +185,8 @@ static int join_leaf(struct take *tk, const struct native_capture *c)
 	size_t nleaf = 0, j, max = (size_t)tk->tk->o->max_depth;
 
 	if (c->extra_len < sizeof(*l) || !l->complete ||
-	    cpython.read.leaf_resolve(tk->tk->scratch, l, leaf, CPYTHON_LEAF_MAX,
-				  &nleaf))
+	    cpython.read.leaf_resolve(tk->tk->scratch, l, leaf,
+				      CPYTHON_LEAF_MAX, &nleaf))
 		return -1;
 	if (l->outer) {
 		read_python(tk);
@@ -196,8 +196,7 @@ static int join_leaf(struct take *tk, const struct native_capture *c)
 			return 0;
 		if (nleaf + nraw - j > max) /* the outermost go */
 			nraw = max > nleaf ? j + max - nleaf : j;
-		memmove(raw + nleaf, raw + j,
-			(nraw - j) * sizeof(*raw));
+		memmove(raw + nleaf, raw + j, (nraw - j) * sizeof(*raw));
 		nraw = nleaf + nraw - j;
 	} else {
 		nraw = nleaf; /* the leaf is the whole stack */

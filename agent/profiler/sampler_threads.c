@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static struct thr *thr;	 /* SAMPLER_THREADS_MAX */
+static struct thr *thr; /* SAMPLER_THREADS_MAX */
 static size_t nthr;
 static struct sampler_map thr_map; /* thread_id + 1 -> index */
 static uintptr_t gil_lo, gil_hi;   /* the GIL's futexes */
@@ -48,7 +48,6 @@ void sampler_threads_unwant(void)
 	for (size_t i = 0; i < nthr; i++)
 		thr[i].nwant = 0;
 }
-
 
 static struct thr *thr_get(const struct cpython_thread *pt)
 {
@@ -158,10 +157,10 @@ int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
 	state = syscall_state(t);
 	if (state < 0) /* no /proc answer: on CPU if it used the CPU */
 		state = cpu >= 0 && t->cpu_ns >= 0 &&
-				cpu - t->cpu_ns >
-					250000000LL / tk->o->hz
-			? SAMPLER_RUNNING
-			: SAMPLER_IDLE;
+					cpu - t->cpu_ns >
+						250000000LL / tk->o->hz
+				? SAMPLER_RUNNING
+				: SAMPLER_IDLE;
 	memset(w, 0, sizeof(*w));
 	w->pt = pt;
 	w->t = t;
@@ -201,6 +200,5 @@ void sampler_threads_prune(uint64_t n)
 	nthr = keep;
 	sampler_map_release(&thr_map);
 	for (size_t i = 0; i < nthr; i++)
-		sampler_map_put(&thr_map, thr[i].thread_id + 1,
-				(uint32_t)i);
+		sampler_map_put(&thr_map, thr[i].thread_id + 1, (uint32_t)i);
 }

@@ -159,7 +159,8 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		goto nomem;
 	/* A list that keeps changing gives what could be read of it. */
 	for (int i = 0; i < WALK_TRIES; i++) {
-		rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL, 0);
+		rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL,
+					  0);
 		if (rc != -EFAULT)
 			break;
 	}
@@ -195,8 +196,8 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		if (!t->name)
 			goto nomem;
 		for (int k = 0; k < WALK_TRIES; k++) {
-			rc = cpython.read.walk(&ts[i], fr, depth, &n, &trunc, NULL,
-					   0);
+			rc = cpython.read.walk(&ts[i], fr, depth, &n, &trunc,
+					       NULL, 0);
 			if (rc != -EFAULT)
 				break;
 		}

@@ -1,7 +1,6 @@
 /*
  * snapshot: see snapshot.h.
  */
-#include "cpython/cpython.h"
 #include "snapshot.h"
 
 #include <Python.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "cpython/cpython.h"
 #include "pygil.h"
 
 /* Shared between the caller and the GIL thread: whoever lets go last frees

@@ -1,7 +1,6 @@
 /*
  * torch_names: module names cached per module object.  See torch_names.h.
  */
-#include "cpython/cpython.h"
 #include "torch_names.h"
 
 #include <Python.h>
@@ -10,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cpython/cpython.h"
 
 #define SLOTS (2 * TORCH_MODULES_MAX) /* open addressing, half full at most */
 #define CALL_IMPL_FILE "torch/nn/modules/module.py"

@@ -1,11 +1,11 @@
 /*
  * torch_vars: watched variables.  See torch_vars.h.
  */
-#include "cpython/cpython.h"
 #include "torch_vars.h"
 
 #include <stdio.h>
 
+#include "cpython/cpython.h"
 #include "torch_intern.h"
 
 static int code_matches(PyCodeObject *co, const struct watch_item *it)

@@ -104,11 +104,11 @@ static void check_leaf(const struct cpython_thread *t,
 				    sizeof(leaf)) == sizeof(leaf));
 	CHECK(pyframes_walk_raw(t, s, NULL, raw, MAXF, &nraw, &trunc) == 0);
 	CHECK(leaf.complete && leaf.n > 0);
-	CHECK(pyframes_leaf_resolve(s, &leaf, lr, CPYTHON_LEAF_MAX, &nl) ==
-	      0);
+	CHECK(pyframes_leaf_resolve(s, &leaf, lr, CPYTHON_LEAF_MAX, &nl) == 0);
 	CHECK(nl == (nraw < CPYTHON_LEAF_MAX ? nraw : CPYTHON_LEAF_MAX));
 	for (size_t i = 0; i < nl && i < nraw; i++)
-		CHECK(lr[i].frame == raw[i].frame && lr[i].code == raw[i].code &&
+		CHECK(lr[i].frame == raw[i].frame &&
+		      lr[i].code == raw[i].code &&
 		      lr[i].lasti == raw[i].lasti &&
 		      lr[i].eval_entry == raw[i].eval_entry &&
 		      lr[i].qualname == raw[i].qualname);

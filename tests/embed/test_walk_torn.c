@@ -218,7 +218,7 @@ static void test_random(void)
 		t.at[AT_CFRAME] = arena_at(a, (x >> 24) % 0x8000 & ~7ull);
 		t.at[AT_CHUNK] = arena_at(a, (x >> 28) % 0x8000 & ~7ull);
 		t.at[AT_TOP] = round % 5 ? arena_at(a, (x >> 32) % 0x10000)
-					: UINTPTR_MAX - (x & 0xFFFF);
+					 : UINTPTR_MAX - (x & 0xFFFF);
 		(void)pyframes_walk_raw(&t, s, NULL, raw, MAXF, &n, &trunc);
 		for (size_t i = 0; i < n; i++) {
 			char func[CPYTHON_NAME_MAX], file[CPYTHON_FILE_MAX];
