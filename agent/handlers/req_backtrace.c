@@ -163,7 +163,6 @@ static void run_backtrace(struct request *req)
 
 const struct handler handler_backtrace = {
 	.command = "probing/backtrace",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_backtrace,
 };

@@ -85,6 +85,5 @@ static void run_cluster(struct request *req)
 
 const struct handler handler_cluster = {
 	.command = "probing/cluster",
-	.where = HANDLER_LOOP,
 	.run = run_cluster,
 };

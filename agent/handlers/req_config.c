@@ -108,6 +108,5 @@ static void run_config(struct request *req)
 
 const struct handler handler_config = {
 	.command = "probing/config",
-	.where = HANDLER_LOOP,
 	.run = run_config,
 };

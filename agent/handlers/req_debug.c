@@ -74,7 +74,6 @@ static void run_attach(struct request *req)
 
 const struct handler handler_attach = {
 	.command = "attach",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_OPENS | HANDLER_STOPS | HANDLER_GIL,
 	.run = run_attach,
 };
@@ -88,7 +87,6 @@ static void run_configuration_done(struct request *req)
 
 const struct handler handler_configuration_done = {
 	.command = "configurationDone",
-	.where = HANDLER_LOOP,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER,
 	.run = run_configuration_done,
 };
@@ -278,7 +276,6 @@ static void run_set_breakpoints(struct request *req)
 
 const struct handler handler_set_breakpoints = {
 	.command = "setBreakpoints",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER | HANDLER_GIL,
 	.run = run_set_breakpoints,
 };
@@ -302,7 +299,6 @@ static void run_set_function_breakpoints(struct request *req)
 
 const struct handler handler_set_function_breakpoints = {
 	.command = "setFunctionBreakpoints",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER | HANDLER_GIL,
 	.run = run_set_function_breakpoints,
 };
@@ -360,7 +356,6 @@ static void run_set_exception_breakpoints(struct request *req)
 
 const struct handler handler_set_exception_breakpoints = {
 	.command = "setExceptionBreakpoints",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER | HANDLER_GIL,
 	.run = run_set_exception_breakpoints,
 };
@@ -380,7 +375,6 @@ static void run_pause(struct request *req)
 
 const struct handler handler_pause = {
 	.command = "pause",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER | HANDLER_GIL,
 	.run = run_pause,
 };
@@ -429,28 +423,24 @@ static void run_step_out(struct request *req)
 
 const struct handler handler_continue = {
 	.command = "continue",
-	.where = HANDLER_LOOP,
 	.flags = HANDLER_DEBUGGER,
 	.run = run_continue,
 };
 
 const struct handler handler_next = {
 	.command = "next",
-	.where = HANDLER_LOOP,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER,
 	.run = run_next,
 };
 
 const struct handler handler_step_in = {
 	.command = "stepIn",
-	.where = HANDLER_LOOP,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER,
 	.run = run_step_in,
 };
 
 const struct handler handler_step_out = {
 	.command = "stepOut",
-	.where = HANDLER_LOOP,
 	.flags = HANDLER_STOPS | HANDLER_DEBUGGER,
 	.run = run_step_out,
 };
@@ -564,7 +554,6 @@ static void run_exception_info(struct request *req)
 
 const struct handler handler_exception_info = {
 	.command = "exceptionInfo",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_exception_info,
 };
@@ -689,7 +678,6 @@ static unsigned probing_debug_policy(const cJSON *args)
 
 const struct handler handler_probing_debug = {
 	.command = "probing/debug",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_STOPS | HANDLER_GIL,
 	.policy = probing_debug_policy,
 	.run = run_probing_debug,

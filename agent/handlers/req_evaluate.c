@@ -247,7 +247,6 @@ static void run_evaluate(struct request *req)
 
 const struct handler handler_evaluate = {
 	.command = "evaluate",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_RUNS_CODE | HANDLER_GIL,
 	.run = run_evaluate,
 };

@@ -199,7 +199,6 @@ static void run_memory(struct request *req)
 
 const struct handler handler_memory = {
 	.command = "probing/memory",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_memory,
 };

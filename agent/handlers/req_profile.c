@@ -148,7 +148,7 @@ static void run_profile(struct request *req)
 
 const struct handler handler_profile = {
 	.command = "probing/profile",
-	.where = HANDLER_WORKER,
+	.flags = HANDLER_BLOCKS,
 	.run = run_profile,
 };
 
@@ -414,6 +414,6 @@ out:
 
 const struct handler handler_flamegraph = {
 	.command = "probing/flamegraph",
-	.where = HANDLER_WORKER,
+	.flags = HANDLER_BLOCKS,
 	.run = run_flamegraph,
 };

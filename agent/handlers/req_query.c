@@ -117,6 +117,6 @@ static void run_query(struct request *req)
 
 const struct handler handler_query = {
 	.command = "probing/query",
-	.where = HANDLER_WORKER,
+	.flags = HANDLER_BLOCKS,
 	.run = run_query,
 };

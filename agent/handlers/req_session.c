@@ -95,7 +95,6 @@ static void run_initialize(struct request *req)
 
 const struct handler handler_initialize = {
 	.command = "initialize",
-	.where = HANDLER_LOOP,
 	.flags = HANDLER_OPENS,
 	.run = run_initialize,
 };
@@ -108,7 +107,6 @@ static void run_disconnect(struct request *req)
 
 const struct handler handler_disconnect = {
 	.command = "disconnect",
-	.where = HANDLER_LOOP,
 	.run = run_disconnect,
 };
 
@@ -129,6 +127,5 @@ static void run_cancel(struct request *req)
 
 const struct handler handler_cancel = {
 	.command = "cancel",
-	.where = HANDLER_LOOP,
 	.run = run_cancel,
 };

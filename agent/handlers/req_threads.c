@@ -67,7 +67,6 @@ static void run_threads(struct request *req)
 
 const struct handler handler_threads = {
 	.command = "threads",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_threads,
 };
@@ -180,7 +179,6 @@ static void run_stack_trace(struct request *req)
 
 const struct handler handler_stack_trace = {
 	.command = "stackTrace",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_stack_trace,
 };

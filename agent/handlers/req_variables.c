@@ -157,7 +157,6 @@ static void run_scopes(struct request *req)
 
 const struct handler handler_scopes = {
 	.command = "scopes",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_scopes,
 };
@@ -252,7 +251,6 @@ static void run_variables(struct request *req)
 
 const struct handler handler_variables = {
 	.command = "variables",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_GIL,
 	.run = run_variables,
 };
@@ -340,7 +338,6 @@ static void run_set_variable(struct request *req)
 
 const struct handler handler_set_variable = {
 	.command = "setVariable",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_RUNS_CODE | HANDLER_GIL,
 	.run = run_set_variable,
 };
@@ -484,7 +481,6 @@ static void run_completions(struct request *req)
 
 const struct handler handler_completions = {
 	.command = "completions",
-	.where = HANDLER_WORKER,
 	.flags = HANDLER_RUNS_CODE | HANDLER_GIL,
 	.run = run_completions,
 };

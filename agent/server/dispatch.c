@@ -39,6 +39,11 @@ unsigned handler_flags_of(const struct handler *h, const cJSON *args)
 	return h->policy ? h->policy(args) : h->flags;
 }
 
+int handler_on_worker(const struct handler *h)
+{
+	return (h->flags & (HANDLER_GIL | HANDLER_BLOCKS)) != 0;
+}
+
 cJSON *request_ok(struct request *req)
 {
 	if (req->resp)

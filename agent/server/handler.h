@@ -7,11 +7,12 @@
  * edge, does the work through the agent's modules (which know nothing of
  * JSON), and builds the response with request_ok()/request_fail().
  *
- * Where it runs: on the server's loop thread when it is quick and needs
- * neither the GIL nor SQLite (HANDLER_LOOP), else on a worker thread
- * (HANDLER_WORKER), where it may block for a bounded time.  Exactly one
- * response is produced: if run() sets none, the server replies with an
- * internal error.
+ * Where it runs follows from its flags (handler_on_worker()): on a worker
+ * thread when it takes the GIL or may otherwise block for a bounded time
+ * (HANDLER_GIL, HANDLER_BLOCKS: SQLite, joining a thread), else on the
+ * server's loop thread, where it must be quick.  Exactly one response is
+ * produced: if run() sets none, the server replies with an internal
+ * error.
  *
  * What it may do to the target is declared, not found out: the flags
  * below (redis's CMD_* flags on its command table).  The server reads
@@ -31,8 +32,6 @@
 #include "dap_msg.h"
 #include "worker.h"
 
-enum handler_where { HANDLER_LOOP = 0, HANDLER_WORKER = 1 };
-
 enum handler_flags {
 	/* May be a session's first request, carrying its token. */
 	HANDLER_OPENS = 1 << 0,
@@ -44,15 +43,18 @@ enum handler_flags {
 	HANDLER_STOPS = 1 << 2,
 	/* Needs this session to be the attached debugger. */
 	HANDLER_DEBUGGER = 1 << 3,
-	/* Takes the GIL (through pygil, with a deadline): HANDLER_WORKER. */
+	/* Takes the GIL (through pygil, with a deadline): runs on a
+	 * worker. */
 	HANDLER_GIL = 1 << 4,
+	/* May block for a bounded time otherwise (SQLite, joining a
+	 * thread, waiting for a flush): runs on a worker. */
+	HANDLER_BLOCKS = 1 << 5,
 };
 
 struct request;
 
 struct handler {
 	const char *command;
-	enum handler_where where;
 	unsigned flags;                      /* enum handler_flags */
 	/* The flags of one request, from its arguments; NULL: flags. */
 	unsigned (*policy)(const cJSON *args);
@@ -85,6 +87,10 @@ const struct handler *handler_find(const char *command);
 
 /* The flags of request args for handler h (h->policy, else h->flags). */
 unsigned handler_flags_of(const struct handler *h, const cJSON *args);
+
+/* Does h run on a worker thread (HANDLER_GIL or HANDLER_BLOCKS in its
+ * flags), rather than on the loop thread? */
+int handler_on_worker(const struct handler *h);
 
 /* The handlers (one family per file). */
 extern const struct handler handler_initialize, handler_disconnect,

@@ -134,7 +134,7 @@ static void dispatch(struct session *s, struct dap_message *msg)
 		request_finish(srv, req);
 		return;
 	}
-	if (h->where == HANDLER_LOOP) {
+	if (!handler_on_worker(h)) {
 		h->run(req);
 		request_finish(srv, req);
 		return;
