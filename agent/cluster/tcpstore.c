@@ -373,10 +373,12 @@ int tcpstore_compare_set(struct tcpstore *ts, const char *key,
 	return 0;
 }
 
-int tcpstore_check_each(struct tcpstore *ts, const char *const *keys, size_t n,
-			unsigned char *ready, char *err, size_t errlen)
+/* Sends n requests of type q (Q_CHECK or Q_GET), one per key, in one
+ * write; what names them in errors.  0 or -errno with err. */
+static int send_each(struct tcpstore *ts, int q, const char *const *keys,
+		     size_t n, double deadline, const char *what, char *err,
+		     size_t errlen)
 {
-	double deadline = now_ms() + ts->timeout_ms;
 	struct obuf b = {0};
 	int rc;
 
@@ -389,13 +391,25 @@ int tcpstore_check_each(struct tcpstore *ts, const char *const *keys, size_t n,
 			free(b.p);
 			return rc;
 		}
-		put_u8(&b, qtype[ts->proto][Q_CHECK]);
-		put_u64(&b, 1);
+		put_u8(&b, qtype[ts->proto][q]);
+		if (q == Q_CHECK)
+			put_u64(&b, 1); /* keys in this check */
 		put_str(&b, keys[i], strlen(keys[i]));
 	}
 	rc = flush(ts, &b, deadline);
+	return rc ? fail(rc, what, err, errlen) : 0;
+}
+
+int tcpstore_check_each(struct tcpstore *ts, const char *const *keys, size_t n,
+			unsigned char *ready, char *err, size_t errlen)
+{
+	double deadline = now_ms() + ts->timeout_ms;
+	int rc;
+
+	rc = send_each(ts, Q_CHECK, keys, n, deadline, "store check", err,
+		       errlen);
 	if (rc)
-		return fail(rc, "store check", err, errlen);
+		return rc;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char r;
 
@@ -411,25 +425,12 @@ int tcpstore_get_each(struct tcpstore *ts, const char *const *keys, size_t n,
 		      char **values, char *err, size_t errlen)
 {
 	double deadline = now_ms() + ts->timeout_ms;
-	struct obuf b = {0};
 	size_t got = 0;
 	int rc;
 
-	if (n > TCPSTORE_BATCH_MAX) {
-		snprintf(err, errlen, "too many keys at once");
-		return -E2BIG;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if ((rc = key_ok(keys[i], err, errlen))) {
-			free(b.p);
-			return rc;
-		}
-		put_u8(&b, qtype[ts->proto][Q_GET]);
-		put_str(&b, keys[i], strlen(keys[i]));
-	}
-	rc = flush(ts, &b, deadline);
+	rc = send_each(ts, Q_GET, keys, n, deadline, "store get", err, errlen);
 	if (rc)
-		return fail(rc, "store get", err, errlen);
+		return rc;
 	for (; got < n; got++) {
 		uint64_t len;
 
