@@ -51,6 +51,14 @@ int cli_usage_error(const struct cmd_entry *e, const char *fmt, ...)
 	return CLI_EUSAGE;
 }
 
+int cli_args_done(const struct cmd_entry *e, int argc, char **argv)
+{
+	if (optind < argc)
+		return cli_usage_error(e, "unexpected argument '%s'",
+				       argv[optind]);
+	return CLI_OK;
+}
+
 int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv)
 {
 	const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";

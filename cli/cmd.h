@@ -118,6 +118,10 @@ int cli_usage_error(const struct cmd_entry *e, const char *fmt, ...)
  */
 int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv);
 
+/* After getopt_long: CLI_OK when every argument was an option, else
+ * cli_usage_error's "unexpected argument" for the first that was not. */
+int cli_args_done(const struct cmd_entry *e, int argc, char **argv);
+
 /* Prints e's full help to stdout. */
 void cli_help_print(const struct cmd_entry *e);
 

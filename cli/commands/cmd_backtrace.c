@@ -275,10 +275,8 @@ static int cmd_backtrace_exec(struct cmd_ctx *ctx, int argc, char **argv)
 						argv);
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(&cmd_backtrace_entry,
-				       "unexpected argument '%s'",
-				       argv[optind]);
+	if (cli_args_done(&cmd_backtrace_entry, argc, argv) != CLI_OK)
+		return CLI_EUSAGE;
 	if (o.fmt == CLI_FORMAT_CSV)
 		o.fmt = CLI_FORMAT_TABLE;
 	rc = cli_connect(ctx, 1);

@@ -462,10 +462,8 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 						argv);
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(&cmd_debug_entry,
-				       "unexpected argument '%s'",
-				       argv[optind]);
+	if (cli_args_done(&cmd_debug_entry, argc, argv) != CLI_OK)
+		return CLI_EUSAGE;
 	if (n > 1)
 		return cli_usage_error(&cmd_debug_entry,
 				       "--dump, --pause and "

@@ -429,9 +429,8 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 						argv);
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(&cmd_flamegraph_entry,
-				       "unexpected argument '%s'", argv[optind]);
+	if (cli_args_done(&cmd_flamegraph_entry, argc, argv) != CLI_OK)
+		return CLI_EUSAGE;
 	if (as) {
 		if (strcmp(as, "svg") && strcmp(as, "folded") &&
 		    strcmp(as, "speedscope") && strcmp(as, "chrome"))

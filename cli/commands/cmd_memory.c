@@ -219,10 +219,8 @@ static int cmd_memory_exec(struct cmd_ctx *ctx, int argc, char **argv)
 						argv);
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(&cmd_memory_entry,
-				       "unexpected argument '%s'",
-				       argv[optind]);
+	if (cli_args_done(&cmd_memory_entry, argc, argv) != CLI_OK)
+		return CLI_EUSAGE;
 	if (fmt == CLI_FORMAT_CSV)
 		return cli_usage_error(&cmd_memory_entry,
 				       "-f csv is not supported here (several "

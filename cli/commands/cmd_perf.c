@@ -157,9 +157,8 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			return cli_option_error(&cmd_perf_entry, c, argc, argv);
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(&cmd_perf_entry,
-				       "unexpected argument '%s'", argv[optind]);
+	if (cli_args_done(&cmd_perf_entry, argc, argv) != CLI_OK)
+		return CLI_EUSAGE;
 	rc = cli_connect(ctx, 1);
 	if (rc != CLI_OK)
 		return rc;

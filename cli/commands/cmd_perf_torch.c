@@ -238,10 +238,8 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 			return cli_option_error(&cmd_perf_entry, c, argc, argv);
 		}
 	}
-	if (optind < argc)
-		return cli_usage_error(&cmd_perf_entry,
-				       "unexpected argument '%s'",
-				       argv[optind]);
+	if (cli_args_done(&cmd_perf_entry, argc, argv) != CLI_OK)
+		return CLI_EUSAGE;
 	if (stop && (duration || step_rate || module_rate || watch))
 		return cli_usage_error(&cmd_perf_entry,
 				       "--torch --stop takes no other option");
