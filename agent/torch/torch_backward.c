@@ -9,10 +9,29 @@
 #include <string.h>
 
 #include "torch_intern.h"
+#include "torch_step.h"
 
 #define GRAD_ITEMS_MAX 8 /* tensors of a tuple output/input looked at */
 
 enum { HOOK_START = 0, HOOK_END = 1 };
+
+enum slot_state { ARMED = 1, STARTED, DONE };
+
+/* A traced module's backward in this step. */
+struct slot {
+	int32_t name;
+	int state; /* enum slot_state */
+	int64_t seq;
+	double t0;
+};
+
+static struct slot slots[TORCH_BWD_MAX];
+static int nslots;
+static int end_queued; /* the end of this step's pass is queued */
+
+/* The fast registration, while installed. */
+static PyObject *function_cls, *orig_register, *odict_type;
+static int register_own; /* _register_hook was Function's own attribute */
 
 /* Made once, never freed (hooks on a graph may outlive an install). */
 static PyObject *register_fn;
@@ -22,10 +41,10 @@ static PyObject *s_grad_fn, *s_register_prehook, *s_queue_callback,
 /* The autograd node that made tensor o (new reference), or NULL. */
 static PyObject *grad_fn_of(PyObject *o)
 {
+	PyTypeObject *tensor = torch_hooks_tensor_type();
 	PyObject *g;
 
-	if (!torch_st.tensor_type ||
-	    !PyObject_TypeCheck(o, torch_st.tensor_type))
+	if (!tensor || !PyObject_TypeCheck(o, tensor))
 		return NULL;
 	g = PyObject_GetAttr(o, s_grad_fn);
 	if (!g) {
@@ -107,7 +126,7 @@ static void attach(PyObject *node, int slot, int kind)
 		PyErr_Clear();
 		return;
 	}
-	h->gen = torch_st.gen;
+	h->gen = torch_step_gen();
 	h->n = 1;
 	h->act[0].slot = (int16_t)slot;
 	h->act[0].kind = (int8_t)kind;
@@ -136,18 +155,16 @@ static PyObject *fast_register(PyObject *self, PyObject *const *args,
 	Py_ssize_t pos = 0;
 
 	(void)self;
-	if (nargs != 2 || Py_TYPE(args[1]) != &bwd_hook_type ||
-	    !torch_st.odict_type || !torch_st.orig_register ||
-	    (args[0] != Py_None && !PyDict_Check(args[0])))
-		return torch_st.orig_register
-			       ? PyObject_Vectorcall(torch_st.orig_register,
-						     args, (size_t)nargs, NULL)
-			       : PyErr_Format(PyExc_RuntimeError,
-					      "torch hook registration "
-					      "unavailable");
+	if (nargs != 2 || Py_TYPE(args[1]) != &bwd_hook_type || !odict_type ||
+	    !orig_register || (args[0] != Py_None && !PyDict_Check(args[0])))
+		return orig_register ? PyObject_Vectorcall(orig_register, args,
+							   (size_t)nargs, NULL)
+				     : PyErr_Format(PyExc_RuntimeError,
+						    "torch hook registration "
+						    "unavailable");
 	h = (struct bwd_hook *)args[1];
 	if (args[0] == Py_None) {
-		hooks = PyObject_CallNoArgs(torch_st.odict_type);
+		hooks = PyObject_CallNoArgs(odict_type);
 		if (!hooks)
 			return NULL;
 	} else {
@@ -187,13 +204,13 @@ void torch_backward_attach(int32_t name, PyObject *input, PyObject *output)
 
 	if (!g)
 		return;
-	if (torch_st.nbwd >= TORCH_BWD_MAX) {
+	if (nslots >= TORCH_BWD_MAX) {
 		Py_DECREF(g);
 		return;
 	}
-	slot = torch_st.nbwd++;
-	torch_st.bwd[slot].name = name;
-	torch_st.bwd[slot].state = TORCH_BWD_ARMED;
+	slot = nslots++;
+	slots[slot].name = name;
+	slots[slot].state = ARMED;
 	attach(g, slot, HOOK_START);
 	Py_DECREF(g);
 	if (!PyTuple_Check(input))
@@ -219,17 +236,16 @@ static PyObject *end_hook(PyObject *self, PyObject *unused)
 
 	(void)unused;
 	PyErr_Clear();
-	if (!torch_st.installed || gen != (long long)torch_st.gen)
+	if (!torch_hooks_installed() || gen != (long long)torch_step_gen())
 		Py_RETURN_NONE;
-	torch_st.end_queued = 0;
-	for (int i = 0; i < torch_st.nbwd; i++)
-		if (torch_st.bwd[i].state == TORCH_BWD_STARTED) {
-			torch_hooks_emit(TORCH_BACKWARD, torch_st.bwd[i].seq,
-					 torch_st.bwd[i].name,
-					 torch_st.bwd[i].t0, t);
-			torch_st.bwd[i].state = TORCH_BWD_DONE;
+	end_queued = 0;
+	for (int i = 0; i < nslots; i++)
+		if (slots[i].state == STARTED) {
+			torch_hooks_emit(TORCH_BACKWARD, slots[i].seq,
+					 slots[i].name, slots[i].t0, t);
+			slots[i].state = DONE;
 		}
-	torch_st.bwd_end = torch_st.last_end = t;
+	torch_step_backward_ended(t);
 	Py_RETURN_NONE;
 }
 
@@ -238,17 +254,15 @@ static PyMethodDef end_def = {"probing_backward_end", end_hook, METH_NOARGS,
 
 static void queue_end(void)
 {
-	PyObject *t, *fn, *r;
+	PyObject *engine = torch_hooks_engine(), *t, *fn, *r;
 
-	if (torch_st.end_queued || !torch_st.engine)
+	if (end_queued || !engine)
 		return;
-	t = PyLong_FromLongLong((long long)torch_st.gen);
+	t = PyLong_FromLongLong((long long)torch_step_gen());
 	fn = t ? PyCFunction_New(&end_def, t) : NULL;
-	r = fn ? PyObject_CallMethodOneArg(torch_st.engine, s_queue_callback,
-					   fn)
-	       : NULL;
+	r = fn ? PyObject_CallMethodOneArg(engine, s_queue_callback, fn) : NULL;
 	if (r)
-		torch_st.end_queued = 1;
+		end_queued = 1;
 	else
 		PyErr_Clear();
 	Py_XDECREF(r);
@@ -262,32 +276,35 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
 	double t = 0;
 
 	(void)args, (void)kwargs;
-	if (!torch_st.installed || h->gen != torch_st.gen)
+	if (!torch_hooks_installed() || h->gen != torch_step_gen())
 		Py_RETURN_NONE;
 	for (int i = 0; i < h->n; i++) {
 		int slot = h->act[i].slot;
-		struct torch_bwd *b =
-			slot < torch_st.nbwd ? &torch_st.bwd[slot] : NULL;
+		struct slot *b = slot < nslots ? &slots[slot] : NULL;
 
 		if (!b)
 			continue;
 		if (!t)
 			t = torch_hooks_now();
-		if (h->act[i].kind == HOOK_START &&
-		    b->state == TORCH_BWD_ARMED) {
-			b->state = TORCH_BWD_STARTED;
+		if (h->act[i].kind == HOOK_START && b->state == ARMED) {
+			b->state = STARTED;
 			b->t0 = t;
-			b->seq = torch_st.seq++;
+			b->seq = torch_step_seq();
 			queue_end();
-		} else if (h->act[i].kind == HOOK_END &&
-			   b->state == TORCH_BWD_STARTED) {
+		} else if (h->act[i].kind == HOOK_END && b->state == STARTED) {
 			torch_hooks_emit(TORCH_BACKWARD, b->seq, b->name, b->t0,
 					 t);
-			b->state = TORCH_BWD_DONE;
-			torch_st.last_end = t;
+			b->state = DONE;
+			torch_step_ended(t);
 		}
 	}
 	Py_RETURN_NONE;
+}
+
+void torch_backward_step_begin(void)
+{
+	nslots = 0;
+	end_queued = 0;
 }
 
 /* The fast registration (see fast_register); without it, hooks are
@@ -296,44 +313,39 @@ void torch_backward_install(void)
 {
 	PyObject *dict;
 
-	torch_st.function_cls =
-		torch_hooks_attr("torch.autograd.function", "Function");
-	torch_st.odict_type = torch_hooks_attr("collections", "OrderedDict");
-	if (!torch_st.function_cls || !torch_st.odict_type ||
-	    !PyType_Check(torch_st.function_cls))
+	function_cls = torch_hooks_attr("torch.autograd.function", "Function");
+	odict_type = torch_hooks_attr("collections", "OrderedDict");
+	if (!function_cls || !odict_type || !PyType_Check(function_cls))
 		goto fail;
-	torch_st.orig_register =
-		PyObject_GetAttr(torch_st.function_cls, s_register_hook);
-	dict = ((PyTypeObject *)torch_st.function_cls)->tp_dict;
-	if (!torch_st.orig_register ||
-	    !PyFunction_Check(torch_st.orig_register) || !dict)
+	orig_register = PyObject_GetAttr(function_cls, s_register_hook);
+	dict = ((PyTypeObject *)function_cls)->tp_dict;
+	if (!orig_register || !PyFunction_Check(orig_register) || !dict)
 		goto fail;
-	torch_st.register_own = PyDict_Contains(dict, s_register_hook) == 1;
-	if (PyObject_SetAttr(torch_st.function_cls, s_register_hook,
-			     register_fn))
+	register_own = PyDict_Contains(dict, s_register_hook) == 1;
+	if (PyObject_SetAttr(function_cls, s_register_hook, register_fn))
 		goto fail;
 	return;
 fail:
 	PyErr_Clear();
-	Py_CLEAR(torch_st.function_cls);
-	Py_CLEAR(torch_st.orig_register);
-	Py_CLEAR(torch_st.odict_type);
+	Py_CLEAR(function_cls);
+	Py_CLEAR(orig_register);
+	Py_CLEAR(odict_type);
 }
 
 void torch_backward_remove(void)
 {
-	if (torch_st.function_cls && torch_st.orig_register) {
-		if (torch_st.register_own)
-			PyObject_SetAttr(torch_st.function_cls, s_register_hook,
-					 torch_st.orig_register);
+	if (function_cls && orig_register) {
+		if (register_own)
+			PyObject_SetAttr(function_cls, s_register_hook,
+					 orig_register);
 		else
-			PyObject_DelAttr(torch_st.function_cls,
-					 s_register_hook);
+			PyObject_DelAttr(function_cls, s_register_hook);
 		PyErr_Clear();
 	}
-	Py_CLEAR(torch_st.function_cls);
-	Py_CLEAR(torch_st.orig_register);
-	Py_CLEAR(torch_st.odict_type);
+	Py_CLEAR(function_cls);
+	Py_CLEAR(orig_register);
+	Py_CLEAR(odict_type);
+	nslots = 0;
 }
 
 int torch_backward_init(void)

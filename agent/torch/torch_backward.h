@@ -5,8 +5,8 @@
  * output (the gradient reached the module: start) and of its inputs (the
  * gradient left it: end; for inputs needing no gradient, the end of the
  * backward pass, through the engine's queue_callback).  They live on that
- * step's graph and do nothing once their step is over (torch_st.gen
- * changed) or tracing is off; they go with the graph.
+ * step's graph and do nothing once their step is over (the step's
+ * generation changed, torch_step.h) or tracing is off; they go with the graph.
  *
  * Registering a hook on a node makes torch call the Python function
  * torch.autograd.Function._register_hook each time, most of the cost of
@@ -31,11 +31,15 @@ int torch_backward_init(void);
 void torch_backward_attach(int32_t name, struct _object *input,
 			   struct _object *output);
 
+/* A new step: the previous step's slots are forgotten. */
+void torch_backward_step_begin(void);
+
 /* Installs the fast registration (without it, hooks are registered the
  * slow way: nothing fails). */
 void torch_backward_install(void);
 
-/* Puts the original registration back.  Idempotent. */
+/* Puts the original registration back, forgets the slots.
+ * Idempotent. */
 void torch_backward_remove(void);
 
 #endif

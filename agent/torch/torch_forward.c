@@ -10,41 +10,61 @@
 #include "torch_backward.h"
 #include "torch_intern.h"
 #include "torch_names.h"
+#include "torch_step.h"
+
+/* A module call in progress.  Calls of several threads share the stack
+ * (the GIL orders them); each thread sees only its own frames. */
+struct frame {
+	PyObject *module; /* borrowed: alive while its forward runs */
+	PyThreadState *ts;
+	int32_t name;
+	int traced;
+	int64_t seq;
+	double t0;
+};
 
 /* Our callables: made once, never freed (a hook tuple captured by a call
  * in flight may still call one after removal; they then do nothing). */
 static PyObject *pre_fn, *post_fn, *s_remove;
 
+/* torch's registrations and our handles, owned while installed. */
+static PyObject *reg_pre, *reg_post, *pre_handle, *post_handle;
+static int on_now; /* the hooks are registered */
+
+static struct frame stack[TORCH_DEPTH_MAX];
+static int depth;
+
 static int module_traced(int32_t index)
 {
-	return torch_st.o.module_rate <= 1 ||
-	       (index + torch_st.k) % torch_st.o.module_rate == 0;
+	int64_t rate = torch_hooks_opts()->module_rate;
+
+	return rate <= 1 || (index + torch_step_k()) % rate == 0;
 }
 
 static PyObject *pre_hook(PyObject *self, PyObject *const *args,
 			  Py_ssize_t nargs)
 {
 	PyThreadState *ts = PyThreadState_Get();
-	struct torch_frame *f, *root = NULL, *parent = NULL;
+	struct frame *f, *root = NULL, *parent = NULL;
 	struct torch_module m;
 
 	(void)self;
-	if (!torch_st.installed || !torch_st.traced || nargs < 1 ||
-	    torch_st.depth >= TORCH_DEPTH_MAX)
+	if (!torch_hooks_installed() || !torch_step_traced() || nargs < 1 ||
+	    depth >= TORCH_DEPTH_MAX)
 		Py_RETURN_NONE;
-	for (int i = 0; i < torch_st.depth; i++)
-		if (torch_st.stack[i].ts == ts) {
-			root = root ? root : &torch_st.stack[i];
-			parent = &torch_st.stack[i];
+	for (int i = 0; i < depth; i++)
+		if (stack[i].ts == ts) {
+			root = root ? root : &stack[i];
+			parent = &stack[i];
 		}
 	torch_names_lookup(args[0], root ? root->module : NULL,
 			   parent ? parent->name : 0, &m);
-	f = &torch_st.stack[torch_st.depth++];
+	f = &stack[depth++];
 	f->module = args[0];
 	f->ts = ts;
 	f->name = m.name;
 	f->traced = module_traced(m.index);
-	f->seq = f->traced ? torch_st.seq++ : -1;
+	f->seq = f->traced ? torch_step_seq() : -1;
 	f->t0 = f->traced ? torch_hooks_now() : 0;
 	Py_RETURN_NONE;
 }
@@ -53,32 +73,31 @@ static PyObject *post_hook(PyObject *self, PyObject *const *args,
 			   Py_ssize_t nargs)
 {
 	PyThreadState *ts = PyThreadState_Get();
-	struct torch_frame f;
+	struct frame f;
 	double end;
 	int i, k;
 
 	(void)self;
-	if (!torch_st.installed || nargs < 3)
+	if (!torch_hooks_installed() || nargs < 3)
 		Py_RETURN_NONE;
-	for (i = torch_st.depth - 1; i >= 0; i--)
-		if (torch_st.stack[i].module == args[0] &&
-		    torch_st.stack[i].ts == ts)
+	for (i = depth - 1; i >= 0; i--)
+		if (stack[i].module == args[0] && stack[i].ts == ts)
 			break;
 	if (i < 0)
 		Py_RETURN_NONE;
-	f = torch_st.stack[i];
+	f = stack[i];
 	/* Pop it, and this thread's frames above it (calls that raised);
 	 * other threads' frames stay. */
-	for (k = i; i < torch_st.depth; i++)
-		if (torch_st.stack[i].ts != ts)
-			torch_st.stack[k++] = torch_st.stack[i];
-	torch_st.depth = k;
-	if (!f.traced || !torch_st.traced)
+	for (k = i; i < depth; i++)
+		if (stack[i].ts != ts)
+			stack[k++] = stack[i];
+	depth = k;
+	if (!f.traced || !torch_step_traced())
 		Py_RETURN_NONE;
 	end = torch_hooks_now();
 	torch_hooks_emit(TORCH_FORWARD, f.seq, f.name, f.t0, end);
-	torch_st.last_end = end;
-	if (torch_st.o.backward)
+	torch_step_ended(end);
+	if (torch_hooks_opts()->backward)
 		torch_backward_attach(f.name, args[1], args[2]);
 	Py_RETURN_NONE;
 }
@@ -90,40 +109,56 @@ static PyMethodDef post_def = {"probing_forward_hook",
 			       (PyCFunction)(void (*)(void))post_hook,
 			       METH_FASTCALL, NULL};
 
-void torch_forward_enable(int on)
+int torch_forward_install(void)
+{
+	reg_pre = torch_hooks_attr("torch.nn.modules.module",
+				   "register_module_forward_pre_hook");
+	reg_post = torch_hooks_attr("torch.nn.modules.module",
+				    "register_module_forward_hook");
+	if (reg_pre && reg_post)
+		return 0;
+	Py_CLEAR(reg_pre);
+	Py_CLEAR(reg_post);
+	return -ENOTSUP;
+}
+
+void torch_forward_remove(void)
+{
+	torch_forward_enable(0);
+	Py_CLEAR(reg_pre);
+	Py_CLEAR(reg_post);
+	depth = 0;
+}
+
+int torch_forward_enable(int on)
 {
 	PyObject *r;
 
-	if (on == torch_st.fwd_on)
-		return;
+	if (on == on_now)
+		return on_now;
+	if (on && !reg_pre)
+		return on_now; /* not installed */
 	if (on) {
-		torch_st.pre_handle =
-			PyObject_CallOneArg(torch_st.reg_pre, pre_fn);
-		torch_st.post_handle =
-			torch_st.pre_handle
-				? PyObject_CallOneArg(torch_st.reg_post,
-						      post_fn)
-				: NULL;
-		if (!torch_st.post_handle) {
-			PyErr_Clear();
-			on = 0; /* undo below */
-		} else {
-			torch_st.fwd_on = 1;
-			return;
-		}
+		pre_handle = PyObject_CallOneArg(reg_pre, pre_fn);
+		post_handle = pre_handle
+				      ? PyObject_CallOneArg(reg_post, post_fn)
+				      : NULL;
+		if (post_handle)
+			return on_now = 1;
+		PyErr_Clear(); /* undo below */
 	}
-	if (torch_st.pre_handle) {
-		r = PyObject_CallMethodNoArgs(torch_st.pre_handle, s_remove);
+	if (pre_handle) {
+		r = PyObject_CallMethodNoArgs(pre_handle, s_remove);
 		Py_XDECREF(r);
 	}
-	if (torch_st.post_handle) {
-		r = PyObject_CallMethodNoArgs(torch_st.post_handle, s_remove);
+	if (post_handle) {
+		r = PyObject_CallMethodNoArgs(post_handle, s_remove);
 		Py_XDECREF(r);
 	}
 	PyErr_Clear();
-	Py_CLEAR(torch_st.pre_handle);
-	Py_CLEAR(torch_st.post_handle);
-	torch_st.fwd_on = 0;
+	Py_CLEAR(pre_handle);
+	Py_CLEAR(post_handle);
+	return on_now = 0;
 }
 
 int torch_forward_init(void)

@@ -19,8 +19,16 @@
 /* Makes our callables, once (they are never freed).  0 or -ENOMEM. */
 int torch_forward_init(void);
 
+/* Finds torch's global hook registrations.  0, or -ENOTSUP when this
+ * torch has none (nothing kept). */
+int torch_forward_install(void);
+
 /* Registers (on) or removes (0) the forward hooks; a registration that
- * fails leaves them off (torch_st.fwd_on says which). */
-void torch_forward_enable(int on);
+ * fails leaves them off.  Returns whether they are on. */
+int torch_forward_enable(int on);
+
+/* Removes the hooks, forgets the call stack and torch's registrations.
+ * Idempotent. */
+void torch_forward_remove(void);
 
 #endif

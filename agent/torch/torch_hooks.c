@@ -1,8 +1,8 @@
 /*
- * torch_hooks: install and remove, the shared state, the rings and the
- * records.  See torch_hooks.h; the hooks themselves are in
- * torch_forward.c, torch_backward.c and torch_step.c (torch_vars.c for
- * the watched variables), sharing torch_intern.h.
+ * torch_hooks: install and remove, the options and torch's objects the
+ * hooks borrow, the rings and the records.  See torch_hooks.h; the hooks
+ * themselves are in torch_forward.c, torch_backward.c and torch_step.c
+ * (torch_vars.c for the watched variables): torch_intern.h.
  */
 #include "torch_hooks.h"
 
@@ -27,7 +27,14 @@ static _Atomic int pub_installed, pub_traced;
 static _Atomic int64_t pub_step;
 static const char *_Atomic pub_step_hook;
 
-struct torch_state torch_st;
+/* The installation (GIL). */
+static int installed;
+static struct torch_opts opts;
+static PyTypeObject *tensor_type;
+static PyObject *engine;
+static PyObject *cuda_is_init, *cuda_stats, *cuda_device;
+static int cuda; /* CUDA initialised: memory figures per row */
+static int64_t rank;
 
 double torch_hooks_now(void)
 {
@@ -68,11 +75,42 @@ void torch_hooks_emit_var(const struct torch_var_rec *r)
 	torch_ring_push(&var_ring, r);
 }
 
-void torch_hooks_publish_step(void)
+void torch_hooks_publish_step(int64_t step, int traced)
 {
-	atomic_store_explicit(&pub_step, torch_st.step, memory_order_relaxed);
-	atomic_store_explicit(&pub_traced, torch_st.traced,
-			      memory_order_relaxed);
+	atomic_store_explicit(&pub_step, step, memory_order_relaxed);
+	atomic_store_explicit(&pub_traced, traced, memory_order_relaxed);
+}
+
+int torch_hooks_installed(void)
+{
+	return installed;
+}
+
+const struct torch_opts *torch_hooks_opts(void)
+{
+	return &opts;
+}
+
+PyTypeObject *torch_hooks_tensor_type(void)
+{
+	return tensor_type;
+}
+
+PyObject *torch_hooks_engine(void)
+{
+	return engine;
+}
+
+void torch_hooks_cuda_check(void)
+{
+	PyObject *r;
+
+	if (cuda || !cuda_is_init)
+		return;
+	r = PyObject_CallNoArgs(cuda_is_init);
+	cuda = r == Py_True;
+	Py_XDECREF(r);
+	PyErr_Clear();
 }
 
 /* ---- memory figures ------------------------------------------------ */
@@ -98,10 +136,10 @@ static void memory(double mem[4])
 	PyObject *dev, *stats;
 
 	mem[0] = mem[1] = mem[2] = mem[3] = 0;
-	if (!torch_st.cuda || !torch_st.cuda_stats || !torch_st.cuda_device)
+	if (!cuda || !cuda_stats || !cuda_device)
 		return;
-	dev = PyObject_CallNoArgs(torch_st.cuda_device);
-	stats = dev ? PyObject_CallOneArg(torch_st.cuda_stats, dev) : NULL;
+	dev = PyObject_CallNoArgs(cuda_device);
+	stats = dev ? PyObject_CallOneArg(cuda_stats, dev) : NULL;
 	if (stats) {
 		mem[0] = stat_mb(stats, "allocated_bytes", "current");
 		mem[1] = stat_mb(stats, "allocated_bytes", "peak");
@@ -117,13 +155,13 @@ void torch_hooks_emit(int stage, int64_t seq, int32_t name, double start,
 		      double end)
 {
 	struct torch_trace_rec r = {
-		.step = torch_st.step,
+		.step = torch_step_number(),
 		.seq = seq,
-		.rank = torch_st.rank,
+		.rank = rank,
 		.module = name,
 		.stage = stage,
 		.duration = end - start,
-		.offset = start - torch_st.t0,
+		.offset = start - torch_step_t0(),
 	};
 
 	memory(r.mem);
@@ -204,30 +242,26 @@ PyObject *torch_hooks_attr(const char *module, const char *path)
 
 static void drop_refs(void)
 {
-	Py_CLEAR(torch_st.reg_pre);
-	Py_CLEAR(torch_st.reg_post);
-	Py_CLEAR(torch_st.tensor_type);
-	Py_CLEAR(torch_st.engine);
-	Py_CLEAR(torch_st.cuda_is_init);
-	Py_CLEAR(torch_st.cuda_stats);
-	Py_CLEAR(torch_st.cuda_device);
+	torch_forward_remove();
+	Py_CLEAR(tensor_type);
+	Py_CLEAR(engine);
+	Py_CLEAR(cuda_is_init);
+	Py_CLEAR(cuda_stats);
+	Py_CLEAR(cuda_device);
 }
 
 int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 {
 	PyObject *tensor;
-	const char *rank;
+	const char *env_rank;
 	int rc;
 
-	if (torch_st.installed) {
-		int rate_changed = o->step_rate != torch_st.o.step_rate;
-		torch_st.o = *o;
-		if (rate_changed) {
-			torch_st.traced =
-				torch_st.step % torch_st.o.step_rate == 0;
-			torch_st.k = torch_st.step / torch_st.o.step_rate;
-			torch_forward_enable(torch_st.traced);
-		}
+	if (installed) {
+		int rate_changed = o->step_rate != opts.step_rate;
+
+		opts = *o;
+		if (rate_changed)
+			torch_step_rate_changed();
 		return 0;
 	}
 	if (torch_hooks_ready()) {
@@ -239,45 +273,37 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	torch_st.o = *o;
-	torch_st.reg_pre = torch_hooks_attr("torch.nn.modules.module",
-					    "register_module_forward_pre_hook");
-	torch_st.reg_post = torch_hooks_attr("torch.nn.modules.module",
-					     "register_module_forward_hook");
+	opts = *o;
 	tensor = torch_hooks_attr("torch", "Tensor");
-	if (!torch_st.reg_pre || !torch_st.reg_post || !tensor ||
-	    !PyType_Check(tensor)) {
+	if (torch_forward_install() || !tensor || !PyType_Check(tensor)) {
 		Py_XDECREF(tensor);
 		drop_refs();
 		snprintf(err, errlen, "this torch has no global module hooks");
 		return -ENOTSUP;
 	}
-	torch_st.tensor_type = (PyTypeObject *)tensor;
-	torch_st.engine = torch_hooks_attr("torch.autograd.variable",
-					   "Variable._execution_engine");
-	torch_st.cuda_is_init =
-		torch_hooks_attr("torch", "cuda.is_initialized");
-	torch_st.cuda_stats = torch_hooks_attr("torch", "_C._cuda_memoryStats");
-	torch_st.cuda_device = torch_hooks_attr("torch", "_C._cuda_getDevice");
+	tensor_type = (PyTypeObject *)tensor;
+	engine = torch_hooks_attr("torch.autograd.variable",
+				  "Variable._execution_engine");
+	cuda_is_init = torch_hooks_attr("torch", "cuda.is_initialized");
+	cuda_stats = torch_hooks_attr("torch", "_C._cuda_memoryStats");
+	cuda_device = torch_hooks_attr("torch", "_C._cuda_getDevice");
 	rc = torch_step_install(err, errlen);
 	if (rc) {
 		drop_refs();
 		return rc;
 	}
 	torch_backward_install();
-	rank = getenv("RANK");
-	torch_st.rank = rank ? strtoll(rank, NULL, 10) : 0;
-	torch_st.cuda = 0;
-	torch_st.depth = 0;
-	torch_st.installed = 1;
-	atomic_store(&pub_step_hook, torch_st.step_hook);
+	env_rank = getenv("RANK");
+	rank = env_rank ? strtoll(env_rank, NULL, 10) : 0;
+	cuda = 0;
+	installed = 1;
+	atomic_store(&pub_step_hook, torch_step_hook());
 	atomic_store(&pub_installed, 1);
-	torch_step_begin(torch_hooks_now());
-	if (torch_st.traced && !torch_st.fwd_on) {
+	if (!torch_step_begin(torch_hooks_now())) {
 		torch_backward_remove();
 		torch_step_remove();
 		drop_refs();
-		torch_st.installed = 0;
+		installed = 0;
 		atomic_store(&pub_installed, 0);
 		snprintf(err, errlen, "cannot register the module hooks");
 		return -EIO;
@@ -287,19 +313,14 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 
 void torch_hooks_remove(void)
 {
-	if (!torch_st.installed)
+	if (!installed)
 		return;
-	torch_forward_enable(0);
 	torch_step_remove();
 	torch_backward_remove();
 	drop_refs();
 	torch_names_clear();
-	torch_st.installed = 0;
+	installed = 0;
 	atomic_store(&pub_installed, 0);
-	torch_st.traced = 0;
-	torch_st.gen++;
-	torch_st.depth = 0;
-	torch_st.nbwd = 0;
 }
 
 void torch_hooks_info(struct torch_hooks_info *out)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "torch_backward.h"
 #include "torch_forward.h"
 #include "torch_intern.h"
 #include "torch_names.h"
@@ -17,27 +18,92 @@
 static PyObject *step_fn, *step_method, *step_pre_fn;
 static PyObject *s_step_code, *s_remove;
 
-/* Starts step torch_st.step at time t. */
-void torch_step_begin(double t)
-{
-	PyObject *r;
+/* How steps are hooked: torch 2.x's handles, or torch 1.x's method. */
+static PyObject *step_handle, *step_pre_handle;	 /* torch 2.x */
+static PyObject *optimizer_cls, *orig_step_code; /* torch 1.x */
+static const char *hook_name;
 
-	torch_st.gen++;
-	torch_st.nbwd = 0;
-	torch_st.end_queued = 0;
-	torch_st.seq = 0;
-	torch_st.t0 = torch_st.last_end = t;
-	torch_st.bwd_end = torch_st.step_pre = 0;
-	torch_st.traced = torch_st.step % torch_st.o.step_rate == 0;
-	torch_st.k = torch_st.step / torch_st.o.step_rate;
-	if (torch_st.traced && torch_st.cuda_is_init && !torch_st.cuda) {
-		r = PyObject_CallNoArgs(torch_st.cuda_is_init);
-		torch_st.cuda = r == Py_True;
-		Py_XDECREF(r);
-		PyErr_Clear();
-	}
-	torch_forward_enable(torch_st.traced);
-	torch_hooks_publish_step();
+/* The current step. */
+static int64_t step, k; /* k: ordinal of the traced step */
+static int traced;
+static uint32_t gen;
+static int64_t seq;
+static double t0, last_end, bwd_end, step_pre;
+
+const char *torch_step_hook(void)
+{
+	return hook_name;
+}
+
+int64_t torch_step_number(void)
+{
+	return step;
+}
+
+int torch_step_traced(void)
+{
+	return traced;
+}
+
+int64_t torch_step_k(void)
+{
+	return k;
+}
+
+uint32_t torch_step_gen(void)
+{
+	return gen;
+}
+
+double torch_step_t0(void)
+{
+	return t0;
+}
+
+int64_t torch_step_seq(void)
+{
+	return seq++;
+}
+
+void torch_step_ended(double t)
+{
+	last_end = t;
+}
+
+void torch_step_backward_ended(double t)
+{
+	bwd_end = last_end = t;
+}
+
+static int decide(void)
+{
+	int64_t rate = torch_hooks_opts()->step_rate;
+
+	traced = step % rate == 0;
+	k = step / rate;
+	return torch_forward_enable(traced) == traced;
+}
+
+int torch_step_begin(double t)
+{
+	int ok;
+
+	gen++;
+	seq = 0;
+	t0 = last_end = t;
+	bwd_end = step_pre = 0;
+	torch_backward_step_begin();
+	if (step % torch_hooks_opts()->step_rate == 0)
+		torch_hooks_cuda_check();
+	ok = decide();
+	torch_hooks_publish_step(step, traced);
+	return ok;
+}
+
+void torch_step_rate_changed(void)
+{
+	decide();
+	torch_hooks_publish_step(step, traced);
 }
 
 static PyObject *step_hook(PyObject *self, PyObject *const *args,
@@ -47,22 +113,20 @@ static PyObject *step_hook(PyObject *self, PyObject *const *args,
 	PyObject *exc_type, *exc_value, *exc_tb;
 
 	(void)self;
-	if (!torch_st.installed)
+	if (!torch_hooks_installed())
 		Py_RETURN_NONE;
 	PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-	if (torch_st.traced) {
+	if (traced) {
 		const char *cls =
 			nargs >= 1 ? Py_TYPE(args[0])->tp_name : "optimizer";
 		const char *dot = strrchr(cls, '.');
-		start = torch_st.step_pre  ? torch_st.step_pre
-			: torch_st.bwd_end ? torch_st.bwd_end
-					   : torch_st.last_end;
-		torch_hooks_emit(TORCH_STEP, torch_st.seq++,
+		start = step_pre ? step_pre : bwd_end ? bwd_end : last_end;
+		torch_hooks_emit(TORCH_STEP, seq++,
 				 torch_names_intern(dot ? dot + 1 : cls), start,
 				 t);
 		torch_vars_record();
 	}
-	torch_st.step++;
+	step++;
 	torch_step_begin(torch_hooks_now());
 	PyErr_Clear();
 	PyErr_Restore(exc_type, exc_value, exc_tb);
@@ -73,8 +137,8 @@ static PyObject *step_pre_hook(PyObject *self, PyObject *const *args,
 			       Py_ssize_t nargs)
 {
 	(void)self, (void)args, (void)nargs;
-	if (torch_st.installed)
-		torch_st.step_pre = torch_hooks_now();
+	if (torch_hooks_installed())
+		step_pre = torch_hooks_now();
 	Py_RETURN_NONE;
 }
 
@@ -93,34 +157,31 @@ int torch_step_install(char *err, size_t errlen)
 		"torch.optim.optimizer", "register_optimizer_step_pre_hook");
 
 	if (reg) {
-		torch_st.step_handle = PyObject_CallOneArg(reg, step_fn);
-		if (torch_st.step_handle && reg_pre)
-			torch_st.step_pre_handle =
+		step_handle = PyObject_CallOneArg(reg, step_fn);
+		if (step_handle && reg_pre)
+			step_pre_handle =
 				PyObject_CallOneArg(reg_pre, step_pre_fn);
 		PyErr_Clear();
 		Py_DECREF(reg);
 		Py_XDECREF(reg_pre);
-		torch_st.step_hook = "register_optimizer_step_post_hook";
-		return torch_st.step_handle ? 0 : -EIO;
+		hook_name = "register_optimizer_step_post_hook";
+		return step_handle ? 0 : -EIO;
 	}
 	Py_XDECREF(reg_pre);
-	torch_st.optimizer_cls =
-		torch_hooks_attr("torch.optim.optimizer", "Optimizer");
-	torch_st.orig_step_code =
-		torch_st.optimizer_cls
-			? PyObject_GetAttr(torch_st.optimizer_cls, s_step_code)
-			: NULL;
-	if (!torch_st.orig_step_code ||
-	    PyObject_SetAttr(torch_st.optimizer_cls, s_step_code,
-			     step_method)) {
+	optimizer_cls = torch_hooks_attr("torch.optim.optimizer", "Optimizer");
+	orig_step_code = optimizer_cls
+				 ? PyObject_GetAttr(optimizer_cls, s_step_code)
+				 : NULL;
+	if (!orig_step_code ||
+	    PyObject_SetAttr(optimizer_cls, s_step_code, step_method)) {
 		PyErr_Clear();
-		Py_CLEAR(torch_st.orig_step_code);
-		Py_CLEAR(torch_st.optimizer_cls);
-		torch_st.step_hook = "none";
+		Py_CLEAR(orig_step_code);
+		Py_CLEAR(optimizer_cls);
+		hook_name = "none";
 		snprintf(err, errlen, "this torch has no optimizer step hook");
 		return -ENOTSUP;
 	}
-	torch_st.step_hook = "Optimizer._optimizer_step_code";
+	hook_name = "Optimizer._optimizer_step_code";
 	return 0;
 }
 
@@ -128,23 +189,24 @@ void torch_step_remove(void)
 {
 	PyObject *r;
 
-	if (torch_st.step_handle) {
-		r = PyObject_CallMethodNoArgs(torch_st.step_handle, s_remove);
+	if (step_handle) {
+		r = PyObject_CallMethodNoArgs(step_handle, s_remove);
 		Py_XDECREF(r);
 	}
-	if (torch_st.step_pre_handle) {
-		r = PyObject_CallMethodNoArgs(torch_st.step_pre_handle,
-					      s_remove);
+	if (step_pre_handle) {
+		r = PyObject_CallMethodNoArgs(step_pre_handle, s_remove);
 		Py_XDECREF(r);
 	}
-	if (torch_st.optimizer_cls && torch_st.orig_step_code)
-		PyObject_SetAttr(torch_st.optimizer_cls, s_step_code,
-				 torch_st.orig_step_code);
+	if (optimizer_cls && orig_step_code)
+		PyObject_SetAttr(optimizer_cls, s_step_code, orig_step_code);
 	PyErr_Clear();
-	Py_CLEAR(torch_st.step_handle);
-	Py_CLEAR(torch_st.step_pre_handle);
-	Py_CLEAR(torch_st.optimizer_cls);
-	Py_CLEAR(torch_st.orig_step_code);
+	Py_CLEAR(step_handle);
+	Py_CLEAR(step_pre_handle);
+	Py_CLEAR(optimizer_cls);
+	Py_CLEAR(orig_step_code);
+	traced = 0;
+	gen++;
+	torch_hooks_publish_step(step, traced);
 }
 
 int torch_step_init(void)

@@ -17,20 +17,49 @@
 #define TORCH_STEP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Makes our callables, once (never freed).  0 or -ENOMEM. */
 int torch_step_init(void);
 
-/* Starts step torch_st.step at time t: decides whether it is traced
+/* Starts the current step at time t: decides whether it is traced
  * (step % step_rate == 0), turns the forward hooks on or off to match,
- * publishes it. */
-void torch_step_begin(double t);
+ * forgets the previous step's backward slots, publishes it.  Returns
+ * whether it could: a traced step whose forward hooks could not be
+ * registered gives 0. */
+int torch_step_begin(double t);
+
+/* step_rate changed: the current step is traced, or not, again. */
+void torch_step_rate_changed(void);
 
 /* Hooks the optimizer step.  0, or -ENOTSUP / -EIO with err (nothing
  * left hooked). */
 int torch_step_install(char *err, size_t errlen);
 
-/* Unhooks the optimizer step.  Idempotent. */
+/* Unhooks the optimizer step; the current step is traced no more and
+ * its generation ends.  Idempotent. */
 void torch_step_remove(void);
+
+/* How steps are detected ("register_optimizer_step_post_hook",
+ * "Optimizer._optimizer_step_code" or "none"). */
+const char *torch_step_hook(void);
+
+/* The current step: its number (counting from 0 at the first install),
+ * whether it is traced and which traced step it is (k), its generation
+ * (changes at every step and removal: hooks of an older one do
+ * nothing), and when it started. */
+int64_t torch_step_number(void);
+int torch_step_traced(void);
+int64_t torch_step_k(void);
+uint32_t torch_step_gen(void);
+double torch_step_t0(void);
+
+/* The next row's place in the step's order. */
+int64_t torch_step_seq(void);
+
+/* A traced call of the step ended at t (the optimizer's row starts at the
+ * last one); torch_step_backward_ended: the backward pass did. */
+void torch_step_ended(double t);
+void torch_step_backward_ended(double t);
 
 #endif

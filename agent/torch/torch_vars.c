@@ -7,6 +7,7 @@
 
 #include "cpython/cpython.h"
 #include "torch_intern.h"
+#include "torch_step.h"
 
 static int code_matches(PyCodeObject *co, const struct watch_item *it)
 {
@@ -18,11 +19,12 @@ static int code_matches(PyCodeObject *co, const struct watch_item *it)
 
 static void value_text(PyObject *v, struct torch_var_rec *r)
 {
+	PyTypeObject *tensor = torch_hooks_tensor_type();
+	int max = torch_hooks_opts()->repr_max;
 	PyObject *item = NULL, *repr;
 	const char *s;
 
-	if (torch_st.tensor_type &&
-	    PyObject_TypeCheck(v, torch_st.tensor_type)) {
+	if (tensor && PyObject_TypeCheck(v, tensor)) {
 		PyObject *n = PyObject_CallMethod(v, "numel", NULL);
 		if (n && PyLong_Check(n) && PyLong_AsLong(n) == 1)
 			item = PyObject_CallMethod(v, "item", NULL);
@@ -45,10 +47,8 @@ static void value_text(PyObject *v, struct torch_var_rec *r)
 	s = repr ? PyUnicode_AsUTF8(repr) : NULL;
 	if (s)
 		snprintf(r->value, sizeof(r->value), "%.*s",
-			 torch_st.o.repr_max > 0 &&
-					 torch_st.o.repr_max < TORCH_VALUE_MAX
-				 ? torch_st.o.repr_max
-				 : TORCH_VALUE_MAX - 1,
+			 max > 0 && max < TORCH_VALUE_MAX ? max
+							  : TORCH_VALUE_MAX - 1,
 			 s);
 	else
 		snprintf(r->value, sizeof(r->value), "<repr failed>");
@@ -61,8 +61,9 @@ static void value_text(PyObject *v, struct torch_var_rec *r)
  * on this thread's stack. */
 void torch_vars_record(void)
 {
+	const struct watch_list *watch = &torch_hooks_opts()->watch;
 	int done[WATCH_MAX] = {0};
-	size_t left = torch_st.o.watch.n;
+	size_t left = watch->n;
 	PyFrameObject *f = PyEval_GetFrame(), *back;
 	PyObject *exc_type, *exc_value, *exc_tb;
 
@@ -74,9 +75,8 @@ void torch_vars_record(void)
 		PyCodeObject *co = PyFrame_GetCode(f);
 		PyObject *locals = NULL;
 
-		for (size_t i = 0; i < torch_st.o.watch.n; i++) {
-			const struct watch_item *it =
-				&torch_st.o.watch.items[i];
+		for (size_t i = 0; i < watch->n; i++) {
+			const struct watch_item *it = &watch->items[i];
 			PyObject *v;
 
 			if (done[i] || !code_matches(co, it))
@@ -90,7 +90,7 @@ void torch_vars_record(void)
 				PyErr_Clear();
 				continue;
 			}
-			struct torch_var_rec r = {.step = torch_st.step};
+			struct torch_var_rec r = {.step = torch_step_number()};
 			snprintf(r.func, sizeof(r.func), "%s", it->func);
 			snprintf(r.name, sizeof(r.name), "%s", it->name);
 			value_text(v, &r);
