@@ -24,6 +24,7 @@
 #include "cluster_store.h"
 #include "core/auth.h"
 #include "core/config.h"
+#include "core/fdown.h"
 #include "core/log.h"
 #include "core/thread.h"
 #include "dap_addr.h"
@@ -187,9 +188,9 @@ static int free_port(const char *host)
 	} else {
 		return -EINVAL;
 	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = fdown_new(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
 	if (fd < 0)
-		return -errno;
+		return fd == -1 ? -errno : fd;
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
 		port = -errno;

@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 int cluster_listen_host_canon(const char *text, char *canon, size_t canonlen,
 			      char *err, size_t errlen)
 {
@@ -131,8 +133,8 @@ static int route_to(const char *master, int port, char *out, char *err,
 	}
 	/* A UDP connect picks the route and the source address; nothing is
 	 * sent. */
-	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	rc = fd < 0 ? -errno : 0;
+	fd = fdown_new(socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	rc = fd == -1 ? -errno : fd < 0 ? fd : 0;
 	if (!rc && connect(fd, res->ai_addr, res->ai_addrlen) < 0)
 		rc = -errno;
 	if (!rc && getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)

@@ -13,6 +13,7 @@
 #include "cluster_intern.h"
 #include "cluster_probe.h"
 #include "cluster_store.h"
+#include "core/fdown.h"
 #include "livetab.h"
 #include "store.h"
 
@@ -125,7 +126,7 @@ int cluster_add(const char *addr, int64_t rank, char *err, size_t errlen)
 
 int cluster_add_file(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f = fdown_fopen(path);
 	char line[1024], addr[512], why[256];
 	int lineno = 0, added = 0, rc = 0;
 

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -35,8 +37,8 @@ static void probe_start(struct cluster_probe *p)
 	snprintf(port, sizeof(port), "%d", a.port);
 	if (getaddrinfo(a.host, port, &hints, &res) || !res)
 		return;
-	p->fd = socket(res->ai_family,
-		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	p->fd = fdown_new(socket(
+		res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (p->fd >= 0) {
 		if (connect(p->fd, res->ai_addr, res->ai_addrlen) == 0) {
 			p->up = 1;

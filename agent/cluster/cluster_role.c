@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 #define ENVIRON_MAX (8u << 20) /* a starting environment larger: unread */
 #define ANCESTORS_MAX 32       /* how far up the parents are followed */
 
@@ -34,10 +36,10 @@ static ssize_t read_all(const char *path, char **out, size_t cap)
 {
 	size_t len = 0, size = 4096;
 	char *buf = malloc(size + 1), *bigger;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = fdown_open(path, O_RDONLY, 0);
 
 	if (fd < 0 || !buf) {
-		int e = fd < 0 ? errno : ENOMEM;
+		int e = fd < 0 ? -fd : ENOMEM;
 
 		if (fd >= 0)
 			close(fd);

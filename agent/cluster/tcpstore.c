@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 #define VALIDATE_MAGIC 0x3C85F7CEu
 
 enum { Q_VALIDATE, Q_SET, Q_COMPARE_SET, Q_GET, Q_CHECK };
@@ -196,10 +198,11 @@ static int connect_one(const struct addrinfo *ai, double deadline)
 	int fd, one = 1, soerr = 0, rc;
 	socklen_t sl = sizeof(soerr);
 
-	fd = socket(ai->ai_family,
-		    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = fdown_new(socket(ai->ai_family,
+			      ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			      0));
 	if (fd < 0)
-		return -errno;
+		return fd == -1 ? -errno : fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 		return fd;

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "dap_token.h"
+#include "fdown.h"
 #include "log.h"
 
 #define TOKEN_BYTES 32 /* random bytes of a generated token */
@@ -167,13 +168,11 @@ static int write_tmp(const char *dir, const char *t, char *tmp,
 	snprintf(tmp, tmplen, "%s/.token.%d.%ld", dir, (int)getpid(),
 		 (long)gettid());
 	unlink(tmp); /* a leftover of a crashed writer with our pid */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		  0600);
+	fd = fdown_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		rc = -errno;
 		snprintf(err, errlen, "cannot create %s: %s", tmp,
-			 strerror(errno));
-		return rc;
+			 strerror(-fd));
+		return fd;
 	}
 	memcpy(text, t, len);
 	text[len++] = '\n';

@@ -15,7 +15,13 @@
  *     inode: every socket and pipe has its own) and checked with
  *     fdown_ours() before every read, write and close.
  *
- * What is left is the instant between the check and the system call; a
+ * A new descriptor is born at the lowest free number, which the program
+ * may be about to dup2() onto (it reopens the numbers it closed): so it
+ * is moved up at once (fdown_new, fdown_open), and the low number is
+ * closed only when it still holds what we made; one that changed hands
+ * meanwhile is left to the program, and the creation fails.
+
+ * What is left is the instant between a check and the system call; a
  * program would have to close our descriptor and open another file at the
  * same number within it.
  *
@@ -25,6 +31,7 @@
 #ifndef FDOWN_H
 #define FDOWN_H
 
+#include <stdio.h>
 #include <sys/types.h>
 
 #define FDOWN_MIN 512 /* the lowest number an owned descriptor moves to */
@@ -35,13 +42,27 @@ struct fdown {
 	ino_t ino;
 };
 
-/* Moves fd to FDOWN_MIN or above, close-on-exec (closing the old number),
- * when the descriptor limit allows; else leaves it where it is.  Returns
- * the descriptor to use (fd itself on failure). */
-int fdown_raise(int fd);
+/*
+ * fd was just made by the caller (socket, accept4, pipe2: a socket or a
+ * pipe).  Returns it moved to FDOWN_MIN or above, close-on-exec (the low
+ * number closed), or left where it is when the descriptor limit is lower;
+ * or -EBADF when the number is not the caller's socket or pipe any more
+ * (the program closed it and reused the number: nothing of the program's
+ * is closed).  fd < 0 is returned as it is.
+ */
+int fdown_new(int fd);
 
-/* Takes fd (raised as fdown_raise) into o, with its identity.  0, or
- * -errno (fd closed, o->fd = -1). */
+/* open(path, flags | O_CLOEXEC, mode), moved up as fdown_new (for the
+ * agent's reads of /proc and its own files).  The descriptor, or -errno
+ * (-EAGAIN: the number changed hands while it moved; it is not closed,
+ * as it may be the program's). */
+int fdown_open(const char *path, int flags, mode_t mode);
+
+/* fdown_open(path, O_RDONLY) as a stdio stream; NULL with errno. */
+FILE *fdown_fopen(const char *path);
+
+/* Takes fd (made by the caller, as fdown_new) into o, with its identity.
+ * 0, or -errno (fd closed when it was still ours, o->fd = -1). */
 int fdown_take(struct fdown *o, int fd);
 
 /* 1 while o's number still refers to the open file it was taken with. */

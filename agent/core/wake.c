@@ -18,6 +18,16 @@ static int open_pipe(struct wake *w)
 
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
+	/* Both ends up at once, before either is used. */
+	p[0] = fdown_new(p[0]);
+	p[1] = fdown_new(p[1]);
+	if (p[0] < 0 || p[1] < 0) {
+		if (p[0] >= 0)
+			close(p[0]);
+		if (p[1] >= 0)
+			close(p[1]);
+		return -EBADF;
+	}
 	rc = fdown_take(&w->rd, p[0]);
 	if (rc) {
 		close(p[1]);

@@ -15,6 +15,7 @@
 
 #include "bp.h"
 #include "bpsource.h"
+#include "core/fdown.h"
 #include "errbuf.h"
 
 int bpsource_init(struct bp_source *s, const char *path)
@@ -129,7 +130,7 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 			   f->path, BP_SOURCE_MAX);
 		return -EINVAL;
 	}
-	fp = fopen(f->path, "rbe");
+	fp = fdown_fopen(f->path);
 	if (!fp) {
 		rc = -errno;
 		errbuf_set(msg, msglen, "cannot read %s: %s", f->path,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/fdown.h"
 #include "core/log.h"
 #include "core/thread.h"
 #include "cpython/cpython.h"
@@ -301,7 +302,7 @@ static void resumed(int64_t stuck_ms)
 	snprintf(line, sizeof(line), "resumed: %s after %.1f s\n", when,
 		 (double)stuck_ms / 1000);
 	if (W.path[0] &&
-	    (fd = open(W.path, O_WRONLY | O_APPEND | O_CLOEXEC)) >= 0) {
+	    (fd = fdown_open(W.path, O_WRONLY | O_APPEND, 0)) >= 0) {
 		if (write(fd, line, strlen(line)) < 0) {
 			/* the row still says it */
 		}

@@ -14,6 +14,7 @@
 
 #include "core/agent.h"
 #include "core/config.h"
+#include "core/fdown.h"
 #include "flamegraph.h"
 #include "profiler/sampler.h"
 #include "server/handler.h"
@@ -282,7 +283,7 @@ static void program_name(char *out, size_t len)
 	char buf[4096] = "";
 	const char *name = "python", *p;
 	ssize_t n = 0;
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	int fd = fdown_open("/proc/self/cmdline", O_RDONLY, 0);
 
 	if (fd >= 0) {
 		n = read(fd, buf, sizeof(buf) - 1);

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 /* The number after "Key:" on the line starting at line, or -1. */
 static long long field(const char *line, const char *key)
 {
@@ -62,10 +64,10 @@ int memory_proc_read(struct memory_proc *out)
 	char buf[MEMORY_STATUS_MAX];
 	ssize_t n;
 	size_t len = 0;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	int fd = fdown_open("/proc/self/status", O_RDONLY, 0);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	while (len < sizeof(buf) - 1 &&
 	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) != 0) {
 		if (n < 0) {

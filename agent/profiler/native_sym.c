@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 struct sym {
 	uintptr_t value, size;
 	uint32_t name; /* offset in the object's string table */
@@ -118,7 +120,7 @@ static void load(struct object *o)
 	const ElfW(Ehdr) *eh;
 	const ElfW(Shdr) *sh, *best = NULL;
 	struct stat st;
-	int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+	int fd = fdown_open(o->path, O_RDONLY, 0);
 	void *m;
 
 	if (fd < 0)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/fdown.h"
 #include "core/log.h"
 #include "core/thread.h"
 #include "cpython/cpython.h"
@@ -138,7 +139,7 @@ static void comm_name(long tid, int is_main, char *out, size_t len)
 	if (is_main)
 		return;
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
-	f = fopen(path, "re");
+	f = fdown_fopen(path);
 	if (f) {
 		if (!fgets(out, (int)len, f))
 			out[0] = '\0';

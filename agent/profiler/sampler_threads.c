@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
+
 static struct thr *thr; /* SAMPLER_THREADS_MAX */
 static size_t nthr;
 static struct sampler_map thr_map; /* thread_id + 1 -> index */
@@ -78,7 +80,9 @@ static struct thr *thr_get(const struct cpython_thread *pt)
 	t->nwant = 0; /* an earlier thread's wants are dropped unbound */
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
 		 pt->native_id);
-	t->fd = pt->native_id > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	t->fd = pt->native_id > 0 ? fdown_open(path, O_RDONLY, 0) : -1;
+	if (t->fd < 0)
+		t->fd = -1;
 	if (!t->frames) {
 		t->frames = malloc(PATH_MAX_FRAMES * sizeof(*t->frames));
 		t->nodes = malloc(PATH_MAX_FRAMES * sizeof(*t->nodes));

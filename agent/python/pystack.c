@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fdown.h"
 #include "cpython/cpython.h"
 #include "errbuf.h"
 #include "pystack.h"
@@ -54,7 +55,7 @@ static void task_state(long tid, char out[16])
 	const char *s = "unknown";
 
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
-	f = tid > 0 ? fopen(path, "re") : NULL;
+	f = tid > 0 ? fdown_fopen(path) : NULL;
 	if (f) {
 		n = fread(buf, 1, sizeof(buf) - 1, f);
 		fclose(f);
@@ -90,7 +91,7 @@ static char *task_comm(long tid)
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
-	f = tid > 0 ? fopen(path, "re") : NULL;
+	f = tid > 0 ? fdown_fopen(path) : NULL;
 	if (f) {
 		if (!fgets(buf, sizeof(buf), f))
 			buf[0] = '\0';

@@ -23,6 +23,7 @@
 #include "dap_addr.h"
 #include "server_events.h"
 #include "server_intern.h"
+#include "server_request.h"
 #include "server_session.h"
 #include "server_sock.h"
 
@@ -43,33 +44,17 @@ static void on_reap(struct ev_loop *loop, ev_prepare *w, int revents)
 
 static void listener_lost(struct server *srv, struct listener *l);
 
-/* The oldest open session that owes the token, or NULL. */
-static struct session *oldest_pending(struct server *srv)
-{
-	struct session *old = NULL;
-
-	for (int i = 0; i < srv->nsessions; i++) {
-		struct session *s = srv->sessions[i];
-
-		if (!s->closed && !s->local && !s->authed &&
-		    (!old || s->id < old->id))
-			old = s;
-	}
-	return old;
-}
-
 /* Whether a new session of this kind may be had (server.h: how many at
  * once); makes room among the sessions owing the token.  addr: the
  * listener's, for the log. */
 static int room_for(struct server *srv, int local, int authed,
 		    const char *addr)
 {
-	int nlocal, ntcp, npending;
+	int nlocal, ntcp, npending, n;
 
-	server_session_count(srv, &nlocal, &ntcp, &npending);
-	if (srv->nsessions >= SERVER_SESSIONS_MAX) {
-		log_warn("refused a client on %s: %d sessions open", addr,
-			 srv->nsessions);
+	n = server_session_count(srv, &nlocal, &ntcp, &npending);
+	if (n >= SERVER_SESSIONS_MAX) {
+		log_warn("refused a client on %s: %d sessions open", addr, n);
 		return 0;
 	}
 	if (local) {
@@ -89,7 +74,7 @@ static int room_for(struct server *srv, int local, int authed,
 		return 0;
 	}
 	if (npending >= SERVER_PENDING_MAX) {
-		struct session *old = oldest_pending(srv);
+		struct session *old = server_session_oldest_pending(srv);
 
 		log_info("session %llu: still no token, and a newer client "
 			 "needs the room: closing",
@@ -110,7 +95,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		listener_lost(srv, l);
 		return;
 	}
-	fd = accept4(l->sock.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	fd = fdown_new(
+		accept4(l->sock.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC));
 	if (fd < 0)
 		return;
 	if (l->is_unix && !server_sock_peer_allowed(fd)) {
@@ -192,10 +178,7 @@ static void on_fdcheck(struct ev_loop *loop, ev_timer *t, int revents)
 	for (int i = 0; i < srv->nlisteners; i++)
 		if (!fdown_ours(&srv->listeners[i].sock))
 			listener_lost(srv, &srv->listeners[i]);
-	for (int i = 0; i < srv->nsessions; i++)
-		if (!srv->sessions[i]->closed &&
-		    !fdown_ours(&srv->sessions[i]->sock))
-			server_session_lost(srv->sessions[i]);
+	server_session_check_fds(srv);
 }
 
 /* Closes the listener on canon, if any; the others keep their order. */
@@ -243,9 +226,7 @@ static void on_wake(void *data)
 	memcpy(gone, srv->unlisten, sizeof(gone[0]) * (size_t)ngone);
 	srv->nunlisten = 0;
 	stop = srv->stop_requested;
-	events = srv->events_head;
-	srv->events_head = srv->events_tail = NULL;
-	srv->nevents = 0;
+	events = server_events_take_locked(srv);
 	pthread_mutex_unlock(&srv->lock);
 	for (int i = 0; i < n; i++)
 		add_listener(srv, p[i].fd, p[i].is_unix, p[i].addr);
@@ -375,14 +356,6 @@ int server_new(struct server **out, char *err, size_t errlen)
 	return 0;
 }
 
-int server_on_close(struct server *srv, server_close_fn fn)
-{
-	if (srv->nclose_hooks >= SERVER_CLOSE_HOOKS_MAX)
-		return -ENOSPC;
-	srv->close_hooks[srv->nclose_hooks++] = fn;
-	return 0;
-}
-
 struct ev_loop *server_loop(struct server *srv)
 {
 	return srv->loop;
@@ -451,10 +424,7 @@ void server_free(struct server *srv)
 {
 	if (!srv)
 		return;
-	for (int i = 0; i < srv->nsessions; i++) {
-		server_session_close(srv->sessions[i]);
-		server_session_free(srv->sessions[i]);
-	}
+	server_session_free_all(srv);
 	for (int i = 0; i < srv->nlisteners; i++) {
 		ev_io_stop(srv->loop, &srv->listeners[i].io);
 		fdown_close(&srv->listeners[i].sock);
@@ -463,11 +433,10 @@ void server_free(struct server *srv)
 		close(srv->pending[i].fd);
 	ev_ref(srv->loop);
 	ev_timer_stop(srv->loop, &srv->fdcheck);
-	server_events_free(srv->events_head);
-	srv->events_head = srv->events_tail = NULL;
+	server_events_free(server_events_take_locked(srv));
 	/* Requests still on workers keep pointing at their messages: leave
 	 * them (and the loop they would wake) to the exiting process. */
-	if (!srv->inflight) {
+	if (!server_request_any(srv)) {
 		wake_release(&srv->wake);
 		ev_loop_destroy(srv->loop);
 		pthread_mutex_destroy(&srv->lock);
@@ -483,8 +452,7 @@ void server_atfork_child(struct server *srv)
 		return;
 	for (int i = 0; i < srv->nlisteners; i++)
 		fdown_close(&srv->listeners[i].sock);
-	for (int i = 0; i < srv->nsessions; i++)
-		fdown_close(&srv->sessions[i]->sock);
+	server_session_atfork_child(srv);
 	for (int i = 0; i < srv->npending; i++)
 		close(srv->pending[i].fd);
 	wake_atfork_child(&srv->wake);

@@ -14,7 +14,7 @@
 #include "dap_msg.h"
 #include "dap_token.h"
 #include "handler.h"
-#include "server_intern.h"
+#include "server.h"
 #include "server_session.h"
 
 static void on_auth_timeout(struct ev_loop *loop, ev_timer *w, int revents)
@@ -34,7 +34,7 @@ void server_auth_init(struct session *s)
 		      0.);
 	s->auth_timer.data = s;
 	if (!s->authed)
-		ev_timer_start(s->srv->loop, &s->auth_timer);
+		ev_timer_start(server_loop(s->srv), &s->auth_timer);
 }
 
 void server_auth_linger(struct session *s)
@@ -42,9 +42,9 @@ void server_auth_linger(struct session *s)
 	s->lingering = 1;
 	if (fdown_ours(&s->sock))
 		shutdown(s->sock.fd, SHUT_WR);
-	ev_timer_stop(s->srv->loop, &s->auth_timer);
+	ev_timer_stop(server_loop(s->srv), &s->auth_timer);
 	ev_timer_set(&s->auth_timer, SERVER_LINGER_S, 0.);
-	ev_timer_start(s->srv->loop, &s->auth_timer);
+	ev_timer_start(server_loop(s->srv), &s->auth_timer);
 }
 
 void server_auth_refuse(struct session *s, int64_t seq, const char *command,
@@ -92,7 +92,7 @@ int server_auth_check(struct session *s, struct dap_message *msg)
 	}
 	if (!why) {
 		s->authed = 1;
-		ev_timer_stop(s->srv->loop, &s->auth_timer);
+		ev_timer_stop(server_loop(s->srv), &s->auth_timer);
 		s->framer.max_body = DAP_MESSAGE_MAX;
 		return 1;
 	}

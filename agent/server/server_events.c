@@ -21,22 +21,28 @@ void server_events_deliver(struct server *srv, struct posted_event *ev)
 	struct posted_event *next;
 
 	for (; ev; ev = next) {
+		struct session *s;
+
 		next = ev->next;
-		for (int i = 0; i < srv->nsessions; i++) {
-			struct session *s = srv->sessions[i];
-			if (s->closed || !s->authed ||
-			    (ev->session && ev->session != s->id))
-				continue;
-			struct dap_message *copy = ev->session
-				? ev->msg : dap_message_copy(ev->msg);
-			if (copy)
-				server_session_send(s, copy);
-			if (ev->session)
-				ev->msg = NULL;  /* sent: server_session_send took it */
+		if (!ev->session) {
+			server_session_send_all(srv, ev->msg);
+		} else if ((s = server_session_find(srv, ev->session)) &&
+			   s->authed) {
+			server_session_send(s, ev->msg); /* takes it */
+		} else {
+			dap_message_free(ev->msg);
 		}
-		dap_message_free(ev->msg);
 		free(ev);
 	}
+}
+
+struct posted_event *server_events_take_locked(struct server *srv)
+{
+	struct posted_event *ev = srv->events_head;
+
+	srv->events_head = srv->events_tail = NULL;
+	srv->nevents = 0;
+	return ev;
 }
 
 void server_events_free(struct posted_event *ev)

@@ -19,6 +19,10 @@ struct posted_event;
 /* Loop thread: delivers and frees a list taken from the queue. */
 void server_events_deliver(struct server *srv, struct posted_event *ev);
 
+/* The server's lock held: takes the whole queue (the caller delivers or
+ * frees it). */
+struct posted_event *server_events_take_locked(struct server *srv);
+
 /* Frees a list of events unsent (the server is going away). */
 void server_events_free(struct posted_event *ev);
 

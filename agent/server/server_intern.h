@@ -1,11 +1,17 @@
 /*
- * server_intern: what the files of the server share (private to server.c,
- * server_session.c, server_auth.c, server_request.c, server_events.c).
+ * server_intern: the server's instance, one per agent (server_current()),
+ * private to the files of agent/server.
  *
- * struct server is one per agent (server_current()).  Everything in it
- * belongs to the loop thread except what `lock` guards: the listeners
- * bound by server_listen() on other threads and not yet taken by the
- * loop (pending), those server_unlisten() asked the loop to close
+ * Each group of fields below belongs to one file, and only that file
+ * touches it; the others call its functions:
+ *   server.c          the loop, listeners (pending and unlisten too),
+ *                     stop_requested, the addresses;
+ *   server_session.c  the session table and the close hooks;
+ *   server_request.c  the requests in flight on workers;
+ *   server_events.c   the posted events.
+ * Everything belongs to the loop thread except what `lock` guards: the
+ * listeners bound by server_listen() on other threads and not yet taken
+ * by the loop (pending), those server_unlisten() asked the loop to close
  * (unlisten), stop_requested, the posted events and the addresses.
  */
 #ifndef SERVER_INTERN_H
@@ -39,28 +45,33 @@ struct pending_listener {
 };
 
 struct server {
+	/* server.c */
 	struct ev_loop *loop;
 	struct wake wake;         /* new listeners, posted events, stop */
 	ev_timer fdcheck;         /* are listeners and sessions still ours */
 	ev_prepare reaper;        /* frees closed sessions */
 	struct listener listeners[SERVER_LISTENERS_MAX];
 	int nlisteners;
-	struct session *sessions[SERVER_SESSIONS_MAX];
-	int nsessions;
-	uint64_t next_session;
-	struct request *inflight; /* every request handed to a worker */
-	pthread_mutex_t lock;     /* pending[], stop_requested, addresses */
+	pthread_mutex_t lock; /* pending[], stop_requested, addresses,
+				 the posted events */
 	struct pending_listener pending[SERVER_LISTENERS_MAX];
 	int npending;
 	char unlisten[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX]; /* to close */
 	int nunlisten;
 	int stop_requested;
-	struct posted_event *events_head, *events_tail;  /* under lock */
-	int nevents;
-	server_close_fn close_hooks[SERVER_CLOSE_HOOKS_MAX];  /* loop thread */
-	int nclose_hooks;
 	char addresses[SERVER_LISTENERS_MAX][DAP_ADDR_TEXT_MAX];
 	int naddresses;
+	/* server_session.c */
+	struct session *sessions[SERVER_SESSIONS_MAX];
+	int nsessions;
+	uint64_t next_session;
+	server_close_fn close_hooks[SERVER_CLOSE_HOOKS_MAX];
+	int nclose_hooks;
+	/* server_request.c */
+	struct request *inflight; /* every request handed to a worker */
+	/* server_events.c (under lock) */
+	struct posted_event *events_head, *events_tail;
+	int nevents;
 };
 
 #endif

@@ -189,3 +189,8 @@ void server_request_cancel_session(struct server *srv, uint64_t id)
 		if (r->session == id)
 			r->cancel = 1;
 }
+
+int server_request_any(struct server *srv)
+{
+	return srv->inflight != NULL;
+}

@@ -29,4 +29,8 @@ void server_request_handle(struct session *s, const char *body, size_t len);
  * closing: a running evaluate is interrupted, the answer dropped). */
 void server_request_cancel_session(struct server *srv, uint64_t id);
 
+/* Is any request of srv still on a worker (server_free then leaves the
+ * loop to the exiting process)? */
+int server_request_any(struct server *srv);
+
 #endif

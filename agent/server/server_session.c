@@ -42,7 +42,7 @@ static void flush_output(struct session *s)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				ev_io_start(s->srv->loop, &s->wr);
+				ev_io_start(server_loop(s->srv), &s->wr);
 				return;
 			}
 			server_session_close(s);
@@ -57,7 +57,7 @@ static void flush_output(struct session *s)
 			s->out_tail = NULL;
 		free(b);
 	}
-	ev_io_stop(s->srv->loop, &s->wr);
+	ev_io_stop(server_loop(s->srv), &s->wr);
 	if (s->refused && !s->lingering)
 		server_auth_linger(s);
 	else if (s->closing && s->inflight == 0)
@@ -148,7 +148,7 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 		/* The client is done sending (it may have half-closed, as
 		 * `printf ... | probing dap` does): answer what is in flight,
 		 * then close. */
-		ev_io_stop(s->srv->loop, &s->rd);
+		ev_io_stop(server_loop(s->srv), &s->rd);
 		s->closing = 1;
 		if (!s->out_head && s->inflight == 0)
 			server_session_close(s);
@@ -196,9 +196,9 @@ void server_session_close(struct session *s)
 	if (s->closed)
 		return;
 	s->closed = 1;
-	ev_io_stop(s->srv->loop, &s->rd);
-	ev_io_stop(s->srv->loop, &s->wr);
-	ev_timer_stop(s->srv->loop, &s->auth_timer);
+	ev_io_stop(server_loop(s->srv), &s->rd);
+	ev_io_stop(server_loop(s->srv), &s->wr);
+	ev_timer_stop(server_loop(s->srv), &s->auth_timer);
 	fdown_close(&s->sock);
 	/* In-flight requests find no session and drop their replies; a
 	 * running evaluate is interrupted. */
@@ -233,8 +233,7 @@ void server_session_reap(struct server *srv)
 	}
 }
 
-void server_session_count(struct server *srv, int *local, int *tcp,
-			  int *pending)
+int server_session_count(struct server *srv, int *local, int *tcp, int *pending)
 {
 	int n[3] = {0, 0, 0};
 
@@ -250,6 +249,67 @@ void server_session_count(struct server *srv, int *local, int *tcp,
 		*tcp = n[1];
 	if (pending)
 		*pending = n[2];
+	return srv->nsessions;
+}
+
+struct session *server_session_oldest_pending(struct server *srv)
+{
+	struct session *old = NULL;
+
+	for (int i = 0; i < srv->nsessions; i++) {
+		struct session *s = srv->sessions[i];
+
+		if (!s->closed && !s->local && !s->authed &&
+		    (!old || s->id < old->id))
+			old = s;
+	}
+	return old;
+}
+
+void server_session_send_all(struct server *srv, struct dap_message *msg)
+{
+	for (int i = 0; i < srv->nsessions; i++) {
+		struct session *s = srv->sessions[i];
+		struct dap_message *copy;
+
+		if (s->closed || !s->authed)
+			continue;
+		copy = dap_message_copy(msg);
+		if (copy)
+			server_session_send(s, copy);
+	}
+	dap_message_free(msg);
+}
+
+void server_session_check_fds(struct server *srv)
+{
+	for (int i = 0; i < srv->nsessions; i++)
+		if (!srv->sessions[i]->closed &&
+		    !fdown_ours(&srv->sessions[i]->sock))
+			server_session_lost(srv->sessions[i]);
+}
+
+void server_session_free_all(struct server *srv)
+{
+	for (int i = 0; i < srv->nsessions; i++) {
+		server_session_close(srv->sessions[i]);
+		server_session_free(srv->sessions[i]);
+	}
+	srv->nsessions = 0;
+}
+
+void server_session_atfork_child(struct server *srv)
+{
+	for (int i = 0; i < srv->nsessions; i++)
+		fdown_close(&srv->sessions[i]->sock);
+}
+
+int server_on_close(struct server *srv, server_close_fn fn)
+{
+	if (srv->nclose_hooks >= SERVER_CLOSE_HOOKS_MAX)
+		return -ENOSPC;
+	srv->close_hooks[srv->nclose_hooks++] = fn;
+	return 0;
 }
 
 struct session *server_session_new(struct server *srv, int fd, int local,
@@ -277,7 +337,7 @@ struct session *server_session_new(struct server *srv, int fd, int local,
 	ev_io_init(&s->rd, on_readable, fd, EV_READ);
 	ev_io_init(&s->wr, on_writable, fd, EV_WRITE);
 	s->rd.data = s->wr.data = s;
-	ev_io_start(srv->loop, &s->rd);
+	ev_io_start(server_loop(srv), &s->rd);
 	server_auth_init(s);
 	srv->sessions[srv->nsessions++] = s;
 	return s;

@@ -59,9 +59,28 @@ struct session *server_session_new(struct server *srv, int fd, int local,
 				   int authed);
 
 /* srv's open sessions: on the unix socket, on TCP allowed to make
- * requests, on TCP owing the token (any may be NULL). */
-void server_session_count(struct server *srv, int *local, int *tcp,
-			  int *pending);
+ * requests, on TCP owing the token (any may be NULL).  Returns how many
+ * sessions the table holds, closed ones not reaped yet included. */
+int server_session_count(struct server *srv, int *local, int *tcp,
+			 int *pending);
+
+/* The oldest open session that owes the token, or NULL. */
+struct session *server_session_oldest_pending(struct server *srv);
+
+/* Queues a copy of msg on every open session that may make requests;
+ * frees msg. */
+void server_session_send_all(struct server *srv, struct dap_message *msg);
+
+/* Closes, as lost, the sessions whose descriptor is not ours any more
+ * (the program closed it; fdown.h). */
+void server_session_check_fds(struct server *srv);
+
+/* server_free: closes and frees every session. */
+void server_session_free_all(struct server *srv);
+
+/* In a forked child: the sessions' descriptors closed (the structures
+ * are left to the child's memory). */
+void server_session_atfork_child(struct server *srv);
 
 /* Queues an encoded message; takes ownership of msg (freed, unsent, when
  * the session is closed or gets closed for it). */

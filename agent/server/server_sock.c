@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/auth.h"
+#include "core/fdown.h"
 #include "dap_addr.h"
 
 pid_t server_sock_unix_holder(const struct dap_addr *addr)
@@ -25,7 +26,8 @@ pid_t server_sock_unix_holder(const struct dap_addr *addr)
 
 	if (dap_addr_unix_sockaddr(addr, &ss, &len))
 		return 0;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = fdown_new(
+		socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (fd < 0)
 		return 0;
 	if (connect(fd, (struct sockaddr *)&ss, len) < 0 ||
@@ -47,10 +49,11 @@ int server_sock_bind_unix(const struct dap_addr *addr, char *err,
 		snprintf(err, errlen, "unix address too long: %s", addr->host);
 		return rc;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = fdown_new(
+		socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "socket: %s", strerror(errno));
+		rc = fd == -1 ? -errno : fd;
+		snprintf(err, errlen, "socket: %s", strerror(-rc));
 		return rc;
 	}
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
@@ -117,8 +120,9 @@ int server_sock_bind_tcp(const struct dap_addr *addr, char *canon,
 			}
 			token = 1;
 		}
-		fd = socket(ai->ai_family,
-			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		fd = fdown_new(socket(
+			ai->ai_family,
+			ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 		if (fd < 0)
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

@@ -1,0 +1,126 @@
+/*
+ * fdown: the agent's descriptors, kept out of the program's way — moved
+ * up at birth, and never closing a number the program took over.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fdown.h"
+#include "test.h"
+
+static int is_open(int fd)
+{
+	return fcntl(fd, F_GETFD) >= 0;
+}
+
+static int same_file(int a, int b)
+{
+	struct stat x, y;
+
+	return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev &&
+	       x.st_ino == y.st_ino;
+}
+
+/* The program's own file, at a number of its choice. */
+static int program_file(const char *name)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/fdown-test-%d-%s", (int)getpid(),
+		 name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	unlink(path);
+	return fd;
+}
+
+static void test_new_moves_up(void)
+{
+	int sv[2], hi;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(sv[0] < FDOWN_MIN);
+	hi = fdown_new(sv[0]);
+	CHECK(hi >= FDOWN_MIN);
+	CHECK(!is_open(sv[0]));			/* the low number is free */
+	CHECK(fcntl(hi, F_GETFD) & FD_CLOEXEC); /* and ours is cloexec */
+	CHECK(write(sv[1], "x", 1) == 1);
+	{
+		char c = 0;
+
+		CHECK(read(hi, &c, 1) == 1 && c == 'x');
+	}
+	close(hi);
+	close(sv[1]);
+	CHECK(fdown_new(-1) == -1);
+}
+
+/* The program closed our new socket's number and put its file there
+ * before we moved it: not ours, not closed, no copy left behind. */
+static void test_new_taken_over(void)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM, 0), f = program_file("a");
+	int probe;
+
+	CHECK(s >= 0 && f >= 0);
+	CHECK(dup2(f, s) == s); /* what a program reopening its numbers does */
+	CHECK(fdown_new(s) == -EBADF);
+	CHECK(is_open(s) && same_file(s, f));
+	/* No copy of the program's file kept up high. */
+	probe = fcntl(0, F_DUPFD, FDOWN_MIN);
+	CHECK(probe == FDOWN_MIN);
+	close(probe);
+	close(s);
+	close(f);
+}
+
+static void test_take_and_lose(void)
+{
+	struct fdown o;
+	int sv[2], f = program_file("b"), num;
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(fdown_take(&o, sv[0]) == 0);
+	CHECK(o.fd >= FDOWN_MIN && fdown_ours(&o));
+	/* closerange, then the program's file at the same number. */
+	num = o.fd;
+	CHECK(dup2(f, num) == num);
+	CHECK(!fdown_ours(&o));
+	fdown_close(&o);
+	CHECK(o.fd == -1);
+	CHECK(is_open(num) && same_file(num, f)); /* left alone */
+	close(num);
+	close(f);
+	close(sv[1]);
+	/* A number that is not a socket or pipe is not taken. */
+	f = program_file("c");
+	CHECK(fdown_take(&o, f) == -EBADF && o.fd == -1);
+	CHECK(is_open(f));
+	close(f);
+}
+
+static void test_open(void)
+{
+	char buf[16];
+	int fd = fdown_open("/proc/self/status", O_RDONLY, 0);
+
+	CHECK(fd >= FDOWN_MIN);
+	CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	CHECK(read(fd, buf, 5) == 5 && !memcmp(buf, "Name:", 5));
+	close(fd);
+	CHECK(fdown_open("/nonexistent/fdown", O_RDONLY, 0) == -ENOENT);
+	{
+		FILE *f = fdown_fopen("/proc/self/status");
+
+		CHECK(f && fileno(f) >= FDOWN_MIN);
+		if (f)
+			fclose(f);
+	}
+}
+
+TEST_MAIN(test_new_moves_up, test_new_taken_over, test_take_and_lose, test_open)
