@@ -89,7 +89,9 @@ int breakpoints_code_wanted(struct _object *code);
 
 /* Has a file with breakpoints been loaded (named by an exec or compile
  * event, or seen running)?  filename is a str; returns the number of its
- * breakpoints that became verified and fills ids/lines (at most max). */
+ * breakpoints that became verified and fills ids/lines (at most max;
+ * callers report BREAKPOINTS_LOADED_MAX at a time). */
+#define BREAKPOINTS_LOADED_MAX 64
 int breakpoints_file_loaded(struct _object *filename, int *ids, int *lines,
 			    int max);
 

@@ -1,6 +1,6 @@
 /*
- * dbgcontrol: requests that need the GIL, and the cleanup after a
- * detach.  See dbgcontrol.h.
+ * dbgcontrol: the debugger's requests that need the GIL.  See
+ * dbgcontrol.h.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -13,103 +13,19 @@
 
 #include "core/config.h"
 #include "cpython/cpython.h"
+#include "dbgcleanup.h"
 #include "dbgcontrol.h"
-#include "dbgoutput.h"
-#include "dbgsession.h"
-#include "dbgstep.h"
+#include "dbghooks.h"
 #include "dbgstop.h"
-#include "dbgtrace.h"
 #include "debugger.h"
 #include "python/gilcall.h"
 #include "python/pygil.h"
-#include "python/variables.h"
 #include "server/worker.h"
 
-/* ---- cleanup ----------------------------------------------------------- */
-
-/* The job that finishes a detach with the GIL when no thread does. */
-struct cleanup_job {
-	struct worker_job job;
-};
-
-static void cleanup_run(struct worker_job *job)
-{
-	char err[128];
-
-	(void)job;
-	/* Retry while the GIL is held elsewhere; a traced line or a
-	 * resumed thread may well do it first. */
-	for (int i = 0; i < 20; i++) {
-		int rc = dbgcontrol_cleanup(err, sizeof(err));
-		if (rc != -ETIMEDOUT)
-			break;
-	}
-}
-
-static void cleanup_done(struct worker_job *job)
-{
-	free(job);
-}
-
-void dbgcontrol_submit_cleanup(void)
-{
-	struct cleanup_job *j = calloc(1, sizeof(*j));
-
-	if (!j)
-		return;
-	j->job.run = cleanup_run;
-	j->job.done = cleanup_done;
-	if (worker_submit(&j->job))
-		free(j);
-}
-
-/* Removes everything a finished session left, once. */
-void dbgcontrol_cleanup_now(void)
-{
-	if (!dbgsession_cleanup_take())
-		return;
-	dbgtrace_reset();
-	dbgoutput_remove();
-	breakpoints_clear();
-	dbgstep_reset();
-	cpython.trace.disable();
-	dbgsession_mirror_hook(0);
-	dbgsession_mirror_filters(0, 0);
-	variables_reset();
-}
-
-static void cleanup_gil_fn(void *arg)
-{
-	(void)arg;
-	dbgcontrol_cleanup_now();
-}
-
-/* Runs fn with the GIL (never interrupted: our code, no user code). */
-/* Runs fn with the GIL, waiting at most start_ms for it. */
-static int with_gil_ms(pygil_fn fn, void *arg, int start_ms, char *err,
-		       size_t errlen)
-{
-	struct pygil_limits lim = {0};
-	int rc;
-
-	lim.start_ms = start_ms;
-	rc = pygil_run(fn, arg, &lim, NULL);
-	if (rc)
-		gilcall_explain(rc, lim.start_ms, err, errlen);
-	return rc;
-}
-
+/* Runs fn with the GIL (our code only, never interrupted). */
 static int with_gil(pygil_fn fn, void *arg, char *err, size_t errlen)
 {
-	return with_gil_ms(fn, arg, (int)config_int("python.gil_timeout_ms"),
-			   err, errlen);
-}
-
-int dbgcontrol_cleanup(char *err, size_t errlen)
-{
-	if (!dbgsession_cleanup_pending())
-		return 0;
-	return with_gil(cleanup_gil_fn, NULL, err, errlen);
+	return gilcall_ours(fn, arg, 0, err, errlen);
 }
 
 /* ---- configuration ---------------------------------------------------- */
@@ -128,7 +44,7 @@ static void set_gil_fn(void *arg)
 {
 	struct set_call *c = arg;
 
-	dbgcontrol_cleanup_now();
+	dbgcleanup_now();
 	if (!debugger_active()) {
 		c->rc = -ENOTCONN;
 		snprintf(c->err, sizeof(c->err), "not attached");
@@ -141,9 +57,9 @@ static void set_gil_fn(void *arg)
 		c->rc = breakpoints_set_file(c->path, c->specs, c->n, c->out,
 					     c->err, sizeof(c->err));
 	cpython.trace.invalidate();
-	dbgtrace_watch_loads();
+	dbghooks_watch_loads();
 	PyErr_Clear();
-	dbgtrace_update_hooks();
+	dbghooks_update();
 }
 
 static int set_common(struct set_call *c, char *err, size_t errlen)
@@ -184,12 +100,12 @@ static void filter_gil_fn(void *arg)
 {
 	struct filter_call *c = arg;
 
-	dbgcontrol_cleanup_now();
+	dbgcleanup_now();
 	if (!debugger_active()) {
 		c->rc = -ENOTCONN;
 		return;
 	}
-	dbgtrace_set_filters(c->raised, c->uncaught);
+	dbghooks_set_filters(c->raised, c->uncaught);
 }
 
 int dbgcontrol_set_exception_filters(int raised, int uncaught, char *err,
@@ -254,7 +170,7 @@ static void arm_run(struct worker_job *job)
 	/* A worker may wait longer than a request: the GIL comes when its
 	 * holder's C call returns. */
 	if (atomic_load(&unarmed))
-		with_gil_ms(pause_gil_fn, &rc, ARM_WAIT_MS, err, sizeof(err));
+		gilcall_ours(pause_gil_fn, &rc, ARM_WAIT_MS, err, sizeof(err));
 }
 
 static void arm_done(struct worker_job *job)

@@ -1,20 +1,12 @@
 /*
  * dbgcontrol: the debugger's requests that need the GIL — breakpoint
- * configuration, exception filters, pause — and the cleanup that finishes
- * a detach.
+ * configuration, exception filters, pause.
  *
  * The request functions run on a worker thread and take the GIL through
  * pygil (bounded by python.gil_timeout_ms; our code only, never
  * interrupted).  When the GIL does not come, nothing changed and the
- * error names the thread holding it.
- *
- * Cleanup: a detach (debugger.h) never waits for the GIL; it leaves a
- * cleanup pending.  The first code to run with the GIL afterwards does it
- * — a resumed thread, the next traced line (dbgcontrol_cleanup_now()), a
- * configuration request, the next attach, or the job that
- * dbgcontrol_submit_cleanup() queues on a worker: breakpoints, steps,
- * exception filters and hooks, the frame-evaluation hook and variable
- * references go, once.
+ * error names the thread holding it.  Each first finishes a detach's
+ * cleanup if one is pending (dbgcleanup.h).
  */
 #ifndef DBGCONTROL_H
 #define DBGCONTROL_H
@@ -60,17 +52,5 @@ void dbgcontrol_tick(void);
 
 /* In a forked child: no pause waits to be armed. */
 void dbgcontrol_atfork_child(void);
-
-/* Worker thread: takes the GIL (bounded) to finish a detach now, if one
- * is pending.  Used before attach and by the cleanup job.  Returns 0 or
- * -ETIMEDOUT etc. with err. */
-int dbgcontrol_cleanup(char *err, size_t errlen);
-
-/* GIL held: finishes a pending detach, if any (once). */
-void dbgcontrol_cleanup_now(void);
-
-/* Any thread: queues the cleanup on a worker (it retries while the GIL
- * is held elsewhere).  Never blocks. */
-void dbgcontrol_submit_cleanup(void);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * dbgevents: the debugger's DAP events.  See dbgevents.h.
  */
-#include <ev.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +10,7 @@
 
 #include "cpython/cpython.h"
 #include "dap_msg.h"
-#include "dbgcontrol.h"
 #include "dbgevents.h"
-#include "dbgoutput.h"
-#include "dbgsession.h"
-#include "debugger.h"
 #include "python/pygil.h"
 #include "server/server.h"
 
@@ -22,15 +18,13 @@
 #define THREADS_SCAN KNOWN_THREADS_MAX
 
 static struct server *dbg_server;
+static _Atomic uint64_t owner; /* the attached session, 0: none */
 
 /* The threads the attached session knows of (thread events). */
 static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
 static long known[KNOWN_THREADS_MAX]; /* guarded by known_lock */
 static size_t nknown;
 static uint64_t known_session;
-
-/* Loop thread only. */
-static ev_timer threads_timer;
 
 /* Logpoint output's budget (DBGEVENTS_LOG_RATE), under log_lock. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,11 +80,15 @@ static void log_report_dropped(void)
 	dbgevents_stream("console", text);
 }
 
+void dbgevents_set_owner(uint64_t session)
+{
+	atomic_store(&owner, session);
+}
+
 static void post(struct dap_message *ev)
 {
-	uint64_t s;
+	uint64_t s = atomic_load(&owner);
 
-	s = dbgsession_owner();
 	if (!ev)
 		return;
 	if (!s || !dbg_server) {
@@ -107,7 +105,7 @@ void dbgevents_output(const char *category, const char *text, const char *path,
 	size_t n = strlen(text);
 	char *t;
 
-	if (!dbgsession_owner() || !log_admit())
+	if (!atomic_load(&owner) || !log_admit())
 		return;
 	ev = dap_event_new("output");
 	if (!ev)
@@ -204,20 +202,16 @@ static int threads_now(long *now, size_t *k)
 	return 0;
 }
 
-/* Loop thread, twice a second: `thread` events for the attached session
- * (thread states read without the GIL).  dbgevents_threads_start()
- * fills known[] for a new session. */
-static void on_threads_timer(struct ev_loop *loop, ev_timer *w, int revents)
+/* `thread` events for the attached session (thread states read without
+ * the GIL).  dbgevents_threads_start() fills known[] for a new
+ * session. */
+void dbgevents_tick(void)
 {
 	long now[THREADS_SCAN];
 	size_t k = 0;
-	uint64_t s;
+	uint64_t s = atomic_load(&owner);
 
-	(void)loop, (void)w, (void)revents;
-	dbgoutput_flush();
 	log_report_dropped();
-	dbgcontrol_tick();
-	s = dbgsession_owner();
 	if (!s || threads_now(now, &k))
 		return;
 	pthread_mutex_lock(&known_lock);
@@ -282,7 +276,8 @@ void dbgevents_threads_start(uint64_t session)
 	if (threads_now(now, &k))
 		return;
 	pthread_mutex_lock(&known_lock);
-	if (dbgsession_is_attached(session) && known_session != session) {
+	if (session && atomic_load(&owner) == session &&
+	    known_session != session) {
 		memcpy(known, now, k * sizeof(long));
 		nknown = k;
 		known_session = session;
@@ -293,8 +288,6 @@ void dbgevents_threads_start(uint64_t session)
 void dbgevents_init(struct server *srv)
 {
 	dbg_server = srv;
-	ev_timer_init(&threads_timer, on_threads_timer, 0.5, 0.5);
-	ev_timer_start(server_loop(srv), &threads_timer);
 }
 
 void dbgevents_atfork_child(void)
@@ -303,4 +296,5 @@ void dbgevents_atfork_child(void)
 	dbg_server = NULL;
 	nknown = 0;
 	known_session = 0;
+	atomic_store(&owner, 0);
 }

@@ -3,17 +3,16 @@
  * stopped, continued, output (logpoints, conditions that raised),
  * breakpoint (verified when its file loads) and thread (started, exited).
  *
- * Events go to whichever session is attached when they are posted
- * (dbgsession_owner()); with none they are dropped.  Thread events come
- * from polling the target's threads twice a second on the server's loop
- * (read without the GIL): a thread that lives less than that may not be
- * reported.
+ * Events go to whichever session is attached when they are posted (the
+ * session tells: dbgevents_set_owner()); with none they are dropped.
+ * Thread events come from polling the target's threads on the debugger's
+ * tick (twice a second, debugger.c; read without the GIL): a thread that
+ * lives less than that may not be reported.  Below everything else of
+ * the debugger: it calls none of its modules.
  *
  * Threads and locks: any thread may post (server_post_event() queues for
- * the loop); the thread poll runs on the loop thread, and on the same
- * tick flushes the target's buffered output (dbgoutput.h) and retries
- * arming a pause (dbgcontrol.h).  No function takes
- * the GIL or runs Python.
+ * the loop); the tick runs on the loop thread.  No function takes the GIL
+ * or runs Python.
  */
 #ifndef DBGEVENTS_H
 #define DBGEVENTS_H
@@ -22,9 +21,16 @@
 
 struct server;
 
-/* Posts to srv's sessions and starts the thread poll on its loop (loop
- * thread or before the loop runs). */
+/* Posts to srv's sessions (before the loop runs). */
 void dbgevents_init(struct server *srv);
+
+/* The attached session from now on (0: none); any thread. */
+void dbgevents_set_owner(uint64_t session);
+
+/* Loop thread, on the debugger's tick: `thread` events (started,
+ * exited) for the attached session, and the count of logpoint messages
+ * dropped since the last tick. */
+void dbgevents_tick(void);
 
 /* Logpoint output (dbgevents_output) sent per second at most, in a burst
  * of as many; beyond it messages are dropped, counted, and a console
@@ -53,8 +59,8 @@ void dbgevents_stopped(const char *reason, long tid, int first, const int *ids,
 /* `continued` (all threads) to session, attached or not. */
 void dbgevents_continued(uint64_t session);
 
-/* A newly attached session hears of the threads started from now: the
- * threads now running are remembered as known. */
+/* A newly attached session (already the owner) hears of the threads
+ * started from now: the threads now running are remembered as known. */
 void dbgevents_threads_start(uint64_t session);
 
 /* In a forked child: the parent's server and known threads forgotten. */

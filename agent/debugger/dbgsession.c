@@ -2,22 +2,21 @@
  * dbgsession: the debug session.  See dbgsession.h.
  *
  * State, guarded by `lock`: the owner, the held stop (asked for, its
- * length, the timer's generation, whether the new owner must be told),
- * whether a finished session's cleanup is pending.  The status mirrors
- * are atomics.  `lock` is taken before the paused-thread table's.
+ * length, the timer's generation, whether the new owner must be told).
+ * `lock` is taken before the paused-thread table's and the cleanup's.
  */
 #include <errno.h>
 #include <ev.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "cpython/cpython.h"
-#include "dbgcontrol.h"
+#include "dbgcleanup.h"
 #include "dbgevents.h"
+#include "dbghooks.h"
 #include "dbgoutput.h"
 #include "dbgsession.h"
 #include "debugger.h"
@@ -25,14 +24,11 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t owner;
-static int cleanup_pending;
 static int hold_asked; /* the owner asked for dbgsession_hold() */
 static int hold_ms;
 static int held;     /* paused, no owner, waiting for one */
 static int announce; /* the owner took a held stop over */
 static unsigned hold_gen;
-static atomic_int hook_on; /* for status: cpython.trace.enabled(), mirrored */
-static atomic_int filters_mirror; /* for status: 1 raised | 2 uncaught */
 
 /* Loop thread only. */
 static ev_timer hold_timer;
@@ -49,7 +45,7 @@ int dbgsession_attach(uint64_t session, char *err, size_t errlen)
 			 "process (session %llu); only one at a time",
 			 (unsigned long long)owner);
 		rc = -EBUSY;
-	} else if (!owner && cleanup_pending) {
+	} else if (!owner && dbgcleanup_pending()) {
 		snprintf(err, errlen,
 			 "the previous debug session is still "
 			 "being cleaned up; try again");
@@ -60,9 +56,11 @@ int dbgsession_attach(uint64_t session, char *err, size_t errlen)
 		held = 0;
 		announce = 1;
 		hold_gen++;
+		dbgevents_set_owner(owner);
 	} else if (!owner) {
 		owner = session;
 		debugger_activate();
+		dbgevents_set_owner(owner);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!rc)
@@ -80,23 +78,14 @@ int dbgsession_is_attached(uint64_t session)
 	return r;
 }
 
-uint64_t dbgsession_owner(void)
-{
-	uint64_t s;
-
-	pthread_mutex_lock(&lock);
-	s = owner;
-	pthread_mutex_unlock(&lock);
-	return s;
-}
-
 /* The session lock held: ends the session and wakes the paused
  * threads. */
 static void detach_locked(void)
 {
 	owner = 0;
+	dbgevents_set_owner(0);
 	announce = 0;
-	cleanup_pending = 1;
+	dbgcleanup_arm();
 	dbgoutput_stop();
 	debugger_end();
 }
@@ -116,7 +105,7 @@ static void on_hold_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 	pthread_mutex_unlock(&lock);
 	if (expired) {
 		log_info("debugger: nobody attached to the held stop; resumed");
-		dbgcontrol_submit_cleanup();
+		dbgcleanup_submit();
 	}
 }
 
@@ -134,6 +123,7 @@ void dbgsession_detach(uint64_t session)
 		hold = hold_ms;
 		hold_asked = 0;
 		owner = 0;
+		dbgevents_set_owner(0);
 		held = 1;
 		hold_gen++;
 	} else {
@@ -150,7 +140,7 @@ void dbgsession_detach(uint64_t session)
 		}
 		return;
 	}
-	dbgcontrol_submit_cleanup();
+	dbgcleanup_submit();
 }
 
 int dbgsession_hold(uint64_t session, int wait_ms, char *err, size_t errlen)
@@ -185,7 +175,7 @@ void dbgsession_release(uint64_t session)
 			to = owner;
 	}
 	pthread_mutex_unlock(&lock);
-	(void)was_held; /* the caller runs dbgcontrol_cleanup() */
+	(void)was_held; /* the caller runs dbgcleanup_run() */
 	if (to)
 		dbgevents_continued(to);
 }
@@ -206,8 +196,6 @@ void dbgsession_announce(uint64_t session)
 
 void dbgsession_get_status(struct dbgsession_status *st)
 {
-	int f = atomic_load(&filters_mirror);
-
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&lock);
 	st->session = owner;
@@ -215,9 +203,7 @@ void dbgsession_get_status(struct dbgsession_status *st)
 	st->stopped = debugger_paused_list(st->paused, DEBUGGER_PAUSED_MAX,
 					   &st->npaused);
 	pthread_mutex_unlock(&lock);
-	st->hook = atomic_load(&hook_on);
-	st->exc_raised = f & 1;
-	st->exc_uncaught = (f >> 1) & 1;
+	dbghooks_status(&st->hook, &st->exc_raised, &st->exc_uncaught);
 }
 
 int dbgsession_register(struct server *srv)
@@ -225,38 +211,6 @@ int dbgsession_register(struct server *srv)
 	dbg_loop = server_loop(srv);
 	ev_timer_init(&hold_timer, on_hold_timeout, 1., 0.);
 	return server_on_close(srv, dbgsession_detach);
-}
-
-void dbgsession_mirror_hook(int on)
-{
-	atomic_store(&hook_on, on);
-}
-
-void dbgsession_mirror_filters(int raised, int uncaught)
-{
-	atomic_store(&filters_mirror, raised | uncaught << 1);
-}
-
-int dbgsession_cleanup_pending(void)
-{
-	int todo;
-
-	pthread_mutex_lock(&lock);
-	todo = cleanup_pending;
-	pthread_mutex_unlock(&lock);
-	return todo;
-}
-
-int dbgsession_cleanup_take(void)
-{
-	int todo;
-
-	pthread_mutex_lock(&lock);
-	todo = cleanup_pending && !debugger_active();
-	if (todo)
-		cleanup_pending = 0;
-	pthread_mutex_unlock(&lock);
-	return todo;
 }
 
 void dbgsession_stop(void)
@@ -273,7 +227,6 @@ void dbgsession_atfork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	owner = 0;
-	cleanup_pending = 0;
 	held = hold_asked = 0;
 	dbg_loop = NULL; /* the parent's loop; its timers are not ours */
 }

@@ -6,7 +6,7 @@
  * connection closing in any way — disconnect, a dropped socket, the agent
  * stopping — detaches it: every paused thread resumes at once and the
  * removal of breakpoints and hooks is left to the first code that runs
- * with the GIL (dbgcontrol.h); until that cleanup is done, a new attach
+ * with the GIL (dbgcleanup.h); until that cleanup is done, a new attach
  * is refused with -EAGAIN.  A session that asked for dbgsession_hold()
  * leaves the target paused instead, for the next debugger to take over,
  * until a timer ends the held stop.
@@ -28,15 +28,12 @@ struct server;
 
 /* Any thread.  Makes session the debugger.  Returns 0 (also when it is
  * already), or with err -EBUSY when another session is attached, -EAGAIN
- * while the previous session's cleanup is pending (dbgcontrol_cleanup()
+ * while the previous session's cleanup is pending (dbgcleanup_run()
  * first).  A session attaching while a stop is held takes it over. */
 int dbgsession_attach(uint64_t session, char *err, size_t errlen);
 
 /* Is session the attached debugger? */
 int dbgsession_is_attached(uint64_t session);
-
-/* The attached session, 0 when none. */
-uint64_t dbgsession_owner(void);
 
 /*
  * Ends session's debugging if it is the attached one: resumes every
@@ -63,7 +60,7 @@ int dbgsession_hold(uint64_t session, int wait_ms, char *err, size_t errlen);
 /* Resumes every paused thread for any session (`probing debug --resume`);
  * the attached debugger, if another session, gets a `continued` event.  A
  * held stop with no debugger is detached: the caller (a worker) then runs
- * dbgcontrol_cleanup(). */
+ * dbgcleanup_run(). */
 void dbgsession_release(uint64_t session);
 
 /* For configurationDone: tells session (now attached) about a stop that
@@ -81,18 +78,6 @@ struct dbgsession_status {
 	int exc_raised, exc_uncaught;
 };
 void dbgsession_get_status(struct dbgsession_status *st);
-
-/* Mirrors, for status without the GIL: is the frame-evaluation hook
- * installed, which exception filters are set. */
-void dbgsession_mirror_hook(int on);
-void dbgsession_mirror_filters(int raised, int uncaught);
-
-/* Is a finished session's cleanup pending? */
-int dbgsession_cleanup_pending(void);
-
-/* Takes the pending cleanup (1) when there is one and no debugger is
- * active; 0 otherwise.  The caller then does it, with the GIL. */
-int dbgsession_cleanup_take(void);
 
 /* Agent stop: detaches whatever session is attached (or held). */
 void dbgsession_stop(void);

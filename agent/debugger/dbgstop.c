@@ -11,12 +11,11 @@
 
 #include "core/log.h"
 #include "cpython/cpython.h"
-#include "dbgcontrol.h"
+#include "dbgcleanup.h"
 #include "dbgevents.h"
-#include "dbgsession.h"
+#include "dbghooks.h"
 #include "dbgstep.h"
 #include "dbgstop.h"
-#include "dbgtrace.h"
 #include "debugger.h"
 #include "python/pygil.h"
 #include "python/variables.h"
@@ -147,10 +146,10 @@ void dbgstop_resumed(PyThreadState *ts, PyFrameObject *f, int cmd,
 		cpython.trace.set_mode(NULL, 0);
 	dbgstep_begin(ts, f, cmd, cmd_epoch);
 	if (!debugger_active()) {
-		dbgcontrol_cleanup_now();
+		dbgcleanup_now();
 		return;
 	}
-	dbgtrace_update_hooks();
+	dbghooks_update();
 	cpython.trace.retrace(ts);
 }
 
@@ -158,6 +157,6 @@ void dbgstop_all(void)
 {
 	cpython.trace.set_mode(NULL, CPYTHON_TRACE_NEW | CPYTHON_TRACE_CALLERS);
 	cpython.trace.enable();
-	dbgsession_mirror_hook(1);
+	dbghooks_enabled_now();
 	cpython.trace.retrace_all(pygil_is_own_thread);
 }

@@ -1,38 +1,24 @@
 /*
- * dbgtrace: the trace function and the hooks.  See dbgtrace.h.
- *
- * State (GIL): the exception filters, whether the audit hook is
- * registered; audit_on is read by the audit hook without the GIL's help
- * on every audited event (an atomic).
+ * dbgtrace: the trace function and the uncaught-exception stop.  See
+ * dbgtrace.h.  No state of its own: the filters are dbghooks.c's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "breakpoints.h"
 #include "cpython/cpython.h"
-#include "dbgcontrol.h"
+#include "dbgcleanup.h"
 #include "dbgevents.h"
-#include "dbgsession.h"
+#include "dbghooks.h"
 #include "dbgstep.h"
 #include "dbgstop.h"
 #include "dbgtrace.h"
 #include "debugger.h"
-#include "python/excepthooks.h"
 #include "python/pygil.h"
-
-#define LOADED_EVENTS_MAX 64
-
-static int exc_raised, exc_uncaught;
-static int audit_registered;
-static atomic_int audit_on;
-
-static void uncaught_stop(PyObject *value, PyObject *tb);
-static int audit_hook(const char *event, PyObject *args, void *data);
 
 static char *utf8_dup(PyObject *s)
 {
@@ -43,29 +29,6 @@ static char *utf8_dup(PyObject *s)
 		t = "?";
 	}
 	return strdup(t);
-}
-
-/* The hook is needed while anything may stop a thread. */
-void dbgtrace_update_hooks(void)
-{
-	int loaded = 0, pending = 0, funcs = 0, need;
-
-	dbgstep_prune();
-
-	breakpoints_counts(&loaded, &pending, &funcs);
-	need = debugger_active() &&
-	       (loaded || funcs || exc_raised || debugger_pause_wanted() ||
-		dbgstep_count());
-	atomic_store(&audit_on, debugger_active() && pending > 0);
-	cpython.trace.exception_events(exc_raised && debugger_active());
-	if (need) {
-		cpython.trace.enable();
-		cpython.trace.retrace_all(pygil_is_own_thread);
-	} else if (cpython.trace.enabled()) {
-		cpython.trace.disable();
-	}
-	dbgsession_mirror_hook(cpython.trace.enabled());
-	dbgsession_mirror_filters(exc_raised, exc_uncaught);
 }
 
 /* ---- events ----------------------------------------------------------- */
@@ -103,7 +66,7 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 		 * tracing on for the rest of it).  With raised-exception
 		 * breakpoints the trace function must stay, so the frame stays
 		 * traced until it returns; else switch it all off. */
-		if (!exc_raised)
+		if (!dbghooks_raised())
 			cpython.trace.retrace(ts);
 		return 0;
 	}
@@ -112,10 +75,10 @@ static int on_line(PyThreadState *ts, PyFrameObject *f)
 		breakpoints_line_hit(f, line, &hit);
 	report_hit(&hit, f, line);
 	if (hit.newly_verified) {
-		int ids[LOADED_EVENTS_MAX], lines[LOADED_EVENTS_MAX];
+		int ids[BREAKPOINTS_LOADED_MAX], lines[BREAKPOINTS_LOADED_MAX];
 		PyCodeObject *c2 = PyFrame_GetCode(f);
 		int k = breakpoints_file_loaded(c2->co_filename, ids, lines,
-						LOADED_EVENTS_MAX);
+						BREAKPOINTS_LOADED_MAX);
 		Py_DECREF(c2);
 		dbgevents_verified(ids, lines, k);
 	}
@@ -191,7 +154,8 @@ static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 	char *text;
 	int cmd;
 
-	if (!exc_raised || !PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != 3)
+	if (!dbghooks_raised() || !PyTuple_Check(arg) ||
+	    PyTuple_GET_SIZE(arg) != 3)
 		return 0;
 	type = PyTuple_GET_ITEM(arg, 0);
 	value = PyTuple_GET_ITEM(arg, 1);
@@ -228,7 +192,7 @@ int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 
 	(void)obj;
 	if (!debugger_active()) {
-		dbgcontrol_cleanup_now();
+		dbgcleanup_now();
 		cpython.trace.retrace(ts);
 		return 0;
 	}
@@ -258,15 +222,16 @@ int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 
 /* ---- uncaught exceptions: sys.excepthook / threading.excepthook ------ */
 
-static void uncaught_stop(PyObject *value, PyObject *tb)
+void dbgtrace_uncaught(PyObject *value, PyObject *tb)
 {
 	PyThreadState *ts = PyThreadState_Get();
 	unsigned ep;
 	char *text;
 	int cmd;
 
-	if (!debugger_active() || !exc_uncaught || pygil_is_gil_thread() ||
-	    !PyTraceBack_Check(tb) || !PyExceptionInstance_Check(value) ||
+	if (!debugger_active() || !dbghooks_uncaught() ||
+	    pygil_is_gil_thread() || !PyTraceBack_Check(tb) ||
+	    !PyExceptionInstance_Check(value) ||
 	    PyErr_GivenExceptionMatches(value, PyExc_SystemExit))
 		return;
 	text = exc_text(value);
@@ -275,70 +240,4 @@ static void uncaught_stop(PyObject *value, PyObject *tb)
 	free(text);
 	/* No stepping from here: the thread is ending. */
 	dbgstop_resumed(ts, NULL, cmd ? DEBUGGER_CONTINUE : 0, ep);
-}
-
-/* ---- files being loaded: the audit hook ------------------------------- */
-
-/* Never fails the audited operation.  Costs a flag test when no
- * breakpoint waits for its file. */
-static int audit_hook(const char *event, PyObject *args, void *data)
-{
-	PyObject *name = NULL, *et, *ev, *etb;
-	int ids[LOADED_EVENTS_MAX], lines[LOADED_EVENTS_MAX], k;
-
-	(void)data;
-	if (!atomic_load_explicit(&audit_on, memory_order_relaxed))
-		return 0;
-	if (strcmp(event, "exec") && strcmp(event, "compile"))
-		return 0;
-	if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 1 ||
-	    cpython.finalizing())
-		return 0;
-	if (event[0] == 'e') {
-		PyObject *code = PyTuple_GET_ITEM(args, 0);
-		if (PyCode_Check(code))
-			name = ((PyCodeObject *)code)->co_filename;
-	} else if (PyTuple_GET_SIZE(args) >= 2) {
-		name = PyTuple_GET_ITEM(args, 1);
-	}
-	if (!name || !PyUnicode_Check(name))
-		return 0;
-	PyErr_Fetch(&et, &ev, &etb);
-	k = breakpoints_file_loaded(name, ids, lines, LOADED_EVENTS_MAX);
-	if (k) {
-		cpython.trace.invalidate();
-		dbgtrace_update_hooks();
-		dbgevents_verified(ids, lines, k);
-	}
-	PyErr_Clear();
-	PyErr_Restore(et, ev, etb);
-	return 0;
-}
-
-/* ---- configuration ---------------------------------------------------- */
-
-void dbgtrace_set_filters(int raised, int uncaught)
-{
-	exc_raised = raised;
-	exc_uncaught = uncaught;
-	excepthooks_set(uncaught ? uncaught_stop : NULL);
-	dbgtrace_update_hooks();
-}
-
-void dbgtrace_watch_loads(void)
-{
-	if (!audit_registered && PySys_AddAuditHook(audit_hook, NULL) == 0)
-		audit_registered = 1;
-}
-
-void dbgtrace_reset(void)
-{
-	atomic_store(&audit_on, 0);
-	exc_raised = exc_uncaught = 0;
-	excepthooks_set(NULL);
-}
-
-void dbgtrace_atfork_child(void)
-{
-	atomic_store(&audit_on, 0);
 }

@@ -29,14 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "breakpoints.h"
-#include "cpython/cpython.h"
-#include "dbgcontrol.h"
-#include "dbgevents.h"
-#include "dbgoutput.h"
-#include "dbgsession.h"
-#include "dbgstep.h"
-#include "dbgtrace.h"
 #include "debugger.h"
 
 struct paused {
@@ -226,33 +218,14 @@ PyObject *debugger_exception(long native_id, const char **mode, char *err,
 
 /* ---- the agent's lifecycle ---------------------------------------------- */
 
-int debugger_register(struct server *srv)
+void debugger_pause_atfork_child(void)
 {
-	dbgevents_init(srv);
-	cpython.trace.init(breakpoints_code_wanted, dbgtrace_function);
-	return dbgsession_register(srv);
-}
-
-void debugger_stop(void)
-{
-	dbgsession_stop();
-}
-
-void debugger_atfork_child(void)
-{
-	dbgsession_atfork_child();
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&wake, NULL);
 	atomic_store(&active, 0);
 	pause_pending = 0;
 	stopped = 0;
 	memset(paused, 0, sizeof(paused)); /* the parent's; leaked */
-	dbgstep_reset();
-	dbgtrace_atfork_child();
-	dbgevents_atfork_child();
-	dbgoutput_atfork_child();
-	dbgcontrol_atfork_child();
-	cpython.trace.atfork_child();
 }
 
 /* ---- for the session ---------------------------------------------------- */

@@ -4,14 +4,25 @@
  * every part of the debugger shares, under one lock.  The rest of the
  * debugger is built on it:
  *
+ *   dbglife     the debugger in the agent's life: set-up, the tick,
+ *               stop, fork (the top: it calls the others)
  *   dbgsession  who the debugger is, detach, the stop held for the next
- *   dbgtrace    the C trace function: line, call and exception events,
- *               the uncaught-exception hooks, files being loaded
- *   dbgstop     a thread's stop as the thread sees it (GIL side)
- *   dbgstep     next / stepIn / stepOut, per thread
- *   dbgevents   the DAP events sent to the attached debugger
  *   dbgcontrol  the requests that need the GIL (breakpoints, exception
- *               filters, pause) and the cleanup after a detach
+ *               filters, pause)
+ *   dbgtrace    the C trace function: line, call and exception events,
+ *               the uncaught-exception stop
+ *   dbgstop     a thread's stop as the thread sees it (GIL side)
+ *   dbgcleanup  what a detach leaves, undone once
+ *   dbghooks    what is installed: the trace backend, exception filters
+ *               and hooks, the audit hook watching files being loaded
+ *   dbgstep     next / stepIn / stepOut, per thread
+ *   dbgoutput   the target's output as events
+ *   dbgevents   the DAP events sent to the attached debugger (the bottom)
+ *
+ * Each calls only modules below it in that list (and this file, the
+ * breakpoints and the Python modules): no circle.  The trace function and
+ * the stops finish a detach's cleanup when they are the first to run
+ * with the GIL after it, which is why dbgcleanup sits below them.
  *
  * The model is "all-stop": when a thread stops (breakpoint, step, pause,
  * exception), every other thread is asked to stop at its next Python line
@@ -112,9 +123,11 @@ struct _object *debugger_exception(long native_id, const char **mode, char *err,
 
 /* ---- the agent's lifecycle ---------------------------------------------- */
 
-/* Sets the debugger up on srv: its events, the trace backend's classify
- * and trace functions (cpython.trace), the session's close hook (loop thread or
- * before the loop runs).  Returns 0 or -ENOSPC. */
+/* (dbglife.c) Sets the debugger up on srv: its events, the trace
+ * backend's classify and trace functions (cpython.trace), the tick (twice
+ * a second on the loop: the target's output flushed, a pause waiting for
+ * the GIL armed, thread events), the session's close hook (before the
+ * loop runs).  Returns 0 or -ENOSPC. */
 struct server;
 int debugger_register(struct server *srv);
 
@@ -124,6 +137,9 @@ void debugger_stop(void);
 
 /* In a forked child: forget the parent's session and paused threads. */
 void debugger_atfork_child(void);
+
+/* The paused-thread table's part of debugger_atfork_child(). */
+void debugger_pause_atfork_child(void);
 
 /* ---- for the session (dbgsession.c; its lock held) ---------------------- */
 

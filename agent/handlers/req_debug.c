@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/agent.h"
+#include "debugger/dbgcleanup.h"
 #include "debugger/dbgcontrol.h"
 #include "debugger/dbgevents.h"
 #include "debugger/dbgoutput.h"
@@ -44,7 +45,7 @@ static void run_attach(struct request *req)
 	/* Whatever a previous session left is removed before this one
 	 * sets anything. */
 	if (!dbgsession_is_attached(req->session) &&
-	    dbgcontrol_cleanup(err, sizeof(err))) {
+	    dbgcleanup_run(err, sizeof(err))) {
 		request_fail(req, DAP_ERROR_FAILED,
 			     "cannot attach yet: the previous debug "
 			     "session is still being cleaned up (%s)",
@@ -613,7 +614,7 @@ static void debug_pause(struct request *req)
 		return;
 	}
 	if (!dbgsession_is_attached(req->session) &&
-	    dbgcontrol_cleanup(err, sizeof(err))) {
+	    dbgcleanup_run(err, sizeof(err))) {
 		request_fail(req, DAP_ERROR_FAILED,
 			     "the previous debug session is still "
 			     "being cleaned up (%s)",
@@ -656,7 +657,7 @@ static void run_probing_debug(struct request *req)
 		dbgsession_release(req->session);
 		/* A released hold leaves a cleanup; best effort here (the
 		 * next traced line or attach does it otherwise). */
-		dbgcontrol_cleanup(err, sizeof(err));
+		dbgcleanup_run(err, sizeof(err));
 		request_ok(req);
 	} else {
 		request_fail(req, DAP_ERROR_FAILED,

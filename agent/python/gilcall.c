@@ -55,6 +55,20 @@ int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
 	return rc;
 }
 
+int gilcall_ours(void (*fn)(void *arg), void *arg, int start_ms, char *err,
+		 size_t errlen)
+{
+	struct pygil_limits lim = {0};
+	int rc;
+
+	lim.start_ms = start_ms > 0 ? start_ms
+				    : (int)config_int("python.gil_timeout_ms");
+	rc = pygil_run(fn, arg, &lim, NULL);
+	if (rc)
+		gilcall_explain(rc, lim.start_ms, err, errlen);
+	return rc;
+}
+
 void gilcall_explain(int rc, int start_ms, char *err, size_t errlen)
 {
 	long holder = 0;

@@ -36,6 +36,13 @@ struct gilcall {
 int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
 		size_t errlen);
 
+/* Runs fn(arg) with the GIL, for the agent's own code (never
+ * interrupted, nothing of the client's runs), waiting at most start_ms
+ * for the GIL (0: python.gil_timeout_ms).  0, or pygil_run()'s error with
+ * gilcall_explain()'s words in err. */
+int gilcall_ours(void (*fn)(void *arg), void *arg, int start_ms, char *err,
+		 size_t errlen);
+
 /* Why a pygil_run() that waited start_ms returned rc (not 0), in words:
  * who holds the GIL, or which earlier calls still run. */
 void gilcall_explain(int rc, int start_ms, char *err, size_t errlen);
