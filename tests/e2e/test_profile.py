@@ -127,6 +127,13 @@ def record_samples(t, want, hz=200, limit=60, native=False):
     return r.json()
 
 
+# Every export of one test reads the same samples: the profiler is stopped,
+# and the window reaches back past the test's start however long a busy
+# machine makes it take (a 120 s window slid by, and the shares compared
+# between two exports moved by a few points).
+WINDOW = "3600s"
+
+
 def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
     t = start(spawn, python, SPLIT)
     folded = tmp_path / "profile.folded"
@@ -140,7 +147,7 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
     # work had a second of CPU in the profile (more rounds under load).
     for _ in range(4):
         record_samples(t, 1600)
-        r = probing("flamegraph", "--recorded", "-d", "120s", "--lines", "--cpu",
+        r = probing("flamegraph", "--recorded", "-d", WINDOW, "--lines", "--cpu",
                     "-o", folded, target=t.pid)
         assert r.rc == 0, r
         assert "wrote" in r.err
@@ -161,7 +168,7 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
     assert leaves.get("hot_a", 0) > leaves.get("hot_b", 0) > 0, leaves
     # Counted in samples (wall-clock time on CPU) it is 70/30 as well when
     # the machine is not too busy; here only roughly.
-    r = probing("flamegraph", "--recorded", "-d", "120s", "--lines", "-o",
+    r = probing("flamegraph", "--recorded", "-d", WINDOW, "--lines", "-o",
                 tmp_path / "samples.folded", target=t.pid)
     assert r.rc == 0, r
     counts = {}
@@ -195,7 +202,7 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
     n = ca + cb
     for name in ("p.svg", "p.speedscope.json", "p.json", "p2.folded"):
         out = tmp_path / name
-        r = probing("flamegraph", "--recorded", "-d", "120s", "--idle", "-o", out,
+        r = probing("flamegraph", "--recorded", "-d", WINDOW, "--idle", "-o", out,
                     target=t.pid)
         assert r.rc == 0, r
         text = out.read_text()
@@ -245,7 +252,7 @@ def test_gil_waits_are_visible(spawn, python, tmp_path):
     t = start(spawn, python, CONTENTION)
     # Seven threads: 2400 samples are about 340 of each.
     record_samples(t, 2400)
-    r = probing("flamegraph", "--recorded", "-d", "120s", "--idle", "-o",
+    r = probing("flamegraph", "--recorded", "-d", WINDOW, "--idle", "-o",
                 tmp_path / "c.folded", target=t.pid)
     assert r.rc == 0, r
     rows = sql(t, "SELECT th.name AS name, s.state AS state, s.gil AS gil, count(*) AS n "
