@@ -172,11 +172,15 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
                 tmp_path / "samples.folded", target=t.pid)
     assert r.rc == 0, r
     counts = {}
+    under = {"hot_a": 0, "hot_b": 0}  # samples with the function on the stack
     for frames, n in formats.parse_folded((tmp_path / "samples.folded").read_text()):
         for f in frames:
             if f.startswith("work ("):
                 ln = int(f.rsplit(":", 1)[1].rstrip(")"))
                 counts[ln] = counts.get(ln, 0) + n
+        for name in under:
+            if any(f.startswith(name + " (") for f in frames):
+                under[name] += n
     ca, cb = counts.get(line_a, 0), counts.get(line_b, 0)
     assert ca + cb >= 500 and 0.55 <= ca / (ca + cb) <= 0.85, counts
     # Every stack of the work goes through it.
@@ -229,8 +233,15 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
                 main = [p for p in got["profiles"] if p["name"].startswith("MainThread")][0]
                 fa = main["frames"]["hot_a"]["total"]
                 fb = main["frames"]["hot_b"]["total"]
-                # What speedscope read is what the samples say.
-                assert abs(fa / (fa + fb) - ca / (ca + cb)) <= 0.03, main["frames"]
+                # What speedscope read is what the samples say: the same
+                # samples (the profiler is stopped), under the same
+                # functions.  (Not the phases' shares: a sample of spin()
+                # between two calls counts for its phase, not for hot_a
+                # or hot_b, and that part varies from run to run.)
+                ua, ub = under["hot_a"], under["hot_b"]
+                assert ua and ub, under
+                assert abs(fa / (fa + fb) - ua / (ua + ub)) <= 0.01, (
+                    main["frames"], under)
         elif name.endswith(".json"):
             by_tid = formats.check_chrome(json.loads(text))
             assert len(by_tid) >= 2
