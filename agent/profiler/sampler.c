@@ -404,7 +404,7 @@ void sampler_atfork_child(void)
 	S.running = S.exited = S.stop = 0;
 	S.inited = 0;
 	sampler_threads_atfork_child();
-	sampler_join_atfork_child();
+	sampler_join_reset();
 	sampler_codes_atfork_child();
 	native_atfork_child();
 	sampler_store_atfork_child();

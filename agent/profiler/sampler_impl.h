@@ -135,7 +135,7 @@ void sampler_codes_atfork_child(void);
 /* ---- sampler_join.c ---------------------------------------------------- */
 
 int sampler_join_init(void);
-/* A new run: nothing waits. */
+/* A new run, or a forked child: nothing waits. */
 void sampler_join_reset(void);
 /* A new tick: every wait is unbound until its thread is listed again
  * (sampler_join_bind). */
@@ -155,6 +155,5 @@ void sampler_join_bind(const struct cpython_thread *pt, struct thr *t);
  * or the deadline (CLOCK_MONOTONIC ns); then drops the waits of threads
  * gone and gives those too old Python-only samples. */
 void sampler_join_serve(struct tick *tk, int64_t deadline);
-void sampler_join_atfork_child(void);
 
 #endif

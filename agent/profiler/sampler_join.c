@@ -27,11 +27,6 @@ void sampler_join_reset(void)
 	nwant = 0;
 }
 
-void sampler_join_atfork_child(void)
-{
-	nwant = 0;
-}
-
 void sampler_join_unbind(void)
 {
 	for (size_t i = 0; i < nwant; i++) {

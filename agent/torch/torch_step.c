@@ -75,13 +75,13 @@ void torch_step_backward_ended(double t)
 	bwd_end = last_end = t;
 }
 
-static int decide(void)
+/* Is the current step traced, and which traced step is it. */
+static void decide(void)
 {
 	int64_t rate = torch_hooks_opts()->step_rate;
 
 	traced = step % rate == 0;
 	k = step / rate;
-	return torch_forward_enable(traced) == traced;
 }
 
 int torch_step_begin(double t)
@@ -93,9 +93,10 @@ int torch_step_begin(double t)
 	t0 = last_end = t;
 	bwd_end = step_pre = 0;
 	torch_backward_step_begin();
-	if (step % torch_hooks_opts()->step_rate == 0)
+	decide();
+	if (traced)
 		torch_hooks_cuda_check();
-	ok = decide();
+	ok = torch_forward_enable(traced) == traced;
 	torch_hooks_publish_step(step, traced);
 	return ok;
 }
@@ -103,6 +104,7 @@ int torch_step_begin(double t)
 void torch_step_rate_changed(void)
 {
 	decide();
+	torch_forward_enable(traced);
 	torch_hooks_publish_step(step, traced);
 }
 
