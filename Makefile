@@ -5,6 +5,9 @@
 BUILD ?= build
 PYTHON ?= /usr/bin/python3
 PREFIX ?= /usr/local
+# make install: the Pythons to install the package into (default: every
+# one the build has an agent for, build/pythons.txt)
+PYTHONS ?=
 JOBS ?= $(shell nproc)
 
 .PHONY: all deps build demo test unit e2e dap-tests fuzz asan bench install clean
@@ -36,7 +39,7 @@ bench: build
 	PROBING_BUILD=$(abspath $(BUILD)) $(PYTHON) tests/bench/run.py
 
 install: build
-	scripts/install $(BUILD) $(PREFIX) $(PYTHON)
+	scripts/install $(BUILD) $(PREFIX) $(PYTHONS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

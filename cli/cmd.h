@@ -29,21 +29,21 @@
 /* Exit codes; each is documented in `probing --help` and docs/cli.md. */
 enum cli_exit {
 	CLI_OK = 0,
-	CLI_EFAIL = 1,	  /* the request failed (success:false) */
-	CLI_EUSAGE = 2,	  /* bad command line */
-	CLI_ENOPROC = 3,  /* no such process */
-	CLI_ENOAGENT = 4, /* the process has no Probing agent */
-	CLI_ETIMEOUT = 5, /* the agent does not answer */
-	CLI_EREFUSED = 6, /* connection refused (TCP or unix path) */
-	CLI_ESQL = 7,	  /* probing/query failed: bad SQL */
-	CLI_EPERM = 8,	  /* inject: not allowed to ptrace the process */
-	CLI_ENOTPY = 9,	  /* inject: not CPython 3.11, or not ready */
-	CLI_ELOAD = 10,	  /* inject: the library is missing or dlopen failed */
-	CLI_EINJECT = 11, /* inject: the injection itself failed */
-	CLI_EAUTH = 12,	  /* the agent refused the token (missing or wrong) */
+	CLI_EFAIL = 1,	   /* the request failed (success:false) */
+	CLI_EUSAGE = 2,	   /* bad command line */
+	CLI_ENOPROC = 3,   /* no such process */
+	CLI_ENOAGENT = 4,  /* the process has no Probing agent */
+	CLI_ETIMEOUT = 5,  /* the agent does not answer */
+	CLI_EREFUSED = 6,  /* connection refused (TCP or unix path) */
+	CLI_ESQL = 7,	   /* probing/query failed: bad SQL */
+	CLI_EPERM = 8,	   /* inject: not allowed to ptrace the process */
+	CLI_ENOTPY = 9,	   /* inject: an unsupported Python, or not ready */
+	CLI_ELOAD = 10,	   /* inject: the library is missing or dlopen failed */
+	CLI_EINJECT = 11,  /* inject: the injection itself failed */
+	CLI_EAUTH = 12,	   /* the agent refused the token (missing or wrong) */
 	CLI_EPARTIAL = 13, /* cluster: some nodes did not answer */
-	CLI_EPEER = 14,	  /* the socket is held by another process or user */
-	CLI_EINTR = 130,  /* given up on after Ctrl-C */
+	CLI_EPEER = 14,	   /* the socket is held by another process or user */
+	CLI_EINTR = 130,   /* given up on after Ctrl-C */
 };
 
 #define CLI_TIMEOUT_DEFAULT 10000 /* ms */

@@ -11,6 +11,9 @@
 #include "dap_token.h"
 #include "target.h"
 
+#ifndef PROBING_SUPPORTED
+#define PROBING_SUPPORTED "?" /* the CPythons built for (CMake) */
+#endif
 #ifndef PROBING_VERSION
 #define PROBING_VERSION "0.0.0"
 #endif
@@ -61,8 +64,9 @@ static const char global_help[] =
 	"  7    the SQL query failed (bad SQL, or over its limits)\n"
 	"  8    inject: not allowed to ptrace the process (the message says "
 	"why)\n"
-	"  9    inject: not a CPython 3.11 process, or Python not ready (not "
-	"yet\n"
+	"  9    inject: not a CPython this install supports (" PROBING_SUPPORTED
+	"),\n"
+	"       or Python not ready (not yet\n"
 	"       initialized, exiting, or the process is stopped)\n"
 	"  10   inject: the library is missing, or dlopen failed in the "
 	"process\n"
@@ -205,7 +209,8 @@ int main(int argc, char **argv)
 			main_help();
 			return CLI_OK;
 		case 'V':
-			printf("probing %s\n", PROBING_VERSION);
+			printf("probing %s (agents for CPython %s)\n",
+			       PROBING_VERSION, PROBING_SUPPORTED);
 			return CLI_OK;
 		default:
 			return cli_option_error(NULL, c, argc, argv);

@@ -577,6 +577,29 @@ static int wait_done(struct run *r, char *err, size_t errlen)
 	return 0;
 }
 
+int inject_python_version(pid_t pid, unsigned *version, char *err,
+			  size_t errlen)
+{
+	struct inject_layout *l = malloc(sizeof(*l));
+	int rc;
+
+	*version = 0;
+	if (!l) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = inject_layout_read(pid, l, err, errlen);
+	if (rc == -EPERM || rc == -EACCES) {
+		inject_proc_explain_denied(pid, "reading its memory", -rc, err,
+					   errlen);
+		rc = -EPERM;
+	}
+	if (!rc)
+		*version = l->python_version;
+	free(l);
+	return rc;
+}
+
 int inject_library(pid_t pid, const char *path, const struct inject_opts *opts,
 		   struct inject_result *res, char *err, size_t errlen)
 {

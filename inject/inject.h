@@ -1,10 +1,11 @@
 /*
- * inject: load a shared library into a running CPython 3.11 process with
- * ptrace — the way `probing -t PID inject` puts the agent in.
+ * inject: load a shared library into a running CPython process (a version
+ * this install has an agent for: cpython/runtime_offsets.h) with ptrace — the
+ * way `probing -t PID inject` puts the agent in.
  *
  * The sequence (docs/injection.md tells it for users):
  *   1. Checks, touching nothing: the process exists and runs (not stopped
- *      by job control, not traced), is CPython 3.11 with Python
+ *      by job control, not traced), is a CPython with Python
  *      initialised (_PyRuntime.initialized read through /proc/PID/mem),
  *      maps a libc with dlopen, dlerror and __errno_location, and has a
  *      code cave and a data cave (layout.h); the library is readable and
@@ -92,7 +93,8 @@ struct inject_result {
  *   -ESRCH      no such process, or it exited meanwhile
  *   -EPERM      ptrace refused: err says why (uid, CAP_SYS_PTRACE, yama
  *               ptrace_scope, another tracer) and what to do
- *   -ENOEXEC    not CPython 3.11, another architecture, no dlopen
+ *   -ENOEXEC    not CPython, or a version without an agent (err lists
+ *               those this install has), another architecture, no dlopen
  *   -EAGAIN     Python not initialised yet or finalising; the process is
  *               stopped (job control)
  *   -ENOENT     the library is not there or not visible in the target
@@ -108,5 +110,15 @@ struct inject_result {
  */
 int inject_library(pid_t pid, const char *path, const struct inject_opts *opts,
 		   struct inject_result *res, char *err, size_t errlen);
+
+/*
+ * The CPython version of process pid (major << 8 | minor: 0x030c for
+ * 3.12) into *version, found as inject_library's checks find it, touching
+ * nothing: so that the caller can choose the library built for it.  0, or
+ * those checks' errors with a message: -ESRCH, -EPERM, -ENOEXEC (not
+ * CPython, or a version this install has no agent for), -EAGAIN.
+ */
+int inject_python_version(pid_t pid, unsigned *version, char *err,
+			  size_t errlen);
 
 #endif

@@ -77,16 +77,73 @@ static const struct inject_mapping *find_file(const struct inject_maps *m,
 	return NULL;
 }
 
+/* "3.9, 3.10, 3.11": the versions this install has an agent for. */
+static void supported_text(char *out, size_t outlen)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < cpython_runtimes_n && used < outlen; i++) {
+		unsigned v = cpython_runtimes[i]->version;
+		int k = snprintf(out + used, outlen - used, "%s%u.%u",
+				 i ? ", " : "", v >> 8, v & 0xff);
+		if (k < 0)
+			break;
+		used += (size_t)k;
+	}
+}
+
+/*
+ * The target's CPython version (major << 8 | minor) into *version: from
+ * Py_Version (3.11 on), or before it from the functions each version
+ * added to the API (Py_NewRef 3.10, PyFrame_GetCode 3.9).  0, or -ENOEXEC
+ * with a message for an older one.
+ */
+static int python_version(pid_t pid, int memfd, const struct inject_maps *m,
+			  const char *path, const struct inject_elf *e,
+			  unsigned *version, char *err, size_t errlen)
+{
+	uint64_t at = symbol_at(m, path, e, "Py_Version");
+	uint32_t v = 0;
+
+	if (at) {
+		if (read_mem(memfd, at, &v, sizeof(v))) {
+			snprintf(err, errlen,
+				 "cannot read Py_Version in process %d",
+				 (int)pid);
+			return -EIO;
+		}
+		*version = v >> 16;
+		return 0;
+	}
+	if (symbol_at(m, path, e, "Py_NewRef"))
+		*version = 0x030a;
+	else if (symbol_at(m, path, e, "PyFrame_GetCode"))
+		*version = 0x0309;
+	else {
+		char have[128];
+
+		supported_text(have, sizeof(have));
+		snprintf(err, errlen,
+			 "process %d runs a CPython older than 3.9 (%s); "
+			 "this install of Probing supports %s",
+			 (int)pid, path, have);
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
 static int check_python(pid_t pid, int memfd, const struct inject_maps *m,
 			const char *exe, struct inject_layout *l, char *err,
 			size_t errlen)
 {
 	const struct inject_mapping *lib = find_file(m, python_names);
+	const struct cpython_runtime_offsets *off;
 	struct inject_elf *e = NULL;
-	uint64_t runtime, version_at;
-	uint32_t version = 0;
+	uint64_t runtime;
 	int32_t initialized = 0;
 	uint64_t finalizing = 0;
+	char have[128];
 	int rc;
 
 	l->python_shared = lib != NULL;
@@ -95,34 +152,32 @@ static int check_python(pid_t pid, int memfd, const struct inject_maps *m,
 	if (rc)
 		return rc == -ENOENT ? -ENOEXEC : rc;
 	runtime = symbol_at(m, l->python, e, "_PyRuntime");
-	version_at = symbol_at(m, l->python, e, "Py_Version");
-	inject_elf_free(e);
 	if (!runtime) {
+		inject_elf_free(e);
 		snprintf(err, errlen,
 			 "process %d is not CPython: no libpython is mapped "
 			 "and %s does not export _PyRuntime",
 			 (int)pid, exe);
 		return -ENOEXEC;
 	}
-	if (!version_at || read_mem(memfd, version_at, &version, 4)) {
+	rc = python_version(pid, memfd, m, l->python, e, &l->python_version,
+			    err, errlen);
+	inject_elf_free(e);
+	if (rc)
+		return rc;
+	off = cpython_runtime_for(l->python_version);
+	if (!off) {
+		supported_text(have, sizeof(have));
 		snprintf(err, errlen,
-			 "process %d runs a CPython older than 3.11 (%s has "
-			 "no Py_Version); Probing needs 3.11",
-			 (int)pid, l->python);
+			 "process %d runs CPython %u.%u; this install of "
+			 "Probing has agents for %s",
+			 (int)pid, l->python_version >> 8,
+			 l->python_version & 0xff, have);
 		return -ENOEXEC;
 	}
-	l->python_version = version >> 16;
-	if (l->python_version != inject_py_version) {
-		snprintf(err, errlen,
-			 "process %d runs CPython %u.%u; Probing's agent is "
-			 "built for %u.%u",
-			 (int)pid, version >> 24, (version >> 16) & 0xff,
-			 inject_py_version >> 8, inject_py_version & 0xff);
-		return -ENOEXEC;
-	}
-	if (read_mem(memfd, runtime + inject_py_off_initialized, &initialized,
+	if (read_mem(memfd, runtime + off->initialized, &initialized,
 		     sizeof(initialized)) ||
-	    read_mem(memfd, runtime + inject_py_off_finalizing, &finalizing,
+	    read_mem(memfd, runtime + off->finalizing, &finalizing,
 		     sizeof(finalizing))) {
 		snprintf(err, errlen, "cannot read _PyRuntime in process %d",
 			 (int)pid);

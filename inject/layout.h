@@ -59,7 +59,7 @@ struct inject_layout {
 	const struct inject_arch *arch;
 	char python[PATH_MAX];	 /* the file with _PyRuntime (exe/libpython) */
 	int python_shared;	 /* a libpython is mapped */
-	unsigned python_version; /* Py_Version >> 16, e.g. 0x030b */
+	unsigned python_version; /* major << 8 | minor: 0x030b for 3.11 */
 	char libc[PATH_MAX];
 	uint64_t dlopen, dlerror, errno_fn; /* dlerror may be 0 */
 	uint32_t mode;			    /* INJECT_RTLD_* */
@@ -85,9 +85,10 @@ struct inject_layout {
 
 /*
  * Surveys pid (its memory must be readable: ptrace access).  Returns 0,
- * or: -ESRCH gone; -EACCES/-EPERM not allowed; -ENOEXEC not CPython, not
- * 3.11, another architecture, no dlopen; -EAGAIN Python not initialised
- * yet or finalising; each with a message.
+ * or: -ESRCH gone; -EACCES/-EPERM not allowed; -ENOEXEC not CPython, a
+ * version this install has no agent for (cpython_runtimes), another
+ * architecture, no dlopen; -EAGAIN Python not initialised yet or
+ * finalising; each with a message.
  */
 int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
 		       size_t errlen);

@@ -4,7 +4,7 @@
  */
 #include "cluster_store.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <cJSON.h>
 #include <errno.h>
 #include <pthread.h>

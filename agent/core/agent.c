@@ -6,7 +6,7 @@
  */
 #include "agent.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -338,6 +338,11 @@ static void *agent_main(void *arg)
 	(void)arg;
 	if (wait_for_python())
 		return NULL;
+	if (cpython.check(err, sizeof(err))) {
+		log_warn("agent not started: %s", err);
+		set_state(FAILED, err);
+		return NULL;
+	}
 	rc = bring_up(err, sizeof(err));
 	if (rc == -EADDRINUSE && !agent_holds_own_name()) {
 		/* Not another copy of ours: someone else took the name. */

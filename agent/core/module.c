@@ -1,15 +1,16 @@
 /*
  * module: the Python face of the agent, the extension module
- * probing._probing (libprobing.so itself, loaded by agent/pkg/probing).
+ * probing._probing (libprobing-cpXY.so itself, loaded by agent/pkg/probing).
  * Importing it runs the library constructor, which starts the agent;
  * init() waits for it, applies settings and listens where asked.
  */
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 
 #include "agent.h"
 #include "auth.h"
 #include "config.h"
+#include "cpython/cpython.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -130,15 +131,27 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-	PyModuleDef_HEAD_INIT, "_probing",
-	"The Probing agent (libprobing.so).", -1, methods,
-	NULL, NULL, NULL, NULL,
+	PyModuleDef_HEAD_INIT,
+	"_probing",
+	"The Probing agent (libprobing-cpXY.so).",
+	-1,
+	methods,
+	NULL,
+	NULL,
+	NULL,
+	NULL,
 };
 
 EXPORT PyObject *PyInit__probing(void)
 {
-	PyObject *m = PyModule_Create(&module);
+	char err[256];
+	PyObject *m;
 
+	if (cpython.check(err, sizeof(err))) {
+		PyErr_SetString(PyExc_ImportError, err);
+		return NULL;
+	}
+	m = PyModule_Create(&module);
 	if (m)
 		PyModule_AddStringConstant(m, "__version__", PROBING_VERSION);
 	return m;

@@ -1,57 +1,226 @@
 /*
  * cpython: the table of operations for the CPython this agent is built
- * for (3.11), and the with-GIL frame operations that differ between
+ * for (3.9 to 3.13), and the with-GIL frame operations that differ between
  * versions.  See cpython.h.
  */
-#include <Python.h>
+#include "pycompat.h"
 #include <frameobject.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "agent/cpython implements CPython 3.11; port it for this version"
-#endif
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "cpython.h"
+#include "errbuf.h"
 #include "pyframes.h"
-#include "pyhook.h"
+#include "pytrace.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#define VERSION STR(PY_MAJOR_VERSION) "." STR(PY_MINOR_VERSION)
+#define WALK_MAX 1000000  /* frames counted in one walk */
+#ifndef PROBING_SUPPORTED /* the versions of this install (CMake) */
+#define PROBING_SUPPORTED VERSION
+#endif
 
 static int finalizing(void)
 {
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
 	return _Py_IsFinalizing();
+#endif
+}
+
+/* Py_GetVersion() is "3.12.1 (main, ...)": its major.minor must be ours
+ * (a library loaded by hand into another version: PROBING_LIBRARY,
+ * inject --library). */
+static int check(char *err, size_t errlen)
+{
+	const char *v = Py_GetVersion();
+	size_t n = strlen(VERSION);
+
+	if (strncmp(v, VERSION, n) == 0 && (v[n] < '0' || v[n] > '9'))
+		return 0;
+	errbuf_set(err, errlen,
+		   "this agent is built for CPython " VERSION
+		   ", the process runs %.20s (this install supports "
+		   "%s)",
+		   v, PROBING_SUPPORTED);
+	return -ENOEXEC;
 }
 
 static PyObject *frame_locals(PyFrameObject *f)
 {
-	/* 3.11: the frame's f_locals dict, filled from its fast locals. */
+#if PY_VERSION_HEX >= 0x030D0000
+	/* 3.13 (PEP 667): a proxy that writes through; a copy of it. */
+	PyObject *proxy = PyFrame_GetLocals(f), *d;
+
+	if (!proxy)
+		return NULL;
+	if (PyDict_Check(proxy))
+		return proxy;
+	d = PyDict_New();
+	if (d && PyDict_Update(d, proxy) < 0)
+		Py_CLEAR(d);
+	Py_DECREF(proxy);
+	return d;
+#elif PY_VERSION_HEX >= 0x030B0000
+	/* The frame's f_locals dict, filled from its fast locals. */
 	return PyFrame_GetLocals(f);
+#else
+	if (PyFrame_FastToLocalsWithError(f) < 0)
+		return NULL;
+	return Py_NewRef(f->f_locals);
+#endif
 }
 
 static int frame_locals_write(PyFrameObject *f, PyObject *locals)
 {
-	/* 3.11: locals is f->f_locals itself (frame_locals()). */
+#if PY_VERSION_HEX >= 0x030D0000
+	/* Every entry that is not what the frame has now goes through the
+	 * proxy. */
+	PyObject *proxy = PyFrame_GetLocals(f), *k, *v;
+	Py_ssize_t pos = 0;
+	int rc = 0;
+
+	if (!proxy)
+		return -1;
+	if (proxy == locals) {
+		Py_DECREF(proxy);
+		return 0;
+	}
+	while (rc == 0 && PyDict_Next(locals, &pos, &k, &v)) {
+		PyObject *now = PyObject_GetItem(proxy, k);
+
+		if (!now)
+			PyErr_Clear();
+		if (now != v)
+			rc = PyObject_SetItem(proxy, k, v);
+		Py_XDECREF(now);
+	}
+	Py_DECREF(proxy);
+	return rc;
+#else
+	/* locals is f->f_locals itself (frame_locals()). */
 	(void)locals;
 	PyFrame_LocalsToFast(f, 0);
 	return PyErr_Occurred() ? -1 : 0;
+#endif
 }
 
 static PyObject *frame_globals(PyFrameObject *f)
 {
+#if PY_VERSION_HEX >= 0x030B0000
 	return PyFrame_GetGlobals(f);
+#else
+	return Py_NewRef(f->f_globals);
+#endif
 }
 
 static PyObject *code_qualname(PyCodeObject *co)
 {
+#if PY_VERSION_HEX >= 0x030B0000
 	return co->co_qualname;
+#else
+	return co->co_name;
+#endif
 }
 
 static unsigned long thread_native_id(PyThreadState *ts)
 {
+#if PY_VERSION_HEX >= 0x030B0000
 	return ts->native_thread_id;
+#else
+	if (ts == PyThreadState_Get())
+		return (unsigned long)syscall(SYS_gettid);
+	return (unsigned long)pyframes_native_id(ts->thread_id);
+#endif
+}
+
+/* co_lines() from 3.10: (start, end, line) triples, line None where no
+ * line; before it, dis.findlinestarts(): (offset, line) pairs. */
+static int code_lines(PyObject *code, int (*fn)(void *arg, int line), void *arg)
+{
+#if PY_VERSION_HEX >= 0x030A0000
+	PyObject *it = PyObject_CallMethod(code, "co_lines", NULL);
+	const Py_ssize_t size = 3;
+#else
+	PyObject *dis = PyImport_ImportModule("dis");
+	PyObject *it =
+		dis ? PyObject_CallMethod(dis, "findlinestarts", "O", code)
+		    : NULL;
+	const Py_ssize_t size = 2;
+
+	Py_XDECREF(dis);
+	if (it) {
+		PyObject *iter = PyObject_GetIter(it);
+
+		Py_DECREF(it);
+		it = iter;
+	}
+#endif
+	PyObject *t;
+	int stop = 0;
+
+	if (!it)
+		return -1;
+	while (!stop && (t = PyIter_Next(it))) {
+		PyObject *ln = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == size
+				       ? PyTuple_GET_ITEM(t, size - 1)
+				       : NULL;
+		long l = ln && PyLong_Check(ln) ? PyLong_AsLong(ln) : -1;
+
+		if (l > 0 && l < INT_MAX)
+			stop = fn(arg, (int)l);
+		Py_DECREF(t);
+	}
+	Py_DECREF(it);
+	return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The complete frames from f to the bottom (PyFrame_GetBack skips the
+ * incomplete ones). */
+static int frame_depth(PyFrameObject *f)
+{
+	int n = 0;
+
+	if (!f)
+		return 0;
+	Py_INCREF(f);
+	while (f && n < WALK_MAX) {
+		PyFrameObject *back = PyFrame_GetBack(f);
+
+		n++;
+		Py_DECREF(f);
+		f = back;
+	}
+	Py_XDECREF(f);
+	return n;
+}
+
+static int frame_starting(PyFrameObject *f)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	PyCodeObject *co = PyFrame_GetCode(f);
+	int first = co->_co_firsttraceable * 2; /* code units are 2 bytes */
+
+	Py_DECREF(co);
+	return PyFrame_GetLasti(f) <= first;
+#else
+	return f->f_lasti < 0;
+#endif
 }
 
 /* clang-format off */
 const struct cpython cpython = {
-	.version = "3.11",
+	.version = VERSION,
+	.check = check,
 	.finalizing = finalizing,
+	.code_lines = code_lines,
 	.read = {
 		.ready = pyframes_ready,
 		.threads = pyframes_threads,
@@ -76,24 +245,25 @@ const struct cpython cpython = {
 		.locals = frame_locals,
 		.locals_write = frame_locals_write,
 		.globals = frame_globals,
-		.depth = pyhook_frame_depth,
-		.starting = pyhook_frame_starting,
+		.depth = frame_depth,
+		.starting = frame_starting,
 		.qualname = code_qualname,
 		.native_id = thread_native_id,
 	},
 	.trace = {
-		.init = pyhook_init,
-		.enable = pyhook_enable,
-		.enabled = pyhook_enabled,
-		.disable = pyhook_disable,
-		.invalidate = pyhook_invalidate,
-		.exception_events = pyhook_set_exception_events,
-		.set_mode = pyhook_set_mode,
-		.mode = pyhook_mode,
-		.retrace = pyhook_retrace,
-		.retrace_all = pyhook_retrace_all,
-		.code_wanted = pyhook_code_wanted,
-		.atfork_child = pyhook_atfork_child,
+		.init = pytrace_init,
+		.enable = pytrace_enable,
+		.enabled = pytrace_enabled,
+		.disable = pytrace_disable,
+		.invalidate = pytrace_invalidate,
+		.exception_events = pytrace_set_exception_events,
+		.set_mode = pytrace_set_mode,
+		.mode = pytrace_mode,
+		.retrace = pytrace_retrace,
+		.retrace_all = pytrace_retrace_all,
+		.code_wanted = pytrace_code_wanted,
+		.forget = pytrace_forget,
+		.atfork_child = pytrace_atfork_child,
 	},
 };
 /* clang-format on */

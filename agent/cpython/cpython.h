@@ -8,8 +8,8 @@
  * const struct of operations (as inject_arch is for processors).  Only the
  * files of agent/cpython include Py_BUILD_CORE or internal/pycore_*
  * headers or test PY_VERSION_HEX; scripts/check-layout enforces it.  The
- * agent is built once per CPython version (an extension's ABI is per
- * version), and `cpython` is that version's table.
+ * agent is built once per CPython version, 3.9 to 3.13 (an extension's
+ * ABI is per version), and `cpython` is that version's table.
  *
  * Three groups:
  *
@@ -62,7 +62,7 @@ struct cpython_thread {
 struct cpython_frame {
 	/* UTF-8; a name longer than its array is cut on a character
 	 * boundary and ends in "...". */
-	char func[CPYTHON_NAME_MAX]; /* qualified name (3.11+), else name */
+	char func[CPYTHON_NAME_MAX]; /* qualified name (3.11 on), else name */
 	char file[CPYTHON_FILE_MAX]; /* co_filename */
 	int lineno;		     /* -1 when the table has no line */
 	uintptr_t code;		     /* code object's address (identity) */
@@ -138,6 +138,11 @@ struct cpython_leaf {
 typedef int (*cpython_classify_fn)(struct _object *code);
 typedef int (*cpython_trace_fn)(struct _object *obj, struct _frame *frame,
 				int what, struct _object *arg);
+/* line_wanted(code, line) returns 1 when a line event at line of code
+ * (a wanted one) may stop: a breakpoint is there.  The backend may stop
+ * sending the events of the other lines while no thread has a mode
+ * (3.12 on: sys.monitoring.DISABLE).  GIL held; must not raise. */
+typedef int (*cpython_line_fn)(struct _object *code, int line);
 
 #define CPYTHON_TRACE_NEW 0x1	  /* trace every frame the thread starts */
 #define CPYTHON_TRACE_CALLERS 0x2 /* trace every frame control returns to */
@@ -263,7 +268,7 @@ struct cpython_frame_ops {
 	 * continues after a yield is not starting)? */
 	int (*starting)(struct _frame *f);
 	/* A borrowed reference to the name shown for code co's frames:
-	 * co_qualname where the version has one, else co_name. */
+	 * co_qualname where the version has one (3.11 on), else co_name. */
 	struct _object *(*qualname)(struct PyCodeObject *co);
 	/* The kernel id of the thread ts, 0 when the version does not
 	 * record it and ts is not the calling thread's. */
@@ -273,11 +278,13 @@ struct cpython_frame_ops {
 struct cpython_trace_ops {
 	/* Records the debugger's callbacks (before anything else).
 	 * Idempotent. */
-	void (*init)(cpython_classify_fn classify, cpython_trace_fn trace);
+	void (*init)(cpython_classify_fn classify, cpython_trace_fn trace,
+		     cpython_line_fn line_wanted);
 	/* Starts tracing what classify() wants, and a new classification
-	 * generation.  0, or -ENOSPC when the backend's per-code slot could
-	 * not be had.  Idempotent. */
-	int (*enable)(void);
+	 * generation.  0, or with a message: -ENOSPC when the backend's
+	 * per-code slot could not be had, -EBUSY when sys.monitoring has no
+	 * free tool id (3.12 on: other tools hold them all).  Idempotent. */
+	int (*enable)(char *err, size_t errlen);
 	int (*enabled)(void);
 	/* Turns every trace switch this backend set off again; calls still
 	 * on some thread's C stack find it disabled and only undo their own
@@ -307,6 +314,10 @@ struct cpython_trace_ops {
 	void (*retrace_all)(int (*skip)(long native_id));
 	/* Is code wanted (classify's cached answer this generation)? */
 	int (*code_wanted)(struct _object *code);
+	/* Thread ts (the agent's own, evaluating) is not traced: its trace
+	 * function goes (up to 3.11); from 3.12 events are per interpreter
+	 * and keep coming: trace() must ignore them. */
+	void (*forget)(struct _ts *ts);
 	/* In a forked child: the backend is considered disabled (the
 	 * parent's debugger session does not exist here). */
 	void (*atfork_child)(void);
@@ -314,8 +325,18 @@ struct cpython_trace_ops {
 
 struct cpython {
 	const char *version; /* "3.11": the CPython this agent is built for */
+	/* 0 when the running interpreter is that version, else -ENOEXEC
+	 * with a message (a library loaded into another version by hand).
+	 * Needs no GIL; call it before anything else of the table. */
+	int (*check)(char *err, size_t errlen);
 	/* Python is finalizing: no new work may start (GIL or not). */
 	int (*finalizing)(void);
+	/* Calls fn(arg, line) for each line of code object code that has
+	 * instructions, in the order of its instructions (a line may come
+	 * more than once), until fn returns nonzero.  GIL held.  0, or -1
+	 * with an exception set. */
+	int (*code_lines)(struct _object *code, int (*fn)(void *arg, int line),
+			  void *arg);
 	struct cpython_read_ops read;
 	struct cpython_frame_ops frame;
 	struct cpython_trace_ops trace;

@@ -37,11 +37,15 @@ static void thread_from(struct cpython_thread *o, uintptr_t at,
 			const PyThreadState *t)
 {
 	o->thread_id = t->thread_id;
-	o->native_id = (long)t->native_thread_id;
+	o->native_id = NATIVE_ID(t);
 	o->tstate = at;
-	o->at[AT_CFRAME] = (uintptr_t)t->cframe;
+	o->at[AT_CFRAME] = ANCHOR_OF(at, t);
+#if PY_VERSION_HEX >= 0x030B0000
 	o->at[AT_CHUNK] = (uintptr_t)t->datastack_chunk;
 	o->at[AT_TOP] = (uintptr_t)t->datastack_top;
+#else
+	o->at[AT_CHUNK] = o->at[AT_TOP] = 0;
+#endif
 }
 
 /* The walk of pyframes_threads(); *ninterps counts the interpreters,
@@ -77,7 +81,7 @@ static int list_threads(struct cpython_thread *out, size_t max, size_t *n,
 		(*ninterps)++;
 		if (pyframes_mem_read(ib, interp, sizeof(ib)))
 			goto fault;
-		FIELD(ts, ib, PyInterpreterState, threads.head);
+		FIELD(ts, ib, PyInterpreterState, THREADS_HEAD);
 		while (ts && *n < max) {
 			PyThreadState t;
 
@@ -118,7 +122,7 @@ static int tstate_listed(uintptr_t ts)
 	if (READ_FIELD(interp, &_PyRuntime, _PyRuntimeState, interpreters.head))
 		return 0;
 	while (interp && ni++ < PYFRAMES_INTERPS_MAX) {
-		if (READ_FIELD(cur, interp, PyInterpreterState, threads.head))
+		if (READ_FIELD(cur, interp, PyInterpreterState, THREADS_HEAD))
 			return 0;
 		while (cur && nt++ < PYFRAMES_THREADS_SCAN) {
 			if (cur == ts)
@@ -141,18 +145,17 @@ int pyframes_gil_holder(uint64_t *thread_id, long *native_id)
 	*thread_id = 0;
 	*native_id = 0;
 	if (pyframes_ready() < 0 ||
-	    pyframes_mem_read(&gil, (uintptr_t)&_PyRuntime.ceval.gil,
-			      sizeof(gil)))
+	    pyframes_mem_read(&gil, GIL_AT, sizeof(gil)))
 		return -ENOENT;
-	holder = (uintptr_t)gil.last_holder._value;
-	if (gil.locked._value != 1 || !holder)
+	holder = GIL_HOLDER(gil);
+	if (GIL_LOCKED(gil) != 1 || !holder)
 		return -ENOENT;
 	/* A thread state is freed just before its thread drops the GIL:
 	 * trust last_holder only while it is still listed. */
 	if (!tstate_listed(holder) || pyframes_mem_read(&t, holder, sizeof(t)))
 		return -ENOENT;
 	*thread_id = t.thread_id;
-	*native_id = (long)t.native_thread_id;
+	*native_id = NATIVE_ID(&t);
 	return 0;
 }
 
@@ -160,17 +163,16 @@ uintptr_t pyframes_gil_tstate(void)
 {
 	struct _gil_runtime_state gil;
 
-	if (pyframes_mem_read(&gil, (uintptr_t)&_PyRuntime.ceval.gil,
-			      sizeof(gil)) ||
-	    gil.locked._value != 1)
+	if (pyframes_mem_read(&gil, GIL_AT, sizeof(gil)) ||
+	    GIL_LOCKED(gil) != 1)
 		return 0;
-	return (uintptr_t)gil.last_holder._value;
+	return GIL_HOLDER(gil);
 }
 
 void pyframes_gil_range(uintptr_t *lo, uintptr_t *hi)
 {
-	*lo = (uintptr_t)&_PyRuntime.ceval.gil;
-	*hi = *lo + sizeof(_PyRuntime.ceval.gil);
+	*lo = GIL_AT;
+	*hi = *lo + sizeof(struct _gil_runtime_state);
 }
 
 /* The cached list still as it was: the same thread states in the same
@@ -187,8 +189,7 @@ static int list_cached(struct cpython_scratch *s, struct cpython_thread *out,
 	s->local[k] = (struct iovec){s->rt, sizeof(s->rt)};
 	s->remote[k++] = (struct iovec){(void *)&_PyRuntime, sizeof(s->rt)};
 	s->local[k] = (struct iovec){&s->gil, sizeof(s->gil)};
-	s->remote[k++] = (struct iovec){(void *)&_PyRuntime.ceval.gil,
-					sizeof(s->gil)};
+	s->remote[k++] = (struct iovec){(void *)GIL_AT, sizeof(s->gil)};
 	s->local[k] = (struct iovec){s->ib, sizeof(s->ib)};
 	s->remote[k++] = (struct iovec){(void *)s->interp, sizeof(s->ib)};
 	for (size_t i = 0; i < s->nts; i++) {
@@ -206,7 +207,7 @@ static int list_cached(struct cpython_scratch *s, struct cpython_thread *out,
 	       sizeof(interp));
 	memcpy(&next, s->ib + offsetof(PyInterpreterState, next),
 	       sizeof(next));
-	memcpy(&head, s->ib + offsetof(PyInterpreterState, threads.head),
+	memcpy(&head, s->ib + offsetof(PyInterpreterState, THREADS_HEAD),
 	       sizeof(head));
 	if (!init || fin)
 		return -ENOENT;
@@ -222,9 +223,7 @@ static int list_cached(struct cpython_scratch *s, struct cpython_thread *out,
 		thread_from(&out[i], s->ts[i], t);
 	}
 	*n = s->nts;
-	*gil_tstate = s->gil.locked._value == 1
-			      ? (uintptr_t)s->gil.last_holder._value
-			      : 0;
+	*gil_tstate = GIL_LOCKED(s->gil) == 1 ? GIL_HOLDER(s->gil) : 0;
 	return 0;
 }
 

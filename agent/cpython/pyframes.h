@@ -1,12 +1,14 @@
 /*
- * pyframes: cpython.read for CPython 3.11 (contracts in cpython.h).
- * Private to agent/cpython: everything else goes through `cpython`.
+ * pyframes: cpython.read for CPython 3.9 to 3.13 (contracts in
+ * cpython.h).  Private to agent/cpython: everything else goes through
+ * `cpython`.  Included after <Python.h>.
  *
- * The sources: pyframes.c (thread states and the GIL), pyframes_walk.c
- * (frames), pyframes_code.c (names and line tables: the PEP 626/657
- * location table of 3.11, as PyCode_Addr2Line reads it),
- * cpython_leaf.c (the signal handler's read), all through pyframes_mem.c
- * and sharing pyframes_impl.h.
+ * The sources: pyframes.c (thread states and the GIL), pyframes_code.c
+ * (names and line tables, as each version's PyCode_Addr2Line reads
+ * them), the frames of 3.11 on (pyframes_walk.c; pyframes_leaf.c, the
+ * signal handler's read) or the frame objects of 3.9 and 3.10
+ * (pyframes_fo.c), all through pyframes_mem.c and sharing
+ * pyframes_impl.h, which says what moved between versions.
  */
 #ifndef PYFRAMES_H
 #define PYFRAMES_H
@@ -17,8 +19,10 @@
 #define PYFRAMES_SKIP_MAX 64	/* incomplete frames skipped per walk */
 
 /* cpython_thread.at[]: the thread's frames as threads() saw them. */
-#define AT_CFRAME 0 /* its _PyCFrame */
-#define AT_CHUNK 1  /* its data stack's current chunk */
+#define AT_CFRAME                                                              \
+	0	    /* where its innermost frame's address is (its             \
+		       _PyCFrame on 3.11 and 3.12; pyframes_impl.h) */
+#define AT_CHUNK 1  /* its data stack's current chunk (3.11 on) */
 #define AT_TOP 2    /* and top */
 
 int pyframes_ready(void);
@@ -51,5 +55,11 @@ int pyframes_leaf_resolve(struct cpython_scratch *s,
 			  const struct cpython_leaf *l, struct cpython_raw *out,
 			  size_t max, size_t *n);
 void pyframes_force_pipe(int on);
+#if PY_VERSION_HEX < 0x030B0000
+/* The kernel id of the thread whose pthread_t is ident (3.9 and 3.10 keep
+ * none in the thread state: glibc's thread descriptor has it); 0 when
+ * unknown.  pyframes_fo.c. */
+long pyframes_native_id(unsigned long ident);
+#endif
 
 #endif

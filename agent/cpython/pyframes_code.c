@@ -52,6 +52,13 @@ static int put_utf8(char *out, size_t cap, size_t *len, uint32_t c)
 	return 0;
 }
 
+/* Every str is ready from 3.12 (the state has no flag for it). */
+#if PY_VERSION_HEX >= 0x030C0000
+#define STR_READY(c) 1
+#else
+#define STR_READY(c) ((c)._base.state.ready)
+#endif
+
 /* Reads the str at addr into out (cap bytes, cap >= 4) as UTF-8; a
  * string that does not fit is cut and ends in "...".  0 or -EFAULT. */
 int pyframes_code_str(uintptr_t addr, char *out, size_t cap)
@@ -65,7 +72,7 @@ int pyframes_code_str(uintptr_t addr, char *out, size_t cap)
 	out[0] = '\0';
 	if (pyframes_mem_read(&c, addr, sizeof(c)))
 		return -EFAULT;
-	if (c._base.ob_base.ob_type != &PyUnicode_Type || !c._base.state.ready)
+	if (c._base.ob_base.ob_type != &PyUnicode_Type || !STR_READY(c))
 		return -EFAULT;
 	kind = c._base.state.kind;
 	if ((kind != 1 && kind != 2 && kind != 4) || c._base.length < 0)
@@ -112,10 +119,8 @@ int pyframes_code_str(uintptr_t addr, char *out, size_t cap)
 }
 
 /*
- * Line numbers: the 3.11 location table (Objects/locations.md).  Each
- * entry starts with a byte whose top bit is set: bits 3-6 the code, bits
- * 0-2 the length in code units minus one; following bytes (top bit clear)
- * hold varints.  The table is read in small chunks as it is scanned.
+ * Line numbers, as each version's PyCode_Addr2Line finds them: the table
+ * is read in small chunks as it is scanned.
  */
 /* The byte at index i, or -1 (end or unreadable). */
 static int lt_byte(struct lt_reader *r, size_t i)
@@ -136,6 +141,18 @@ static int lt_byte(struct lt_reader *r, size_t i)
 	return r->buf[i - r->start];
 }
 
+/* Line numbers wider than int are none. */
+static int line_or_none(long long line)
+{
+	return line < INT_MIN || line > INT_MAX ? -1 : (int)line;
+}
+
+#if PY_VERSION_HEX >= 0x030B0000
+/*
+ * 3.11 on: the location table (Objects/locations.md).  Each entry starts
+ * with a byte whose top bit is set: bits 3-6 the code, bits 0-2 the length
+ * in code units minus one; following bytes (top bit clear) hold varints.
+ */
 static int lt_svarint(struct lt_reader *r, size_t i)
 {
 	int b = lt_byte(r, i);
@@ -180,15 +197,67 @@ int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr)
 			line += code - 10;
 		start += ((b & 7) + 1) * (long)sizeof(_Py_CODEUNIT);
 		if (addr < start)
-			return code == 15 || line < INT_MIN || line > INT_MAX
-				       ? -1
-				       : (int)line;
+			return code == 15 ? -1 : line_or_none(line);
 		do
 			b = lt_byte(r, ++i);
 		while (b >= 0 && !(b & 0x80));
 	}
 	return -1;
 }
+
+#elif PY_VERSION_HEX >= 0x030A0000
+/*
+ * 3.10: (bytecode delta, line delta) byte pairs (Objects/lnotab_notes.txt):
+ * the delta of bytes unsigned, of lines signed, -128 for "no line"; an
+ * address's line is that of the first non-empty range ending after it.
+ */
+int pyframes_code_line(struct lt_reader *r, int firstlineno, long addr)
+{
+	long long line = firstlineno, at = -1;
+	long end = 0;
+
+	if (addr < 0)
+		return firstlineno;
+	for (size_t i = 0; i + 1 < r->len; i += 2) {
+		int sd = lt_byte(r, i), ld = lt_byte(r, i + 1);
+
+		if (sd < 0 || ld < 0)
+			return -1;
+		ld = (signed char)ld;
+		end += sd;
+		if (ld == -128)
+			at = -1;
+		else
+			at = line += ld;
+		if (addr < end)
+			return at < 0 ? -1 : line_or_none(at);
+	}
+	return -1;
+}
+#else
+/*
+ * 3.9: co_lnotab, (bytecode delta, line delta) byte pairs: the line
+ * grows by each pair's line delta (signed) while the address reached is
+ * not past addr.
+ */
+int pyframes_code_line(struct lt_reader *r, int firstlineno, long addr)
+{
+	long long line = firstlineno;
+	long at = 0;
+
+	for (size_t i = 0; i + 1 < r->len; i += 2) {
+		int ad = lt_byte(r, i), ld = lt_byte(r, i + 1);
+
+		if (ad < 0 || ld < 0)
+			return -1;
+		at += ad;
+		if (at > addr)
+			break;
+		line += (signed char)ld;
+	}
+	return line_or_none(line);
+}
+#endif
 
 int pyframes_code_names(const struct cpython_raw *r, char *func, size_t funclen,
 			char *file, size_t filelen)
@@ -253,4 +322,33 @@ int pyframes_line_remote(const struct cpython_raw *r)
 	rd.len = (size_t)n;
 	line = pyframes_code_line(&rd, r->firstlineno, r->lasti);
 	return line < -1 ? -1 : line;
+}
+
+/* See pyframes_impl.h. */
+void pyframes_read_code_heads(struct cpython_scratch *s, size_t n)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < GATHER_MAX ? n - done : GATHER_MAX, got;
+		ssize_t r = -1;
+
+		for (size_t i = 0; i < k; i++) {
+			s->local[i].iov_base = &s->code[done + i];
+			s->local[i].iov_len = CODE_HEAD;
+			s->remote[i].iov_base = (void *)s->gather[done + i];
+			s->remote[i].iov_len = CODE_HEAD;
+		}
+		if (!pyframes_mem_piped())
+			r = process_vm_readv(pyframes_mem_pid(), s->local, k,
+					     s->remote, k, 0);
+		/* Whole headers read; the one that failed is read alone
+		 * (and zeroed when it cannot be), then on with the rest. */
+		got = r > 0 ? (size_t)r / CODE_HEAD : 0;
+		if (got < k &&
+		    pyframes_mem_read(&s->code[done + got],
+				      s->gather[done + got], CODE_HEAD))
+			memset(&s->code[done + got], 0, CODE_HEAD);
+		done += got < k ? got + 1 : k;
+	}
 }

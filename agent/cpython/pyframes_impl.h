@@ -15,12 +15,16 @@
 #define Py_BUILD_CORE 1
 #include <Python.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "pyframes reads CPython 3.11 internals; port it for this version"
+#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x030E0000
+#error "pyframes reads the internals of CPython 3.9 to 3.13"
 #endif
 
+#if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_code.h"
 #include "internal/pycore_frame.h"
+#else
+#include <frameobject.h>
+#endif
 #include "internal/pycore_gil.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_pystate.h"
@@ -44,26 +48,118 @@
 	pyframes_mem_read(&(dst), (uintptr_t)(base) + offsetof(type, field),   \
 			  sizeof(dst))
 
+/* An interpreter's list of thread states (a field of its own up to 3.10). */
+#if PY_VERSION_HEX >= 0x030B0000
+#define THREADS_HEAD threads.head
+#else
+#define THREADS_HEAD tstate_head
+#endif
+
 /* The start of _PyRuntime that says whether Python runs and where its
  * interpreters are, read in one go. */
 #define RUNTIME_HEAD                                                           \
 	(offsetof(_PyRuntimeState, interpreters.head) + sizeof(void *))
 #define INTERP_HEAD                                                            \
-	(offsetof(PyInterpreterState, threads.head) + sizeof(void *))
+	(offsetof(PyInterpreterState, THREADS_HEAD) + sizeof(void *))
+
+/*
+ * What moved between versions, as the rest of the module uses it.
+ *
+ * A thread's innermost frame is found through an anchor, whose address
+ * is cpython_thread.at[AT_CFRAME]: its current _PyCFrame (3.11, 3.12),
+ * or its thread state's own field (3.9, 3.10: frame; 3.13:
+ * current_frame).
+ */
+#if PY_VERSION_HEX >= 0x030D0000
+typedef struct {
+	struct _PyInterpreterFrame *current_frame;
+} frame_anchor;
+#define ANCHOR_OF(at, t) ((at) + offsetof(PyThreadState, current_frame))
+#elif PY_VERSION_HEX >= 0x030B0000
+typedef _PyCFrame frame_anchor;
+#define ANCHOR_OF(at, t) ((uintptr_t)(t)->cframe)
+#else
+typedef struct {
+	PyFrameObject *current_frame;
+} frame_anchor;
+#define ANCHOR_OF(at, t) ((at) + offsetof(PyThreadState, frame))
+#endif
+
+/* The kernel's id of a thread (3.11 on: its thread state says). */
+#if PY_VERSION_HEX >= 0x030B0000
+#define NATIVE_ID(t) ((long)(t)->native_thread_id)
+#else
+#define NATIVE_ID(t) pyframes_native_id((t)->thread_id)
+#endif
+
+/* The GIL of the main interpreter: in the runtime up to 3.11, in the
+ * (static) main interpreter from 3.12; atomics in structs up to 3.12. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define GIL_AT ((uintptr_t)&_PyRuntime._main_interpreter._gil)
+#else
+#define GIL_AT ((uintptr_t)&_PyRuntime.ceval.gil)
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+#define GIL_LOCKED(g) ((g).locked)
+#define GIL_HOLDER(g) ((uintptr_t)(g).last_holder)
+#else
+#define GIL_LOCKED(g) ((g).locked._value)
+#define GIL_HOLDER(g) ((uintptr_t)(g).last_holder._value)
+#endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+/*
+ * The interpreter's own frames (3.11 on).  FRAME_CODE: the code object
+ * (3.13: f_executable, which is None in a shim frame); FRAME_INSTR: the
+ * instruction whose line the frame is at (3.11, 3.12: prev_instr, the one
+ * before the next; 3.13: instr_ptr, the current one); FRAME_SHIM: a frame
+ * the C stack owns (3.12 on), which starts a C-level call of the
+ * evaluation loop: the frame after it (its callee) is that call's first
+ * (3.11 marks that frame itself: is_entry).
+ */
+#if PY_VERSION_HEX >= 0x030D0000
+#define FRAME_CODE(fr) ((uintptr_t)(fr).f_executable)
+#define FRAME_INSTR(fr) ((uintptr_t)(fr).instr_ptr)
+#else
+#define FRAME_CODE(fr) ((uintptr_t)(fr).f_code)
+#define FRAME_INSTR(fr) ((uintptr_t)(fr).prev_instr)
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+#define FRAME_SHIM(fr) ((fr).owner == FRAME_OWNED_BY_CSTACK)
+/* A bool in memory that may be changing under us would be read as a
+ * byte; 3.12 has none. */
+#define FRAME_ENTRY_BYTE(fr) 0
+#else
+#define FRAME_SHIM(fr) 0
+#define FRAME_ENTRY_BYTE(fr)                                                   \
+	(((const unsigned char *)&(                                            \
+		 fr))[offsetof(_PyInterpreterFrame, is_entry)] == 1)
+#endif
 
 #define BULK_MAX (64u << 10) /* bytes of the current data-stack chunk */
 #define CODE_HEAD offsetof(PyCodeObject, co_code_adaptive)
 #define FRAME_HEAD offsetof(_PyInterpreterFrame, localsplus)
+#else
+/* Frame objects (3.9, 3.10): each frame is a PyFrameObject on the heap,
+ * linked to its caller by f_back; each runs in a C-level call of the
+ * evaluation loop of its own. */
+#define CODE_HEAD sizeof(PyCodeObject)
+#define FRAME_HEAD offsetof(PyFrameObject, f_blockstack)
+#endif
 #define GATHER_MAX 512 /* iovecs per process_vm_readv (IOV_MAX 1024) */
 #define LIST_CACHE_MAX 48 /* thread states checked in one read */
 
-/* pyframes_walk_raw's copies (pyframes_walk.c) and pyframes_threads_fast's
- * list (pyframes.c): one per thread that walks, never shared. */
+/* pyframes_walk_raw's copies (pyframes_walk.c, pyframes_fo.c) and
+ * pyframes_threads_fast's list (pyframes.c): one per thread that walks,
+ * never shared. */
 struct cpython_scratch {
+#if PY_VERSION_HEX >= 0x030B0000
 	unsigned char bulk[BULK_MAX];
+#endif
 	PyCodeObject code[CPYTHON_RAW_MAX]; /* headers only are read */
 	uintptr_t codeaddr[CPYTHON_RAW_MAX];
 	uintptr_t frameaddr[CPYTHON_RAW_MAX];
+	/* 3.11 on: FRAME_INSTR; before: f_lasti in bytes + 1 (0: none) */
 	uintptr_t prev_instr[CPYTHON_RAW_MAX];
 	uintptr_t gather[CPYTHON_RAW_MAX]; /* code objects to read */
 	unsigned char trusted[CPYTHON_RAW_MAX];
@@ -77,6 +173,11 @@ struct cpython_scratch {
 	unsigned char rt[RUNTIME_HEAD], ib[INTERP_HEAD];
 	struct _gil_runtime_state gil;
 };
+
+/* Reads the headers of code objects s->gather[0..n) into s->code with as
+ * few system calls as the kernel allows; a header that cannot be read is
+ * zeroed (its type check then fails).  pyframes_walk.c. */
+void pyframes_read_code_heads(struct cpython_scratch *s, size_t n);
 
 /* ---- pyframes_code.c: strings and line tables ------------------------- */
 

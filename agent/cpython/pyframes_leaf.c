@@ -12,35 +12,19 @@
 #include "pyframes_impl.h"
 
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-/* process_vm_readv itself, never the pipe (a pipe per read is too slow for
- * a handler) nor a sanitizer's interceptor: 0 or -1.  Async-signal-safe. */
-static int leaf_read(pid_t pid, void *dst, uintptr_t src, size_t len)
-{
-	struct iovec local = {dst, len}, remote = {(void *)src, len};
-
-	if (!src)
-		return -1;
-	return syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL,
-		       0UL) == (long)len
-		       ? 0
-		       : -1;
-}
 
 size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 			     size_t cap)
 {
 	struct cpython_leaf *l = buf;
-	/* Only the head of the thread state, up to its native id. */
+	/* Only the head of the thread state, up to its native id (which
+	 * comes after the frame's anchor). */
 	unsigned char ts[offsetof(PyThreadState, native_thread_id) +
 			 sizeof(unsigned long)];
 	pid_t pid = pyframes_mem_pid_known();
-	uintptr_t cframe, f;
+	uintptr_t anchor, f;
 	unsigned long native;
-	_PyCFrame cf;
+	frame_anchor cf;
 
 	if (cap < sizeof(*l))
 		return 0;
@@ -50,34 +34,46 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 	/* pid 0: no walk on this side yet (its pthread_once is not for a
 	 * handler); the pipe: too slow here. */
 	if (!pid || pyframes_mem_piped() ||
-	    leaf_read(pid, ts, tstate, sizeof(ts)))
+	    pyframes_mem_read_raw(pid, ts, tstate, sizeof(ts)))
 		return sizeof(*l);
 	memcpy(&native, ts + offsetof(PyThreadState, native_thread_id),
 	       sizeof(native));
-	memcpy(&cframe, ts + offsetof(PyThreadState, cframe), sizeof(cframe));
+#if PY_VERSION_HEX >= 0x030D0000
+	anchor = ANCHOR_OF(tstate, NULL);
+#else
+	memcpy(&anchor, ts + offsetof(PyThreadState, cframe), sizeof(anchor));
+#endif
 	/* The thread state must be this thread's (the sampler's listing is
 	 * a moment old: it may have been freed and reused). */
-	if ((long)native != tid || leaf_read(pid, &cf, cframe, sizeof(cf)))
+	if ((long)native != tid ||
+	    pyframes_mem_read_raw(pid, &cf, anchor, sizeof(cf)))
 		return sizeof(*l);
 	f = (uintptr_t)cf.current_frame;
-	while (f && l->n < CPYTHON_LEAF_MAX) {
+	/* Shim frames (3.12 on) are passed, also after the last frame kept,
+	 * so that outer is a frame the walk lists. */
+	for (int steps = 0; f && steps < 2 * CPYTHON_LEAF_MAX; steps++) {
 		_PyInterpreterFrame fr;
-		unsigned char entry;
 
-		if (leaf_read(pid, &fr, f, FRAME_HEAD))
+		if (pyframes_mem_read_raw(pid, &fr, f, FRAME_HEAD))
 			return sizeof(*l);
-		memcpy(&entry,
-		       (const char *)&fr +
-			       offsetof(_PyInterpreterFrame, is_entry),
-		       1);
+		if (FRAME_SHIM(fr)) {
+			if (l->n)
+				l->f[l->n - 1].entry = 1;
+			f = (uintptr_t)fr.previous;
+			continue;
+		}
+		if (l->n == CPYTHON_LEAF_MAX)
+			break;
 		l->f[l->n].frame = f;
-		l->f[l->n].code = (uintptr_t)fr.f_code;
-		l->f[l->n].instr = (uintptr_t)fr.prev_instr;
-		l->f[l->n].entry = entry == 1;
+		l->f[l->n].code = FRAME_CODE(fr);
+		l->f[l->n].instr = FRAME_INSTR(fr);
+		l->f[l->n].entry = FRAME_ENTRY_BYTE(fr);
 		l->f[l->n].owner = (unsigned char)fr.owner;
 		l->n++;
 		f = (uintptr_t)fr.previous;
 	}
+	if (f && l->n < CPYTHON_LEAF_MAX) /* only shims: give up */
+		return sizeof(*l);
 	l->outer = f;
 	l->complete = 1;
 	return sizeof(*l);

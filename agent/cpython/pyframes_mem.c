@@ -155,3 +155,15 @@ int pyframes_mem_piped(void)
 {
 	return atomic_load_explicit(&pipe_mode, memory_order_relaxed) != 0;
 }
+
+int pyframes_mem_read_raw(pid_t pid, void *dst, uintptr_t src, size_t len)
+{
+	struct iovec local = {dst, len}, remote = {(void *)src, len};
+
+	if (!src)
+		return -1;
+	return syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL,
+		       0UL) == (long)len
+		       ? 0
+		       : -1;
+}

@@ -9,9 +9,10 @@
  * forces it for tests).  The pid is cached and forgotten in a forked
  * child, where process_vm_readv on the parent's pid would read the parent.
  *
- * Threads: any.  Signals: only pyframes_mem_pid_known() and
- * pyframes_mem_piped() are async-signal-safe (relaxed atomic loads); the
- * reads are not (the pipe, pthread_once, a sanitizer's interceptors).
+ * Threads: any.  Signals: only pyframes_mem_pid_known(),
+ * pyframes_mem_piped() (relaxed atomic loads) and pyframes_mem_read_raw()
+ * are async-signal-safe; the other reads are not (the pipe, pthread_once,
+ * a sanitizer's interceptors).
  */
 #ifndef PYFRAMES_MEM_H
 #define PYFRAMES_MEM_H
@@ -36,6 +37,11 @@ pid_t pyframes_mem_pid(void);
 /* Our pid as last learnt, 0 when no read has learnt it yet in this
  * process.  Async-signal-safe. */
 pid_t pyframes_mem_pid_known(void);
+
+/* process_vm_readv itself on pid (pyframes_mem_pid_known()), never the
+ * pipe nor a sanitizer's interceptor: 0, or -1 when not all len bytes at
+ * src (0: none) could be read.  Async-signal-safe: for signal handlers. */
+int pyframes_mem_read_raw(pid_t pid, void *dst, uintptr_t src, size_t len);
 
 /* Nonzero when reads go through the pipe (forced or learnt): too slow for
  * a signal handler.  Async-signal-safe. */

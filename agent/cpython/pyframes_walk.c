@@ -14,7 +14,7 @@
 static int frame_fill(struct cpython_frame *f, uintptr_t at,
 		      const _PyInterpreterFrame *fr, const PyCodeObject *co)
 {
-	uintptr_t code = (uintptr_t)fr->f_code;
+	uintptr_t code = FRAME_CODE(*fr);
 	uintptr_t first = code + offsetof(PyCodeObject, co_code_adaptive);
 	PyBytesObject lt;
 	long addr;
@@ -46,7 +46,7 @@ static int frame_fill(struct cpython_frame *f, uintptr_t at,
 	if (lt.ob_base.ob_base.ob_type != &PyBytes_Type ||
 	    lt.ob_base.ob_size < 0 || lt.ob_base.ob_size > LINETABLE_MAX)
 		return -EFAULT;
-	addr = ((intptr_t)((uintptr_t)fr->prev_instr - first)) /
+	addr = ((intptr_t)(FRAME_INSTR(*fr) - first)) /
 	       (long)sizeof(_Py_CODEUNIT) * (long)sizeof(_Py_CODEUNIT);
 	struct lt_reader rd = {
 		.base = (uintptr_t)co->co_linetable +
@@ -64,7 +64,7 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 		  size_t errlen)
 {
 	PyThreadState ts;
-	_PyCFrame cf;
+	frame_anchor cf;
 	uintptr_t f;
 	size_t steps = 0, limit = max + PYFRAMES_SKIP_MAX;
 
@@ -76,9 +76,9 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 			   (unsigned long long)t->thread_id);
 		return -ESRCH;
 	}
-	if (!ts.cframe)
+	if (!ANCHOR_OF(t->tstate, &ts))
 		return 0;
-	if (pyframes_mem_read(&cf, (uintptr_t)ts.cframe, sizeof(cf)))
+	if (pyframes_mem_read(&cf, ANCHOR_OF(t->tstate, &ts), sizeof(cf)))
 		goto fault;
 	f = (uintptr_t)cf.current_frame;
 	while (f) {
@@ -90,11 +90,13 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 			*truncated = 1;
 			break;
 		}
-		if (pyframes_mem_read(
-			    &fr, f, offsetof(_PyInterpreterFrame, localsplus)))
+		if (pyframes_mem_read(&fr, f, FRAME_HEAD))
 			goto fault;
-		if (pyframes_mem_read(&co, (uintptr_t)fr.f_code,
-				      offsetof(PyCodeObject, co_code_adaptive)))
+		if (FRAME_SHIM(fr)) { /* no code object (3.13: None) */
+			f = (uintptr_t)fr.previous;
+			continue;
+		}
+		if (pyframes_mem_read(&co, FRAME_CODE(fr), CODE_HEAD))
 			goto fault;
 		if (co.ob_base.ob_base.ob_type != &PyCode_Type ||
 		    co.ob_base.ob_size <= 0 ||
@@ -103,12 +105,10 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 			goto fault;
 		f = (uintptr_t)fr.previous;
 		/* _PyFrame_IsIncomplete: set up but not yet RESUMEd. */
-		first = (uintptr_t)fr.f_code +
-			offsetof(PyCodeObject, co_code_adaptive);
+		first = FRAME_CODE(fr) + CODE_HEAD;
 		if (fr.owner != FRAME_OWNED_BY_GENERATOR &&
-		    (uintptr_t)fr.prev_instr <
-			    first + (uintptr_t)co._co_firsttraceable *
-					    sizeof(_Py_CODEUNIT))
+		    FRAME_INSTR(fr) < first + (uintptr_t)co._co_firsttraceable *
+						      sizeof(_Py_CODEUNIT))
 			continue;
 		if (*n == max) {
 			*truncated = 1;
@@ -139,37 +139,6 @@ void pyframes_scratch_free(struct cpython_scratch *s)
 	free(s);
 }
 
-/* Reads the headers of code objects s->gather[0..n) into s->code with
- * as few system calls as the kernel allows; a header that cannot be read
- * is zeroed (its type check then fails). */
-static void read_code_heads(struct cpython_scratch *s, size_t n)
-{
-	size_t done = 0;
-
-	while (done < n) {
-		size_t k = n - done < GATHER_MAX ? n - done : GATHER_MAX, got;
-		ssize_t r = -1;
-
-		for (size_t i = 0; i < k; i++) {
-			s->local[i].iov_base = &s->code[done + i];
-			s->local[i].iov_len = CODE_HEAD;
-			s->remote[i].iov_base = (void *)s->gather[done + i];
-			s->remote[i].iov_len = CODE_HEAD;
-		}
-		if (!pyframes_mem_piped())
-			r = process_vm_readv(pyframes_mem_pid(), s->local, k,
-					     s->remote, k, 0);
-		/* Whole headers read; the one that failed is read alone
-		 * (and zeroed when it cannot be), then on with the rest. */
-		got = r > 0 ? (size_t)r / CODE_HEAD : 0;
-		if (got < k &&
-		    pyframes_mem_read(&s->code[done + got],
-				      s->gather[done + got], CODE_HEAD))
-			memset(&s->code[done + got], 0, CODE_HEAD);
-		done += got < k ? got + 1 : k;
-	}
-}
-
 /* s->frameaddr..owner[0..nf) (innermost first) to out: the code objects
  * the caller does not vouch for are read in one gathered call and checked,
  * incomplete frames skipped.  0, or -EFAULT when a code object is not
@@ -193,7 +162,7 @@ int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
 		if (!s->trusted[i])
 			s->gather[ng++] = s->codeaddr[i];
 	}
-	read_code_heads(s, ng);
+	pyframes_read_code_heads(s, ng);
 	for (size_t i = 0, g = 0; i < nf; i++) {
 		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
 		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
@@ -250,7 +219,7 @@ int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 		      struct cpython_raw *out, size_t max, size_t *n,
 		      int *truncated)
 {
-	_PyCFrame cf;
+	frame_anchor cf;
 	uintptr_t f, lo = 0, hi = 0;
 	size_t nf = 0, limit, steps = 0;
 	int rc = 0;
@@ -308,16 +277,19 @@ int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 			rc = -EFAULT;
 			break;
 		}
+		if (FRAME_SHIM(fr)) {
+			/* Its callee is the first frame of a C-level call. */
+			if (nf)
+				s->entry[nf - 1] = 1;
+			f = (uintptr_t)fr.previous;
+			continue;
+		}
 		s->frameaddr[nf] = f;
-		s->codeaddr[nf] = (uintptr_t)fr.f_code;
-		s->prev_instr[nf] = (uintptr_t)fr.prev_instr;
+		s->codeaddr[nf] = FRAME_CODE(fr);
+		s->prev_instr[nf] = FRAME_INSTR(fr);
 		/* A bool in memory that may be changing under us: read as a
 		 * byte (a torn copy must not be a bool that is neither). */
-		memcpy(&s->entry[nf],
-		       (const char *)&fr +
-			       offsetof(_PyInterpreterFrame, is_entry),
-		       1);
-		s->entry[nf] = s->entry[nf] == 1;
+		s->entry[nf] = FRAME_ENTRY_BYTE(fr);
 		s->owner[nf] = (unsigned char)fr.owner;
 		nf++;
 		f = (uintptr_t)fr.previous;

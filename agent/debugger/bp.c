@@ -3,7 +3,7 @@
  * bp.h.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <errno.h>
 #include <stdarg.h>

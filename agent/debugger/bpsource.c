@@ -2,7 +2,7 @@
  * bpsource: a source file with breakpoints.  See bpsource.h.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +16,7 @@
 #include "bp.h"
 #include "bpsource.h"
 #include "core/fdown.h"
+#include "cpython/cpython.h"
 #include "errbuf.h"
 
 int bpsource_init(struct bp_source *s, const char *path)
@@ -48,46 +49,44 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Appends the lines of code and of the code objects in its constants. */
-static int collect_lines(PyObject *code, int **lines, size_t *n, size_t *cap,
-			 int depth)
+struct line_list {
+	int *lines;
+	size_t n, cap;
+	int nomem;
+};
+
+static int append_line(void *arg, int line)
 {
-	PyObject *it, *t, *consts;
+	struct line_list *l = arg;
+
+	if (l->n == l->cap) {
+		size_t c = l->cap ? l->cap * 2 : 256;
+		int *nl = realloc(l->lines, c * sizeof(int));
+
+		if (!nl) {
+			l->nomem = 1;
+			return 1;
+		}
+		l->lines = nl;
+		l->cap = c;
+	}
+	l->lines[l->n++] = line;
+	return 0;
+}
+
+/* Appends the lines of code and of the code objects in its constants. */
+static int collect_lines(PyObject *code, struct line_list *l, int depth)
+{
+	PyObject *consts;
 
 	if (depth > 64)
 		return 0;
-	it = PyObject_CallMethod(code, "co_lines", NULL);
-	if (!it)
+	if (cpython.code_lines(code, append_line, l) < 0)
 		return -1;
-	while ((t = PyIter_Next(it))) {
-		PyObject *ln = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 3
-				       ? PyTuple_GET_ITEM(t, 2)
-				       : NULL;
-		if (ln && PyLong_Check(ln)) {
-			long l = PyLong_AsLong(ln);
-
-			if (l > 0 && l < INT_MAX) {
-				if (*n == *cap) {
-					size_t c = *cap ? *cap * 2 : 256;
-					int *nl = realloc(*lines,
-							  c * sizeof(int));
-					if (!nl) {
-						Py_DECREF(t);
-						Py_DECREF(it);
-						PyErr_NoMemory();
-						return -1;
-					}
-					*lines = nl;
-					*cap = c;
-				}
-				(*lines)[(*n)++] = (int)l;
-			}
-		}
-		Py_DECREF(t);
+	if (l->nomem) {
+		PyErr_NoMemory();
+		return -1;
 	}
-	Py_DECREF(it);
-	if (PyErr_Occurred())
-		return -1;
 	consts = PyObject_GetAttrString(code, "co_consts");
 	if (!consts)
 		return -1;
@@ -95,8 +94,7 @@ static int collect_lines(PyObject *code, int **lines, size_t *n, size_t *cap,
 	     PyTuple_Check(consts) && i < PyTuple_GET_SIZE(consts); i++) {
 		PyObject *c = PyTuple_GET_ITEM(consts, i);
 
-		if (PyCode_Check(c) &&
-		    collect_lines(c, lines, n, cap, depth + 1) < 0) {
+		if (PyCode_Check(c) && collect_lines(c, l, depth + 1) < 0) {
 			Py_DECREF(consts);
 			return -1;
 		}
@@ -110,7 +108,8 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 	struct stat st;
 	FILE *fp;
 	char *src;
-	size_t len, cap = 0, n = 0, u = 0;
+	struct line_list found = {0};
+	size_t len, n = 0, u = 0;
 	PyObject *code;
 	int *lines = NULL, rc;
 
@@ -159,8 +158,10 @@ int bpsource_lines(struct bp_source *f, char *msg, size_t msglen)
 		free(e);
 		return -EINVAL;
 	}
-	rc = collect_lines(code, &lines, &n, &cap, 0);
+	rc = collect_lines(code, &found, 0);
 	Py_DECREF(code);
+	lines = found.lines;
+	n = found.n;
 	if (rc < 0) {
 		PyErr_Clear();
 		free(lines);

@@ -10,7 +10,7 @@
  * GIL.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <frameobject.h>
 
 #include <errno.h>
@@ -333,30 +333,28 @@ static int file_of(PyObject *filename)
 }
 
 /* Does any line of code hold one of f's breakpoints? */
+struct line_match {
+	const struct bp_file *f;
+	int found;
+};
+
+static int line_has_bp(void *arg, int line)
+{
+	struct line_match *m = arg;
+
+	for (size_t j = 0; j < m->f->n; j++)
+		if (m->f->bps[j].line == line)
+			m->found = 1;
+	return m->found;
+}
+
 static int code_has_bp(PyObject *code, const struct bp_file *f)
 {
-	PyObject *it, *t;
-	int found = 0;
+	struct line_match m = {f, 0};
 
-	it = PyObject_CallMethod(code, "co_lines", NULL);
-	if (!it) {
+	if (cpython.code_lines(code, line_has_bp, &m) < 0)
 		PyErr_Clear();
-		return 0;
-	}
-	while (!found && (t = PyIter_Next(it))) {
-		PyObject *ln = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 3
-				       ? PyTuple_GET_ITEM(t, 2)
-				       : NULL;
-		long l = ln && PyLong_Check(ln) ? PyLong_AsLong(ln) : -1;
-
-		for (size_t j = 0; l > 0 && j < f->n; j++)
-			if (f->bps[j].line == l)
-				found = 1;
-		Py_DECREF(t);
-	}
-	Py_DECREF(it);
-	PyErr_Clear();
-	return found;
+	return m.found;
 }
 
 /* Could a function breakpoint name code?  (The module prefix is checked
@@ -408,6 +406,21 @@ int breakpoints_code_wanted(PyObject *code)
 			    name_matches(funcs[j].name, qual, name, NULL))
 				return 1;
 	return 0;
+}
+
+int breakpoints_line_wanted(PyObject *code, int line)
+{
+	struct line_match m;
+	int idx;
+
+	if (!PyCode_Check(code))
+		return 0;
+	idx = file_of(((PyCodeObject *)code)->co_filename);
+	if (idx < 0)
+		return 0;
+	m.f = files[idx];
+	m.found = 0;
+	return line_has_bp(&m, line);
 }
 
 static int mark_loaded(struct bp_file *f, int *ids, int *lines, int max)

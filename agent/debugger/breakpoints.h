@@ -86,6 +86,9 @@ void breakpoints_counts(int *loaded, int *pending, int *functions);
 /* The trace backend's classify: 1 when frames of code must be traced (a
  * breakpoint on one of its lines, or on its name).  Never raises. */
 int breakpoints_code_wanted(struct _object *code);
+/* The trace backend's line_wanted: 1 when a line breakpoint of code's
+ * file is on line (its events at other lines may stop).  Never raises. */
+int breakpoints_line_wanted(struct _object *code, int line);
 
 /* Has a file with breakpoints been loaded (named by an exec or compile
  * event, or seen running)?  filename is a str; returns the number of its

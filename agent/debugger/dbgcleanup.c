@@ -2,7 +2,7 @@
  * dbgcleanup: the cleanup after a detach.  See dbgcleanup.h.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <errno.h>
 #include <pthread.h>

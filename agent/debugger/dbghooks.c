@@ -6,9 +6,10 @@
  * audit_on and the status mirrors are atomics.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "breakpoints.h"
@@ -26,6 +27,25 @@ static int audit_registered;
 static atomic_int audit_on;
 static atomic_int backend_on;	  /* status mirror */
 static atomic_int filters_mirror; /* status mirror: 1 raised | 2 uncaught */
+
+/* The backend's last refusal, said once (as an `output` event) until it
+ * changes. */
+static int enable_refused;
+
+int dbghooks_enable(void)
+{
+	char err[256] = "", msg[320];
+	int rc = cpython.trace.enable(err, sizeof(err));
+
+	if (rc && rc != enable_refused) {
+		snprintf(msg, sizeof(msg),
+			 "Probing: breakpoints and stepping cannot work: %s",
+			 err);
+		dbgevents_output("important", msg, NULL, 0);
+	}
+	enable_refused = rc;
+	return rc;
+}
 
 static void mirror(void)
 {
@@ -51,7 +71,7 @@ void dbghooks_update(void)
 	atomic_store(&audit_on, debugger_active() && pending > 0);
 	cpython.trace.exception_events(exc_raised && debugger_active());
 	if (need) {
-		cpython.trace.enable();
+		dbghooks_enable();
 		cpython.trace.retrace_all(pygil_is_own_thread);
 	} else if (cpython.trace.enabled()) {
 		cpython.trace.disable();

@@ -35,6 +35,10 @@ void dbghooks_init(void (*uncaught)(struct _object *value, struct _object *tb));
  * hook while breakpoints wait for their files. */
 void dbghooks_update(void);
 
+/* Switches the trace backend on (cpython.trace.enable); a refusal is
+ * told to the client once, as an `output` event.  0 or its -errno. */
+int dbghooks_enable(void);
+
 /* Exception breakpoints: stop where an exception is raised (raised), or
  * before one ends a thread or the program (uncaught); hooks updated. */
 void dbghooks_set_filters(int raised, int uncaught);

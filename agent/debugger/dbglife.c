@@ -5,7 +5,7 @@
  * modules, none calls it.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <ev.h>
 
@@ -41,7 +41,8 @@ int debugger_register(struct server *srv)
 {
 	dbgevents_init(srv);
 	dbghooks_init(dbgtrace_uncaught);
-	cpython.trace.init(breakpoints_code_wanted, dbgtrace_function);
+	cpython.trace.init(breakpoints_code_wanted, dbgtrace_function,
+			   breakpoints_line_wanted);
 	ev_timer_init(&tick, on_tick, TICK_S, TICK_S);
 	ev_timer_start(server_loop(srv), &tick);
 	return dbgsession_register(srv);

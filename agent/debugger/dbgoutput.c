@@ -9,7 +9,7 @@
  * The streams patched and our wrappers are guarded by the GIL.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
  * dbgstep: the steps of threads.  See dbgstep.h.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <frameobject.h>
 
 #include "dbgstep.h"

@@ -2,7 +2,7 @@
  * dbgstop: a thread's stop, GIL side.  See dbgstop.h.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <frameobject.h>
 
 #include <errno.h>
@@ -156,7 +156,7 @@ void dbgstop_resumed(PyThreadState *ts, PyFrameObject *f, int cmd,
 void dbgstop_all(void)
 {
 	cpython.trace.set_mode(NULL, CPYTHON_TRACE_NEW | CPYTHON_TRACE_CALLERS);
-	cpython.trace.enable();
+	dbghooks_enable();
 	dbghooks_enabled_now();
 	cpython.trace.retrace_all(pygil_is_own_thread);
 }

@@ -3,7 +3,7 @@
  * dbgtrace.h.  No state of its own: the filters are dbghooks.c's.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <frameobject.h>
 
 #include <stdlib.h>
@@ -198,8 +198,7 @@ int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 	}
 	if (pygil_is_gil_thread()) {
 		/* The agent's own evaluations never stop. */
-		if (ts->c_tracefunc == (Py_tracefunc)dbgtrace_function)
-			ts->c_tracefunc = NULL;
+		cpython.trace.forget(ts);
 		return 0;
 	}
 	PyErr_Fetch(&et, &ev, &etb);

@@ -19,7 +19,7 @@
  * step, if any.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <frameobject.h>
 
 #include <errno.h>

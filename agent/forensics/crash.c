@@ -8,7 +8,7 @@
  * (native.c explains why it is safe there), crash_report/crash_sym.
  */
 #define UNW_LOCAL_ONLY
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include "crash.h"
 

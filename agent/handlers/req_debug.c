@@ -9,7 +9,7 @@
  * variables, evaluate), so CLI queries keep working during a debug
  * session.
  */
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * Interrupted after timeoutMs or by a `cancel`; never waits for the GIL
  * longer than python.gil_timeout_ms.
  */
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <frameobject.h>
 #include <stdio.h>

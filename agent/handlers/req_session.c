@@ -1,7 +1,7 @@
 /*
  * req_session: initialize, disconnect, cancel.
  */
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <unistd.h>
 
 #include "core/agent.h"

@@ -5,7 +5,7 @@
  * GIL thread with a run deadline (eval.timeout_ms) and a cancel.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

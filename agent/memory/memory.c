@@ -3,7 +3,7 @@
  */
 #include "memory.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,10 +22,6 @@
 #include "store.h"
 #include "torch/torch.h"
 #include "core/thread.h"
-
-/* Exported by CPython (sys.getallocatedblocks), declared in an internal
- * header only. */
-PyAPI_FUNC(Py_ssize_t) _Py_GetAllocatedBlocks(void);
 
 #define GIL_WAIT_MS 100
 
@@ -93,7 +89,7 @@ static void py_fn(void *arg)
 	struct py_figures *f = arg;
 	PyObject *cuda, *init;
 
-	f->blocks = (long long)_Py_GetAllocatedBlocks();
+	f->blocks = (long long)probing_allocated_blocks();
 	cuda = get_module("torch.cuda");
 	init = cuda ? PyObject_CallMethod(cuda, "is_initialized", NULL) : NULL;
 	if (init == Py_True) {

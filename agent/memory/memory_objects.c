@@ -4,7 +4,7 @@
  */
 #include "memory_objects.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +14,6 @@
 
 #include "cpython/cpython.h"
 #include "python/pygil.h"
-
-PyAPI_FUNC(Py_ssize_t) _Py_GetAllocatedBlocks(void);
 
 #define CHECK_EVERY 4096       /* objects between deadline checks */
 #define HOLDERS_MAX (1u << 18) /* tensors given a holder */
@@ -364,7 +362,7 @@ int memory_objects_report(size_t top, int budget_ms, struct memory_report *out,
 	memset(out, 0, sizeof(*out));
 	if (top > MEMORY_TOP_MAX)
 		top = MEMORY_TOP_MAX;
-	out->py_blocks = (uint64_t)_Py_GetAllocatedBlocks();
+	out->py_blocks = (uint64_t)probing_allocated_blocks();
 	w.stats = calloc(MEMORY_TYPES_MAX + 1, sizeof(*w.stats)); /* + other */
 	out->tensors = calloc(MEMORY_TENSOR_KINDS_MAX, sizeof(*out->tensors));
 	if (!w.stats || !out->tensors ||

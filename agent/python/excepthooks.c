@@ -2,7 +2,7 @@
  * excepthooks: see excepthooks.h.  The state is guarded by the GIL.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include "excepthooks.h"
 

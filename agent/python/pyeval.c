@@ -11,7 +11,7 @@
  * asynchronous exception (pygil's KeyboardInterrupt) can skip the undoing.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -516,9 +516,11 @@ static char *format_error(int *kbint)
 	if (value && tb)
 		PyException_SetTraceback(value, tb);
 	tbmod = PyImport_ImportModule("traceback");
+	/* Three arguments: the one-argument form is 3.10's. */
 	if (tbmod && value)
-		lines = PyObject_CallMethod(tbmod, "format_exception", "O",
-					    value);
+		lines = PyObject_CallMethod(tbmod, "format_exception", "OOO",
+					    (PyObject *)Py_TYPE(value), value,
+					    tb ? tb : Py_None);
 	empty = PyUnicode_FromString("");
 	if (lines && empty)
 		text = PyUnicode_Join(empty, lines);

@@ -17,7 +17,7 @@
 #include "pygil.h"
 #include "core/thread.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
  * without it goes through cpython.read (cpython.h).
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include <errno.h>
 #include <stdarg.h>

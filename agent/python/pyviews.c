@@ -1,7 +1,7 @@
 /*
  * pyviews: loads the embedded agent/python/pyviews.py.  See pyviews.h.
  */
-#include <Python.h>
+#include "cpython/pycompat.h"
 
 #include "pyviews.h"
 #include "pyviews_src.h"

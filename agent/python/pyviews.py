@@ -389,5 +389,6 @@ def exception_info(e):
     t = type(e)
     full = t.__qualname__ if t.__module__ == "builtins" else t.__module__ + "." + t.__qualname__
     tb = sys.modules.get("traceback")
-    text = "".join(tb.format_exception(e)) if tb is not None else ""
+    # Three arguments: the one-argument form is 3.10's.
+    text = "".join(tb.format_exception(t, e, e.__traceback__)) if tb is not None else ""
     return (t.__qualname__, str(e), full, text)

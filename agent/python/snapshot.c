@@ -3,7 +3,7 @@
  */
 #include "snapshot.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

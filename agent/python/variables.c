@@ -2,7 +2,7 @@
  * variables: the handle table and the glue to pyviews.  See variables.h.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <frameobject.h>
 
 #include <errno.h>

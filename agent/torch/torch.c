@@ -4,7 +4,7 @@
  */
 #include "torch.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  */
 #include "torch_hooks.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

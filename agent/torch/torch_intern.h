@@ -26,7 +26,7 @@
 #ifndef TORCH_INTERN_H
 #define TORCH_INTERN_H
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <stdint.h>
 
 #include "torch_hooks.h"

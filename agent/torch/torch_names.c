@@ -3,7 +3,7 @@
  */
 #include "torch_names.h"
 
-#include <Python.h>
+#include "cpython/pycompat.h"
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -122,11 +122,25 @@ static struct entry *find(PyObject *module)
 	return NULL;
 }
 
+/* Does e's weak reference still lead to object o? */
+static int refers_to(const struct entry *e, PyObject *o)
+{
+	PyObject *now = NULL;
+	int same;
+
+	if (!e->wr || PyWeakref_GetRef(e->wr, &now) < 0) {
+		PyErr_Clear();
+		return 0;
+	}
+	same = now == o;
+	Py_XDECREF(now);
+	return same;
+}
+
 /* Is e a live entry for module? */
 static int valid(const struct entry *e, PyObject *module)
 {
-	return e && e->key == module && e->wr &&
-	       PyWeakref_GetObject(e->wr) == module;
+	return e && e->key == module && refers_to(e, module);
 }
 
 /* Rebuilds the table without the entries of dead modules. */
@@ -144,7 +158,7 @@ static void sweep(void)
 		struct entry *e = &old[i], *n;
 		if (!e->key)
 			continue;
-		if (!e->wr || PyWeakref_GetObject(e->wr) != e->key) {
+		if (!refers_to(e, e->key)) {
 			Py_XDECREF(e->wr);
 			continue;
 		}

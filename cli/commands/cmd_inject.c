@@ -50,14 +50,15 @@ static int readable(const char *path)
 	return access(path, R_OK) == 0;
 }
 
-/* The agent library: --library, $PROBING_LIBRARY, next to an installed
- * CLI, or in the build tree.  Returns 0 with the path in out. */
-static int find_library(const char *given, char *out, size_t outlen)
+/* The agent library for CPython version (major << 8 | minor):
+ * --library, $PROBING_LIBRARY, next to an installed CLI, or in the build
+ * tree.  Returns 0 with the path in out. */
+static int find_library(const char *given, unsigned version, char *out,
+			size_t outlen)
 {
 	const char *env = getenv("PROBING_LIBRARY");
-	static const char *const rel[] = {"../lib/probing/libprobing.so",
-					  "../agent/libprobing.so"};
-	char exe[PATH_MAX], *slash;
+	static const char *const rel[] = {"../lib/probing", "../agent"};
+	char exe[PATH_MAX], name[64], *slash;
 	ssize_t n;
 
 	if (given || (env && *env)) {
@@ -71,20 +72,22 @@ static int find_library(const char *given, char *out, size_t outlen)
 		snprintf(out, outlen, "%s", p);
 		return 0;
 	}
+	snprintf(name, sizeof(name), "libprobing-cp%u%u.so", version >> 8,
+		 version & 0xff);
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	slash = strrchr(exe, '/');
 	if (slash)
 		*slash = '\0';
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		int n2 = snprintf(out, outlen, "%s/%s", exe, rel[i]);
+		int n2 = snprintf(out, outlen, "%s/%s/%s", exe, rel[i], name);
 		if (n2 > 0 && (size_t)n2 < outlen && readable(out))
 			return 0;
 	}
 	return cli_error(CLI_ELOAD,
-			 "cannot find libprobing.so (looked in %s/%s and "
-			 "%s/%s); give --library PATH or set PROBING_LIBRARY",
-			 exe, rel[0], exe, rel[1]);
+			 "cannot find %s (looked in %s/%s and %s/%s); give "
+			 "--library PATH or set PROBING_LIBRARY",
+			 name, exe, rel[0], exe, rel[1]);
 }
 
 /* The hidden test hook: PROBING_INJECT_TEST_DELAY_US=N sleeps N us at
@@ -231,6 +234,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	struct inject_opts io = {0};
 	struct inject_result res;
 	char lib[PATH_MAX], err[1536];
+	unsigned version = 0;
 	const char *library = NULL, *delay;
 	cJSON *set = NULL;
 	int64_t start = now_ms();
@@ -315,7 +319,15 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		return cli_error(rc, "%s", err);
 	}
 
-	rc = find_library(library, lib, sizeof(lib));
+	/* The library built for the target's CPython (the injector's own
+	 * check, touching nothing): an unsupported version is refused here
+	 * with the list of those this install has. */
+	rc = inject_python_version(pid, &version, err, sizeof(err));
+	if (rc) {
+		cJSON_Delete(set);
+		return cli_error(inject_exit_code(rc), "%s", err);
+	}
+	rc = find_library(library, version, lib, sizeof(lib));
 	if (rc) {
 		cJSON_Delete(set);
 		return rc;
@@ -371,8 +383,8 @@ const struct cmd_entry cmd_inject_entry = {
 	.alias = NULL,
 	.usage = "[--listen ADDR] [--crash] [-D KEY=VALUE]... [--library PATH]",
 	.summary = "Put the agent into a running Python process (ptrace)",
-	.help = "Loads libprobing.so into process TARGET (a pid; CPython 3.11) "
-		"with ptrace:\n"
+	.help = "Loads the agent into process TARGET (a pid; "
+		"CPython " PROBING_SUPPORTED ") with ptrace:\n"
 		"one thread is stopped for about a millisecond, calls "
 		"dlopen() through\n"
 		"a small trampoline, and goes on exactly where it was (a "
@@ -400,10 +412,11 @@ const struct cmd_entry cmd_inject_entry = {
 		"                       crashes (crash.enabled=on; see "
 		"docs/forensics.md)\n"
 		"  -L, --library PATH   the agent library (default: "
-		"$PROBING_LIBRARY, then next\n"
-		"                       to this program: "
-		"../lib/probing/libprobing.so or\n"
-		"                       ../agent/libprobing.so)\n"
+		"$PROBING_LIBRARY, then the one\n"
+		"                       for the target's version next to this "
+		"program:\n"
+		"                       ../lib/probing/libprobing-cpXY.so or "
+		"../agent/libprobing-cpXY.so)\n"
 		"\n"
 		"Needs the right to ptrace the process: the same user (with\n"
 		"kernel.yama.ptrace_scope 0), or CAP_SYS_PTRACE.  Exit codes "

@@ -21,8 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
 CLI = os.path.join(BUILD, "cli", "probing")
 USERBASE = os.path.join(BUILD, "userbase")
-SITE = glob.glob(os.path.join(USERBASE, "lib", "python3.*", "site-packages"))
-SITE = SITE[0] if SITE else os.path.join(USERBASE, "lib", "python3.11", "site-packages")
+SITE = os.path.join(USERBASE, "lib", "python3.11", "site-packages")  # both test Pythons are 3.11
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 

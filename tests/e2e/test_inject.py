@@ -19,7 +19,7 @@ import pytest
 from conftest import (BUILD, CLI, SANITIZED_TARGETS, SYSTEM_PYTHON,
                       agent_listening, probing, wait_for)
 
-LIB = os.path.join(BUILD, "agent", "libprobing.so")
+LIB = os.path.join(BUILD, "agent", "libprobing-cp311.so")  # both test Pythons are 3.11
 
 
 def target_env(**extra):

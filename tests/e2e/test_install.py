@@ -11,7 +11,8 @@ def test_install_into_a_site_dir_and_autostart(tmp_path):
                     "/usr/bin/python3"], cwd=ROOT, check=True,
                    env=dict(os.environ, SITE=str(site)), capture_output=True)
     cli = prefix / "bin" / "probing"
-    assert cli.exists() and (prefix / "lib" / "probing" / "libprobing.so").exists()
+    assert cli.exists() and (prefix / "lib" / "probing" / "libprobing-cp311.so").exists()
+    assert (site / "probing" / "libprobing-cp311.so").exists()
     assert (site / "probing.pth").exists() and (site / "probing" / "__init__.py").exists()
     # A site dir processes .pth files: PROBING=1 starts the agent with no
     # change to the program.

@@ -1,6 +1,7 @@
 """Probing: look inside this Python process while it runs.
 
-Importing this package loads the agent (libprobing.so), which starts
+Importing this package loads the agent (libprobing-cpXY.so, the one built
+for this Python's version), which starts
 serving the Debug Adapter Protocol on the abstract unix socket
 ``@probing-<pid>``.  Then, from a shell::
 
@@ -33,8 +34,17 @@ __all__ = ["init", "address", "__version__"]
 
 
 def _load():
-    path = os.environ.get("PROBING_LIBRARY") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "libprobing.so")
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    name = "libprobing-cp%d%d.so" % sys.version_info[:2]
+    path = os.environ.get("PROBING_LIBRARY") or os.path.join(here, name)
+    if not os.path.exists(path):
+        import glob
+        have = sorted(os.path.basename(p) for p in glob.glob(
+            os.path.join(here, "libprobing-cp*.so")))
+        raise ImportError(
+            "Probing has no agent for CPython %d.%d here (%s not found; "
+            "this package has %s)" % (sys.version_info[:2] + (path, ", ".join(have) or "none")))
     loader = importlib.machinery.ExtensionFileLoader("probing._probing", path)
     spec = importlib.util.spec_from_file_location(
         "probing._probing", path, loader=loader)

@@ -49,12 +49,26 @@ function pyenvPython() {
 	return null;
 }
 
+// The build's other CPythons (BUILD/pythons.txt: "TAG VERSION EXE" a
+// line, agent/pythons.cmake): every version but 3.11, which the two
+// above are.
+function otherVersions() {
+	let lines = [];
+	try {
+		lines = fs.readFileSync(path.join(BUILD, 'pythons.txt'), 'utf8').split('\n');
+	} catch (e) { /* an old build: none */ }
+	return lines.map((l) => l.trim().split(/\s+/))
+		.filter((f) => f.length === 3 && f[1] !== '3.11')
+		.map(([, version, exe]) => ({ label: version, version, exe }));
+}
+
 const PYENV_PYTHON = pyenvPython();
 // [{label, exe}]: exe null means "skip, with reason".
 const PYTHONS = [
-	{ label: 'system', exe: SYSTEM_PYTHON },
-	{ label: 'pyenv', exe: PYENV_PYTHON,
+	{ label: 'system', version: '3.11', exe: SYSTEM_PYTHON },
+	{ label: 'pyenv', version: '3.11', exe: PYENV_PYTHON,
 	  skip: PYENV_PYTHON ? false : 'no pyenv Python 3.11 on this machine (looked for python3 on PATH and ~/.pyenv/versions/3.11*/bin/python3.11)' },
+	...otherVersions(),
 ];
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -99,11 +113,11 @@ function checkBuild() {
 	try {
 		found = fs.readdirSync(lib).some((d) =>
 			fs.existsSync(path.join(lib, d, 'site-packages', 'probing.pth')) &&
-			fs.existsSync(path.join(lib, d, 'site-packages', 'probing', 'libprobing.so')));
+			fs.readdirSync(path.join(lib, d, 'site-packages', 'probing')).some((f) => /^libprobing-cp[0-9]+\.so$/.test(f)));
 	} catch (e) { /* no such dir */ }
 	if (!found) {
 		throw new Error(`no agent build in ${BUILD}: expected ${lib}/python3.*/site-packages/` +
-			'{probing.pth,probing/libprobing.so}; build it or set PROBING_BUILD');
+			'{probing.pth,probing/libprobing-cpXY.so}; build it or set PROBING_BUILD');
 	}
 }
 

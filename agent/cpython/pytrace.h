@@ -1,8 +1,11 @@
 /*
- * pyhook: cpython.trace and cpython.frame's depth/starting for CPython
- * 3.11 (contracts in cpython.h).  Private to agent/cpython.
+ * pytrace: cpython.trace, the debugger's trace backend (contracts in
+ * cpython.h), for the version built for: pyhook.c up to 3.11 (the
+ * frame-evaluation hook and the C trace function; below), pymonitor.c
+ * from 3.12 (sys.monitoring, PEP 669; see there).  Private to
+ * agent/cpython.
  *
- * How 3.11 is made to trace exactly what the debugger wants:
+ * How pyhook makes 3.11 trace exactly what the debugger wants:
  *
  *  - 3.11 turns line tracing on per C-level evaluation (_PyCFrame
  *    use_tracing, copied from the caller's on entry) and sends line events
@@ -21,7 +24,7 @@
  *    takes effect at its next line.
  *  - CPYTHON_TRACE_NEW traces every new frame (step in, pause),
  *    CPYTHON_TRACE_CALLERS every frame control returns into (step over and
- *    out, pause) — per thread (at most PYHOOK_MODES_MAX), or for all.
+ *    out, pause) — per thread (at most PYTRACE_MODES_MAX), or for all.
  *
  * Threads that trace or profile with their own functions (a profiler,
  * coverage, another debugger) are left alone: pyhook changes nothing on a
@@ -32,26 +35,26 @@
  * function run with it); the state is guarded by it.  Nothing here
  * allocates, blocks or runs Python code, except the classify callback.
  */
-#ifndef PYHOOK_H
-#define PYHOOK_H
+#ifndef PYTRACE_H
+#define PYTRACE_H
 
 #include "cpython.h"
 
-#define PYHOOK_MODES_MAX 64 /* threads with a mode of their own */
+#define PYTRACE_MODES_MAX 64 /* threads with a mode of their own */
 
-void pyhook_init(cpython_classify_fn classify, cpython_trace_fn trace);
-int pyhook_enable(void);
-int pyhook_enabled(void);
-void pyhook_disable(void);
-void pyhook_invalidate(void);
-void pyhook_set_exception_events(int on);
-int pyhook_set_mode(struct _ts *ts, int mode);
-int pyhook_mode(struct _ts *ts);
-void pyhook_retrace(struct _ts *ts);
-void pyhook_retrace_all(int (*skip)(long native_id));
-int pyhook_code_wanted(struct _object *code);
-int pyhook_frame_depth(struct _frame *f);
-int pyhook_frame_starting(struct _frame *f);
-void pyhook_atfork_child(void);
+void pytrace_init(cpython_classify_fn classify, cpython_trace_fn trace,
+		  cpython_line_fn line);
+int pytrace_enable(char *err, size_t errlen);
+int pytrace_enabled(void);
+void pytrace_disable(void);
+void pytrace_invalidate(void);
+void pytrace_set_exception_events(int on);
+int pytrace_set_mode(struct _ts *ts, int mode);
+int pytrace_mode(struct _ts *ts);
+void pytrace_retrace(struct _ts *ts);
+void pytrace_retrace_all(int (*skip)(long native_id));
+int pytrace_code_wanted(struct _object *code);
+void pytrace_forget(struct _ts *ts);
+void pytrace_atfork_child(void);
 
 #endif

@@ -1,0 +1,97 @@
+# The CPythons the agent is built for: one libprobing-cpXY.so each (an
+# extension's ABI, and CPython's internals, are per version).
+#
+#   PROBING_PYTHONS   a list of Python executables (cache variable).  Empty
+#                     (the default): Python3_EXECUTABLE, then every CPython
+#                     3.9-3.13 found on the machine whose headers are
+#                     installed: /usr/bin/python3.X, /usr/local/bin/python3.X,
+#                     pyenv's versions ($PYENV_ROOT or ~/.pyenv).  One build
+#                     per minor version: the first found of each wins.
+#
+# Sets PROBING_PY_TAGS (e.g. "39;310;311"), writes them to
+# build/pythons.txt, and for each tag T:
+# PROBING_PY_T_VERSION ("3.9"), PROBING_PY_T_INCLUDE (its headers),
+# PROBING_PY_T_EXE.  PROBING_PY_SUPPORTED is the text of the versions, for
+# messages ("3.9, 3.10, 3.11").
+set(PROBING_PYTHONS "" CACHE STRING
+  "Python executables to build the agent for (default: every CPython 3.9-3.13 found with its headers)")
+
+# Fills VAR_VERSION and VAR_INCLUDE from executable EXE, or leaves them
+# empty when it is no CPython 3.9-3.13 with its headers (and internal ones).
+function(probing_probe_python exe var)
+  set(${var}_VERSION "" PARENT_SCOPE)
+  execute_process(
+    COMMAND ${exe} -c "import sys, sysconfig; print(sys.implementation.name, '%d.%d' % sys.version_info[:2], sysconfig.get_paths()['include'], sep=';')"
+    OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_QUIET
+    OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 30)
+  if(NOT rc EQUAL 0)
+    return()
+  endif()
+  list(LENGTH out n)
+  if(NOT n EQUAL 3)
+    return()
+  endif()
+  list(GET out 0 impl)
+  list(GET out 1 version)
+  list(GET out 2 include)
+  if(NOT impl STREQUAL "cpython" OR version VERSION_LESS 3.9 OR
+     version VERSION_GREATER_EQUAL 3.14 OR
+     NOT EXISTS "${include}/Python.h" OR
+     NOT EXISTS "${include}/internal/pycore_runtime.h")
+    return()
+  endif()
+  set(${var}_VERSION ${version} PARENT_SCOPE)
+  set(${var}_INCLUDE ${include} PARENT_SCOPE)
+endfunction()
+
+set(candidates ${PROBING_PYTHONS})
+if(NOT candidates)
+  set(candidates ${Python3_EXECUTABLE})
+  set(pyenv_root $ENV{PYENV_ROOT})
+  if(NOT pyenv_root)
+    set(pyenv_root $ENV{HOME}/.pyenv)
+  endif()
+  foreach(minor 9 10 11 12 13)
+    file(GLOB found /usr/bin/python3.${minor} /usr/local/bin/python3.${minor}
+      ${pyenv_root}/versions/3.${minor}.*/bin/python3.${minor})
+    list(SORT found COMPARE NATURAL ORDER DESCENDING)
+    list(APPEND candidates ${found})
+  endforeach()
+endif()
+
+set(PROBING_PY_TAGS "")
+set(PROBING_PY_SUPPORTED "")
+foreach(exe IN LISTS candidates)
+  probing_probe_python(${exe} probe)
+  if(NOT probe_VERSION)
+    if(PROBING_PYTHONS)
+      message(FATAL_ERROR "PROBING_PYTHONS: ${exe} is no CPython 3.9-3.13 with its headers (python3.X-dev)")
+    endif()
+    continue()
+  endif()
+  string(REPLACE "." "" tag ${probe_VERSION})
+  if(tag IN_LIST PROBING_PY_TAGS)
+    continue()
+  endif()
+  list(APPEND PROBING_PY_TAGS ${tag})
+  set(PROBING_PY_${tag}_VERSION ${probe_VERSION})
+  set(PROBING_PY_${tag}_INCLUDE ${probe_INCLUDE})
+  set(PROBING_PY_${tag}_EXE ${exe})
+  message(STATUS "Probing: agent for CPython ${probe_VERSION} (${exe})")
+endforeach()
+if(NOT PROBING_PY_TAGS)
+  message(FATAL_ERROR "no CPython 3.9-3.13 with its headers found: install python3-dev or set PROBING_PYTHONS")
+endif()
+list(SORT PROBING_PY_TAGS COMPARE NATURAL)
+foreach(tag IN LISTS PROBING_PY_TAGS)
+  list(APPEND PROBING_PY_SUPPORTED ${PROBING_PY_${tag}_VERSION})
+endforeach()
+string(REPLACE ";" ", " PROBING_PY_SUPPORTED "${PROBING_PY_SUPPORTED}")
+
+# build/pythons.txt: "TAG VERSION EXECUTABLE" a line, for scripts/install
+# and the tests.
+set(lines "")
+foreach(tag IN LISTS PROBING_PY_TAGS)
+  string(APPEND lines "${tag} ${PROBING_PY_${tag}_VERSION} ${PROBING_PY_${tag}_EXE}\n")
+endforeach()
+file(WRITE ${CMAKE_BINARY_DIR}/pythons.txt "${lines}")
