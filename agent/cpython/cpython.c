@@ -141,36 +141,18 @@ static unsigned long thread_native_id(PyThreadState *ts)
 #endif
 }
 
-/* co_lines() from 3.10: (start, end, line) triples, line None where no
- * line; before it, dis.findlinestarts(): (offset, line) pairs. */
+#if PY_VERSION_HEX >= 0x030A0000
+/* co_lines(): (start, end, line) triples, line None where no line. */
 static int code_lines(PyObject *code, int (*fn)(void *arg, int line), void *arg)
 {
-#if PY_VERSION_HEX >= 0x030A0000
-	PyObject *it = PyObject_CallMethod(code, "co_lines", NULL);
-	const Py_ssize_t size = 3;
-#else
-	PyObject *dis = PyImport_ImportModule("dis");
-	PyObject *it =
-		dis ? PyObject_CallMethod(dis, "findlinestarts", "O", code)
-		    : NULL;
-	const Py_ssize_t size = 2;
-
-	Py_XDECREF(dis);
-	if (it) {
-		PyObject *iter = PyObject_GetIter(it);
-
-		Py_DECREF(it);
-		it = iter;
-	}
-#endif
-	PyObject *t;
+	PyObject *it = PyObject_CallMethod(code, "co_lines", NULL), *t;
 	int stop = 0;
 
 	if (!it)
 		return -1;
 	while (!stop && (t = PyIter_Next(it))) {
-		PyObject *ln = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == size
-				       ? PyTuple_GET_ITEM(t, size - 1)
+		PyObject *ln = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 3
+				       ? PyTuple_GET_ITEM(t, 2)
 				       : NULL;
 		long l = ln && PyLong_Check(ln) ? PyLong_AsLong(ln) : -1;
 
@@ -181,6 +163,40 @@ static int code_lines(PyObject *code, int (*fn)(void *arg, int line), void *arg)
 	Py_DECREF(it);
 	return PyErr_Occurred() ? -1 : 0;
 }
+#else
+/* 3.9: co_lnotab read as dis.findlinestarts() reads it, in C (importing
+ * dis would run Python code, here called while frames start). */
+static int code_lines(PyObject *code, int (*fn)(void *arg, int line), void *arg)
+{
+	PyCodeObject *co = (PyCodeObject *)code;
+	const unsigned char *p;
+	Py_ssize_t n, size;
+	long line, last = -1, addr = 0;
+
+	if (!PyCode_Check(code) || !PyBytes_Check(co->co_lnotab) ||
+	    !PyBytes_Check(co->co_code))
+		return 0;
+	p = (const unsigned char *)PyBytes_AS_STRING(co->co_lnotab);
+	n = PyBytes_GET_SIZE(co->co_lnotab) / 2;
+	size = PyBytes_GET_SIZE(co->co_code);
+	line = co->co_firstlineno;
+	for (Py_ssize_t i = 0; i < n; i++, p += 2) {
+		if (p[0]) {
+			if (line != last && line > 0 && line < INT_MAX &&
+			    fn(arg, (int)line))
+				return 0;
+			last = line;
+			addr += p[0];
+			if (addr >= size)
+				return 0;
+		}
+		line += (signed char)p[1];
+	}
+	if (line != last && addr < size && line > 0 && line < INT_MAX)
+		fn(arg, (int)line);
+	return 0;
+}
+#endif
 
 /* The complete frames from f to the bottom (PyFrame_GetBack skips the
  * incomplete ones). */

@@ -38,26 +38,11 @@ static inline PyObject *probing_compat_xnewref(PyObject *o)
 #define Py_NewRef(o) probing_compat_newref((PyObject *)(o))
 #define Py_XNewRef(o) probing_compat_xnewref((PyObject *)(o))
 
-/* 3.10: the collector switched on or off from C; the previous state. */
-static inline int probing_compat_gc(const char *set)
-{
-	PyObject *gc = PyImport_ImportModule("gc"), *was = NULL, *r = NULL;
-	int on = 0;
-
-	if (gc)
-		was = PyObject_CallMethod(gc, "isenabled", NULL);
-	if (was) {
-		on = PyObject_IsTrue(was) == 1;
-		r = PyObject_CallMethod(gc, set, NULL);
-	}
-	Py_XDECREF(r);
-	Py_XDECREF(was);
-	Py_XDECREF(gc);
-	PyErr_Clear();
-	return on;
-}
-#define PyGC_Enable() probing_compat_gc("enable")
-#define PyGC_Disable() probing_compat_gc("disable")
+/* 3.10: the collector switched on or off from C; the previous state.
+ * pycompat.c. */
+int probing_compat_gc(int on);
+#define PyGC_Enable() probing_compat_gc(1)
+#define PyGC_Disable() probing_compat_gc(0)
 #endif
 
 #if PY_VERSION_HEX < 0x030B0000

@@ -99,9 +99,19 @@ static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
 	return fr;
 }
 
-int dbgstop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
-		 const char *reason, const int *ids, int nids, const char *text,
-		 PyObject *exc, const char *exc_mode, unsigned *cmd_epoch)
+/* This thread is in dbgstop_here(): the Python code the stop itself
+ * runs (an import, a view) must not stop again. */
+static _Thread_local int in_stop;
+
+int dbgstop_busy(void)
+{
+	return in_stop;
+}
+
+static int stop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
+		     const char *reason, const int *ids, int nids,
+		     const char *text, PyObject *exc, const char *exc_mode,
+		     unsigned *cmd_epoch)
 {
 	struct debugger_pframe *fr;
 	size_t n;
@@ -109,7 +119,6 @@ int dbgstop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	long tid = cpython.frame.native_id(ts);
 
 	fr = capture(f, tb, &n);
-	*cmd_epoch = 0;
 	if (!fr)
 		return 0;
 	dbgstep_clear(ts);
@@ -136,6 +145,22 @@ int dbgstop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	frames_free(fr, n);
 	Py_XDECREF(exc);
 	variables_reset_stale();
+	return cmd;
+}
+
+int dbgstop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
+		 const char *reason, const int *ids, int nids, const char *text,
+		 PyObject *exc, const char *exc_mode, unsigned *cmd_epoch)
+{
+	int cmd;
+
+	*cmd_epoch = 0;
+	if (in_stop)
+		return 0;
+	in_stop = 1;
+	cmd = stop_here(ts, f, tb, reason, ids, nids, text, exc, exc_mode,
+			cmd_epoch);
+	in_stop = 0;
 	return cmd;
 }
 

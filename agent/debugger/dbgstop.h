@@ -21,6 +21,9 @@ struct _ts;
 struct _frame;
 struct _object;
 
+/* Is this thread inside dbgstop_here() (its events are ignored)? */
+int dbgstop_busy(void);
+
 /*
  * Stops thread ts at frame f (or, for an uncaught exception, at the
  * innermost frame of traceback tb: f NULL) until a resume.  reason is the
@@ -29,7 +32,8 @@ struct _object;
  * event's text or NULL; exc and exc_mode ("always", "unhandled") for an
  * exception stop, else NULL.  Returns the command it was resumed with (0
  * when the debugger went away, or when the thread could not stop) and,
- * in *cmd_epoch, the epoch that command started.
+ * in *cmd_epoch, the epoch that command started.  Not again on a thread
+ * that is in it already (the Python code a stop runs): 0.
  */
 int dbgstop_here(struct _ts *ts, struct _frame *f, struct _object *tb,
 		 const char *reason, const int *ids, int nids, const char *text,

@@ -201,6 +201,8 @@ int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 		cpython.trace.forget(ts);
 		return 0;
 	}
+	if (dbgstop_busy())
+		return 0; /* Python code run by a stop being made */
 	PyErr_Fetch(&et, &ev, &etb);
 	switch (what) {
 	case PyTrace_LINE:

@@ -46,11 +46,13 @@ static PyObject *thread_hook(PyObject *self, PyObject *a)
 	Py_XDECREF(tb);
 	prev = saved_thread_hook;
 	if (!prev) {
-		PyObject *nm = PyUnicode_FromString("threading");
+		/* The default: threading.__excepthook__ (3.10 on), which is
+		 * _thread._excepthook (3.8 on). */
+		PyObject *nm = PyUnicode_FromString("_thread");
 		PyObject *th = nm ? PyImport_GetModule(nm) : NULL;
 
 		Py_XDECREF(nm);
-		prev = th ? PyObject_GetAttrString(th, "__excepthook__") : NULL;
+		prev = th ? PyObject_GetAttrString(th, "_excepthook") : NULL;
 		Py_XDECREF(th);
 		if (!prev) {
 			PyErr_Clear();
