@@ -75,6 +75,7 @@ static int start_settings(char *err, size_t errlen)
 	char pid[32];
 
 	config_set_info("agent.version", PROBING_VERSION);
+	config_set_info("agent.python", cpython.version);
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	config_set_info("agent.pid", pid);
 	if (config_load_env(err, errlen))
@@ -280,6 +281,21 @@ static void register_atexit_fn(void *arg)
 	agent_register_atexit();
 }
 
+/* The GIL-free reader against the running interpreter (cpython.h): a
+ * mismatch turns it off and is said in the log. */
+static void check_reader_fn(void *arg)
+{
+	char err[768];
+
+	(void)arg;
+	if (cpython.read.self_check(err, sizeof(err))) {
+		log_warn("%s", err);
+		config_set_info("agent.stack_reader", err);
+	} else {
+		config_set_info("agent.stack_reader", "ok");
+	}
+}
+
 /* ---- the agent thread ------------------------------------------------- */
 
 static int wait_for_python(void)
@@ -370,6 +386,7 @@ static void *agent_main(void *arg)
 	 * simply end with the process. */
 	if (!atexit_registered)
 		pygil_run(register_atexit_fn, NULL, &lim, NULL);
+	pygil_run(check_reader_fn, NULL, &lim, NULL);
 	server_run(srv);
 	stop_subsystems(NSUBSYSTEMS, 0);
 	return NULL;

@@ -255,6 +255,7 @@ const struct cpython cpython = {
 		.scratch_free = pyframes_scratch_free,
 		.leaf_capture = pyframes_leaf_capture,
 		.leaf_resolve = pyframes_leaf_resolve,
+		.self_check = pyframes_self_check,
 		.force_pipe = pyframes_force_pipe,
 	},
 	.frame = {

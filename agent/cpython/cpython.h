@@ -245,6 +245,17 @@ struct cpython_read_ops {
 	int (*leaf_resolve)(struct cpython_scratch *s,
 			    const struct cpython_leaf *l,
 			    struct cpython_raw *out, size_t max, size_t *n);
+	/*
+	 * With the GIL held (every other thread waits, its frames still):
+	 * compares what this reader reads with what the C API says — the
+	 * thread states and every thread's frames (names, files, lines);
+	 * on 3.13 also the offsets the interpreter publishes for debuggers
+	 * (_PyRuntime.debug_offsets) with the compiled ones.  On a mismatch
+	 * (another patch release or build laid out differently) the reader
+	 * is turned off for good — threads() then fails with the reason —
+	 * and -ENOTSUP is returned with it.  Once, at start-up.
+	 */
+	int (*self_check)(char *err, size_t errlen);
 	/* Tests only: 1 forces the pipe fallback used when process_vm_readv
 	 * is refused (seccomp), 0 goes back to automatic. */
 	void (*force_pipe)(int on);

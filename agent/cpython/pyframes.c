@@ -10,13 +10,27 @@
 #include "pyframes_impl.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+
+/* Set once by pyframes_disable(): why the reader is off. */
+static atomic_int disabled;
+static char disabled_why[512];
+
+void pyframes_disable(const char *why)
+{
+	snprintf(disabled_why, sizeof(disabled_why), "%s", why);
+	atomic_store(&disabled, 1);
+}
 
 int pyframes_ready(void)
 {
 	int init = 0;
 	uintptr_t fin = 1;
 
+	if (atomic_load(&disabled))
+		return -ENOENT;
 	if (READ_FIELD(init, &_PyRuntime, _PyRuntimeState, initialized) ||
 	    READ_FIELD(fin, &_PyRuntime, _PyRuntimeState, _finalizing))
 		return -ENOENT;
@@ -62,6 +76,10 @@ static int list_threads(struct cpython_thread *out, size_t max, size_t *n,
 	*n = 0;
 	*ninterps = 0;
 	*first = 0;
+	if (atomic_load(&disabled)) {
+		errbuf_set(err, errlen, "%s", disabled_why);
+		return -ENOTSUP;
+	}
 #define FIELD(dst, buf, type, field)                                           \
 	memcpy(&(dst), (buf) + offsetof(type, field), sizeof(dst))
 	if (pyframes_mem_read(rt, (uintptr_t)&_PyRuntime, sizeof(rt)) == 0) {

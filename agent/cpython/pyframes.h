@@ -55,11 +55,18 @@ int pyframes_leaf_resolve(struct cpython_scratch *s,
 			  const struct cpython_leaf *l, struct cpython_raw *out,
 			  size_t max, size_t *n);
 void pyframes_force_pipe(int on);
+/* cpython.read.self_check (pyframes_check.c): GIL held. */
+int pyframes_self_check(char *err, size_t errlen);
+/* Turns the reader off for good: threads() fails with why. */
+void pyframes_disable(const char *why);
 #if PY_VERSION_HEX < 0x030B0000
 /* The kernel id of the thread whose pthread_t is ident (3.9 and 3.10 keep
  * none in the thread state: glibc's thread descriptor has it); 0 when
  * unknown.  pyframes_fo.c. */
 long pyframes_native_id(unsigned long ident);
+/* Finds where glibc keeps the id (from a thread other than the main
+ * one): 0, or -ENOENT (ids stay 0). */
+int pyframes_native_calibrate(void);
 #endif
 
 #endif

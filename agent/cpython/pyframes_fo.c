@@ -41,8 +41,9 @@
  * Kernel thread ids.  3.9 and 3.10 record none in the thread state; glibc
  * keeps one in each thread's descriptor (struct pthread, where pthread_t,
  * the thread state's thread_id, points), at an offset of its own version.
- * It is found once: an offset where the calling thread's descriptor holds
- * its id and the main thread's holds the process id.
+ * It is found once (at start-up, cpython.read.self_check, from an agent
+ * thread): an offset where the calling thread's descriptor holds its id
+ * and the main thread's holds the process id.
  */
 #define DESCRIPTOR_SCAN 2048 /* bytes of a descriptor looked at */
 #define TID_UNKNOWN (-1)     /* not looked for yet */
@@ -52,8 +53,7 @@ static atomic_long tid_offset = TID_UNKNOWN;
 
 static long find_tid_offset(void)
 {
-	static unsigned char mine[DESCRIPTOR_SCAN], main_d[DESCRIPTOR_SCAN];
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	unsigned char mine[DESCRIPTOR_SCAN], main_d[DESCRIPTOR_SCAN];
 	pid_t me = (pid_t)syscall(SYS_gettid), pid = getpid();
 	unsigned long main_ident = 0;
 	long found = TID_NONE;
@@ -64,10 +64,9 @@ static long find_tid_offset(void)
 	if (READ_FIELD(main_ident, &_PyRuntime, _PyRuntimeState, main_thread) ||
 	    !main_ident)
 		return TID_UNKNOWN;
-	pthread_mutex_lock(&lock);
 	if (pyframes_mem_read(mine, (uintptr_t)pthread_self(), sizeof(mine)) ||
 	    pyframes_mem_read(main_d, main_ident, sizeof(main_d)))
-		goto out;
+		return TID_UNKNOWN;
 	for (size_t off = 0; off + sizeof(pid_t) <= DESCRIPTOR_SCAN;
 	     off += sizeof(pid_t)) {
 		pid_t a, b;
@@ -79,10 +78,18 @@ static long find_tid_offset(void)
 			break;
 		}
 	}
-out:
-	pthread_mutex_unlock(&lock);
+	/* Racing callers find the same. */
 	atomic_store_explicit(&tid_offset, found, memory_order_relaxed);
 	return found;
+}
+
+int pyframes_native_calibrate(void)
+{
+	long off = atomic_load_explicit(&tid_offset, memory_order_relaxed);
+
+	if (off == TID_UNKNOWN)
+		off = find_tid_offset();
+	return off >= 0 ? 0 : -ENOENT;
 }
 
 long pyframes_native_id(unsigned long ident)

@@ -263,6 +263,7 @@ static size_t read_file(const char *path, char *buf, size_t cap)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	size_t n = 0;
 
+	buf[0] = '\0';
 	if (fd < 0)
 		return 0;
 	while (n + 1 < cap) {
@@ -332,7 +333,7 @@ void crash_report_body(struct crash_out *o)
 void crash_report_thread(struct crash_out *o, long tid, uint64_t ident,
 			 const char *name, const char *flags)
 {
-	char path[64] = "/proc/self/task/", comm[64];
+	char path[64] = "/proc/self/task/", comm[64] = "";
 	char *p = path + strlen(path);
 	size_t n;
 
@@ -341,7 +342,9 @@ void crash_report_thread(struct crash_out *o, long tid, uint64_t ident,
 	crash_out_str(o, " ident ");
 	crash_out_hex(o, ident, 1);
 	crash_out_str(o, " name \"");
-	if (!name) {
+	if (!name && tid <= 0) {
+		name = ""; /* no kernel id: no name to read */
+	} else if (!name) {
 		long v = tid;
 		char d[24];
 		int i = sizeof(d);

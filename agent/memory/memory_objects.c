@@ -16,6 +16,7 @@
 #include "python/pygil.h"
 
 #define CHECK_EVERY 4096       /* objects between deadline checks */
+#define UNTRACKED_DEPTH_MAX 8  /* untracked containers walked into, nested */
 #define HOLDERS_MAX (1u << 18) /* tensors given a holder */
 #define MODULES_MAX 65536      /* modules looked at for holders */
 #define ITEMS_MAX 10000	       /* items of a list/dict variable looked at */
@@ -126,6 +127,7 @@ struct walk {
 	size_t nstats;
 	struct type_stat other;
 	struct ptrmap seen; /* untracked objects counted */
+	int depth;	    /* untracked containers walked into, nested */
 	int incomplete;
 	uint64_t untracked, bytes;
 };
@@ -165,6 +167,15 @@ static int visit(PyObject *o, void *arg)
 	if (rc == 1) {
 		w->untracked++;
 		count(w, o);
+		/* A container the collector does not track (a dict or tuple
+		 * of atomic values only: 3.9 and 3.10 keep instance
+		 * attributes in such dicts) is walked into, to a bound. */
+		if (PyObject_IS_GC(o) && Py_TYPE(o)->tp_traverse &&
+		    w->depth < UNTRACKED_DEPTH_MAX) {
+			w->depth++;
+			Py_TYPE(o)->tp_traverse(o, visit, w);
+			w->depth--;
+		}
 	}
 	return 0;
 }

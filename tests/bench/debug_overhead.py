@@ -12,8 +12,12 @@ situations, each in a fresh process, repeated with the order rotating:
                whose function with the breakpoint it never calls; then the
                client disconnects and the rounds after that show the idle
                cost after disconnect
+               and, last, a breakpoint on a line of the hot loop that never
+               runs (loops() in the workload: the case debuggers find
+               hardest, since the function with it runs all the time)
   debugpy      python3 -m debugpy --listen; the same client, the same
-               breakpoint in the file never run
+               breakpoints (--no-debugpy where the Python has none:
+               Debian's python3-debugpy is for /usr/bin/python3)
 
 Ratios are against plain: of the median rounds, paired (each repeat's
 situation against that repeat's plain process, median over repeats: the
@@ -210,6 +214,15 @@ class Target:
             self.p.wait()
 
 
+def hot_line():
+    """The never-executed line inside loops() of the workload."""
+    with open(os.path.join(HERE, "debug_workload.py")) as f:
+        for n, text in enumerate(f, 1):
+            if "(HOT_LINE)" in text:
+                return n
+    raise RuntimeError("no HOT_LINE in debug_workload.py")
+
+
 def setup(dirname):
     shutil.copy(os.path.join(HERE, "debug_workload.py"), os.path.join(dirname, "work.py"))
     with open(os.path.join(dirname, "helpers.py"), "w") as f:
@@ -252,6 +265,9 @@ def run_probing(py, d, rounds):
     c.request("setBreakpoints", {"source": {"path": other}, "breakpoints": []})
     c.set_breakpoint(helpers, 4)
     r["probing, breakpoint in an imported function never called"] = t.rounds(rounds)
+    c.request("setBreakpoints", {"source": {"path": helpers}, "breakpoints": []})
+    c.set_breakpoint(work, hot_line())
+    r["probing, breakpoint on a never-run line of the hot loop"] = t.rounds(rounds)
     c.close()
     time.sleep(10 if COUNT["dir"] else 0.5)  # the cleanup after detach
     r["probing, after disconnect"] = t.rounds(rounds)
@@ -269,6 +285,9 @@ def run_debugpy(py, d, rounds):
     c.request("setBreakpoints", {"source": {"path": other}, "breakpoints": []})
     c.set_breakpoint(helpers, 4)
     r["debugpy, breakpoint in an imported function never called"] = t.rounds(rounds)
+    c.request("setBreakpoints", {"source": {"path": helpers}, "breakpoints": []})
+    c.set_breakpoint(work, hot_line())
+    r["debugpy, breakpoint on a never-run line of the hot loop"] = t.rounds(rounds)
     c.close()
     t.stop()
     return r
@@ -291,6 +310,8 @@ def main():
     runs = [run_plain, run_probing] + ([] if a.no_debugpy else [run_debugpy])
     samples = {}
     per_repeat = []  # {situation: median of its rounds} for each repeat
+    version = subprocess.run([a.python, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
     load0 = os.getloadavg()[0]
     for rep in range(a.repeats):
         order = runs[rep % len(runs):] + runs[:rep % len(runs)]
@@ -306,7 +327,7 @@ def main():
         base = samples["plain"][0]
         print("Instructions of the main thread per round under callgrind, %s, %s, "
               "Python %s, %d rounds:\n" % (time.strftime("%Y-%m-%d"), platform.machine(),
-                                            platform.python_version(), a.rounds))
+                                            version, a.rounds))
         print("| situation | instructions per round | vs plain |")
         print("|---|---|---|")
         for k, v in samples.items():
@@ -316,7 +337,7 @@ def main():
     best = min(samples["plain"])
     print("Result, %s, %s, %d cores, Python %s, load average %.1f before, %.1f after:\n" % (
         time.strftime("%Y-%m-%d"), platform.machine(), os.cpu_count(),
-        platform.python_version(), load0, load1))
+        version, load0, load1))
     print("| situation | CPU s per round, median of %d | vs plain | paired, median of %d |"
           " best round | vs plain |" % (a.repeats * a.rounds, a.repeats))
     print("|---|---|---|---|---|---|")

@@ -28,6 +28,8 @@ def loops(n):
     t = 0
     for i in range(n):
         t += i * i % 7
+        if t < 0:
+            t = 0  # never executed: the hot loop's breakpoint (HOT_LINE)
     return t
 
 

@@ -2,8 +2,11 @@
 agent, driven through the real `probing` CLI.
 
 PROBING_BUILD names the build directory (default: build/ at the top).
-Every test that takes `python` runs once per Python on the machine:
-/usr/bin/python3 (static libpython) and the pyenv one (shared libpython).
+Every test that takes `python` runs once per Python: /usr/bin/python3
+(3.11, static libpython), pyenv's 3.11 (shared libpython), and every
+other CPython version the build has an agent for (BUILD/pythons.txt:
+3.9, 3.10, 3.12, 3.13 here).  PROBING_E2E_VERSIONS=3.11,3.12 keeps
+those versions only.
 """
 import glob
 import json
@@ -21,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
 CLI = os.path.join(BUILD, "cli", "probing")
 USERBASE = os.path.join(BUILD, "userbase")
-SITE = os.path.join(USERBASE, "lib", "python3.11", "site-packages")  # both test Pythons are 3.11
+SITE = os.path.join(USERBASE, "lib", "python3.11", "site-packages")  # /usr/bin/python3's
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -54,13 +57,56 @@ def _pyenv_python():
 
 
 PYENV_PYTHON = _pyenv_python()
-PYTHONS = [SYSTEM_PYTHON] + ([PYENV_PYTHON] if PYENV_PYTHON else [])
+
+
+def _other_versions():
+    """{executable: "3.X"} of the build's CPythons other than 3.11."""
+    out = {}
+    try:
+        with open(os.path.join(BUILD, "pythons.txt")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[1] != "3.11":
+                    out[parts[2]] = parts[1]
+    except OSError:
+        pass
+    return out
+
+
+# {executable: version}, and the test id of each.
+VERSIONS = {SYSTEM_PYTHON: "3.11"}
+IDS = {SYSTEM_PYTHON: "system"}
+if PYENV_PYTHON:
+    VERSIONS[PYENV_PYTHON] = "3.11"
+    IDS[PYENV_PYTHON] = "pyenv"
+for _exe, _v in _other_versions().items():
+    VERSIONS[_exe] = _v
+    IDS[_exe] = _v
+_only = os.environ.get("PROBING_E2E_VERSIONS")
+PYTHONS = [p for p in VERSIONS
+           if not _only or VERSIONS[p] in _only.split(",")]
+
+
+def version_of(python):
+    """(major, minor) of one of PYTHONS."""
+    return tuple(int(x) for x in VERSIONS.get(python, "3.11").split("."))
+
+
+def qualified(python, name):
+    """The name CPython shows for function name ("Thread.run") in python:
+    qualified from 3.11 (co_qualname), the last part before it."""
+    return name if version_of(python) >= (3, 11) else name.rsplit(".", 1)[-1]
+
+
+def site_for(python):
+    """The build's site-packages directory for python's version."""
+    return os.path.join(USERBASE, "lib", "python%d.%d" % version_of(python),
+                        "site-packages")
 
 
 def pytest_generate_tests(metafunc):
     if "python" in metafunc.fixturenames:
-        ids = ["system" if p == SYSTEM_PYTHON else "pyenv" for p in PYTHONS]
-        metafunc.parametrize("python", PYTHONS, ids=ids)
+        metafunc.parametrize("python", PYTHONS, ids=[IDS[p] for p in PYTHONS])
 
 
 def agent_listening(pid):
@@ -142,7 +188,7 @@ def spawn(tmp_path):
         if agent == "env":
             e["PROBING"] = "1"
         if agent == "init":
-            e["PYTHONPATH"] = SITE
+            e["PYTHONPATH"] = site_for(python)
         if os.environ.get("PROBING_TARGET_PRELOAD"):
             # ASan build: the sanitizer runtimes must come first, and
             # their reports go to files the fixture checks at the end.

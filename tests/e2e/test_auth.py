@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import CLI, SITE, SYSTEM_PYTHON, probing, wait_for
+from conftest import CLI, site_for, SYSTEM_PYTHON, probing, wait_for
 
 TOKEN = "s3cret-token-0123456789abcdef"
 
@@ -571,7 +571,7 @@ except Exception as e:
     print("INIT FAILED:", e, flush=True)
 while True:
     time.sleep(0.05)
-""", agent=None, env={"PYTHONPATH": SITE})
+""", agent=None, env={"PYTHONPATH": site_for(python)})
     t.wait_line("READY")
     sq = spawn(python, SQUATTER, agent=None, args=(str(t.pid),))
     sq.wait_line("BOUND")

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from conftest import SITE, USERBASE, probing, wait_for
+from conftest import site_for, USERBASE, probing, wait_for
 
 CC = shutil.which("cc") or shutil.which("gcc")
 
@@ -390,7 +390,7 @@ def test_chains_to_a_c_handler_with_the_faults_siginfo(spawn, python,
     lib.crasher_start(0)
     time.sleep(30)
     """ % lib
-    env = {"PYTHONPATH": SITE}
+    env = {"PYTHONPATH": site_for(python)}
     env.update(asan_env(tmp_path))
     t = spawn(python, code, agent=None, env=env)
     assert wait_exit(t) == 42

@@ -9,7 +9,7 @@ import json
 import textwrap
 import time
 
-from conftest import probing, wait_for
+from conftest import probing, wait_for, qualified
 
 STUCK = """
 import os, threading, time
@@ -170,6 +170,6 @@ def test_switched_on_at_run_time(spawn, python, tmp_path):
     assert r.rc == 0 and "(stuck, main)" in r.out, r
     assert "stuck since at or before " in r.out, r.out
     assert "has not changed for at least " in r.out, r.out
-    assert "Event.wait" in r.out
+    assert qualified(python, "Event.wait") in r.out
     assert glob.glob(str(tmp_path / ("probing-hang-%d-*.txt" % t.pid)))
     assert t.alive()

@@ -3,7 +3,7 @@ import os
 import socket
 import subprocess
 
-from conftest import CLI, SITE, agent_listening, probing, wait_for
+from conftest import CLI, site_for, agent_listening, probing, wait_for
 
 IDLE = """\
 import time
@@ -50,7 +50,7 @@ print("ADDR", a, b == a, c == a, flush=True)
 print("READY", flush=True)
 while True:
     time.sleep(0.01)
-""" % (port, port), agent=None, env={"PYTHONPATH": SITE})
+""" % (port, port), agent=None, env={"PYTHONPATH": site_for(python)})
     t.wait_line("READY")
     assert "ADDR @probing-%d,127.0.0.1:%d True True" % (t.pid, port) in t.output()
     r = probing("eval", "1 + 1", target="127.0.0.1:%d" % port)
@@ -76,7 +76,7 @@ try:
     probing.init(listen="0.0.0.0:%d")
 except OSError as e:
     print("REFUSED", e, flush=True)
-""" % free_port(), agent=None, env={"PYTHONPATH": SITE, "PROBING_TOKEN": "short"})
+""" % free_port(), agent=None, env={"PYTHONPATH": site_for(python), "PROBING_TOKEN": "short"})
     assert t.proc.wait(timeout=60) == 0
     assert "REFUSED" in t.output() and "loopback" in t.output()
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, SYSTEM_PYTHON, probing, wait_for
+from conftest import ROOT, SYSTEM_PYTHON, probing, wait_for, qualified
 
 HAS_TORCH = subprocess.run([SYSTEM_PYTHON, "-c", "import torch"],
                            capture_output=True).returncode == 0
@@ -155,7 +155,8 @@ def test_hang_example_found(spawn, python):
     for r in rows:
         stacks.setdefault(r["thread_name"], []).append(r["func"])
     assert "producer" not in stacks            # it returned
-    assert stacks["consumer"][:3] == ["Condition.wait", "Queue.get", "consumer"]
-    assert "Thread.join" in stacks["MainThread"] and "main" in stacks["MainThread"]
+    q = lambda name: qualified(python, name)
+    assert stacks["consumer"][:3] == [q("Condition.wait"), q("Queue.get"), "consumer"]
+    assert q("Thread.join") in stacks["MainThread"] and "main" in stacks["MainThread"]
     r = probing("backtrace", target=t.pid)
-    assert r.rc == 0 and "Queue.get" in r.out and "Thread.join" in r.out, r
+    assert r.rc == 0 and q("Queue.get") in r.out and q("Thread.join") in r.out, r

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import probing
+from conftest import probing, qualified
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profile"))
 import formats  # noqa: E402
@@ -251,7 +251,7 @@ def test_known_shares_idle_threads_and_formats(spawn, python, tmp_path):
         else:
             idle = formats.parse_folded(text)
             assert sum(c for _, c in idle) >= n
-            assert any(fr[-1] == "(idle)" and fr[0].startswith("Thread._bootstrap")
+            assert any(fr[-1] == "(idle)" and fr[0].startswith(qualified(python, "Thread._bootstrap"))
                        for fr, _ in idle), idle[:5]
             got = formats.speedscope(str(out))
             if got is not None:
