@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -324,8 +325,10 @@ int pyframes_line_remote(const struct cpython_raw *r)
 	return line < -1 ? -1 : line;
 }
 
-/* See pyframes_impl.h. */
-void pyframes_read_code_heads(struct cpython_scratch *s, size_t n)
+/* Reads the headers of code objects s->gather[0..n) into s->code with as
+ * few system calls as the kernel allows; a header that cannot be read is
+ * zeroed (its type check then fails). */
+static void read_code_heads(struct cpython_scratch *s, size_t n)
 {
 	size_t done = 0;
 
@@ -351,4 +354,52 @@ void pyframes_read_code_heads(struct cpython_scratch *s, size_t n)
 			memset(&s->code[done + got], 0, CODE_HEAD);
 		done += got < k ? got + 1 : k;
 	}
+}
+
+/* See pyframes_impl.h. */
+void pyframes_read_untrusted(struct cpython_scratch *s, size_t nf,
+			     const struct cpython_trust *trust, int truncated)
+{
+	size_t ng = 0;
+
+	for (size_t i = 0; i < nf; i++) {
+		size_t pos = nf - 1 - i;
+
+		s->trusted[i] = !truncated && trust && pos < trust->n &&
+				trust->frames[pos] == s->frameaddr[i] &&
+				trust->codes[pos] == s->codeaddr[i];
+		if (!s->trusted[i])
+			s->gather[ng++] = s->codeaddr[i];
+	}
+	read_code_heads(s, ng);
+}
+
+struct cpython_scratch *pyframes_scratch_new(void)
+{
+	return malloc(sizeof(struct cpython_scratch));
+}
+
+void pyframes_scratch_free(struct cpython_scratch *s)
+{
+	free(s);
+}
+
+int pyframes_leaf_resolve(struct cpython_scratch *s,
+			  const struct cpython_leaf *l, struct cpython_raw *out,
+			  size_t max, size_t *n)
+{
+	size_t nf = l->n < CPYTHON_LEAF_MAX ? l->n : CPYTHON_LEAF_MAX;
+	int truncated = 0;
+
+	*n = 0;
+	if (max > CPYTHON_RAW_MAX)
+		max = CPYTHON_RAW_MAX;
+	for (size_t i = 0; i < nf; i++) {
+		s->frameaddr[i] = l->f[i].frame;
+		s->codeaddr[i] = l->f[i].code;
+		s->prev_instr[i] = l->f[i].instr;
+		s->entry[i] = l->f[i].entry == 1;
+		s->owner[i] = l->f[i].owner;
+	}
+	return pyframes_walk_resolve(s, nf, NULL, &truncated, out, max, n);
 }

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -195,35 +194,14 @@ fault:
  * first instruction).
  */
 
-struct cpython_scratch *pyframes_scratch_new(void)
+/* See pyframes_impl.h: s->frameaddr..prev_instr[0..nf) to out. */
+int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
+			  const struct cpython_trust *trust, int *truncated,
+			  struct cpython_raw *out, size_t max, size_t *n)
 {
-	return malloc(sizeof(struct cpython_scratch));
-}
-
-void pyframes_scratch_free(struct cpython_scratch *s)
-{
-	free(s);
-}
-
-/* s->frameaddr..prev_instr[0..nf) (innermost first) to out, as
- * pyframes_walk_resolve does for 3.11 on. */
-static int resolve(struct cpython_scratch *s, size_t nf,
-		   const struct cpython_trust *trust, int *truncated,
-		   struct cpython_raw *out, size_t max, size_t *n)
-{
-	size_t ng = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < nf; i++) {
-		size_t pos = nf - 1 - i;
-
-		s->trusted[i] = !*truncated && trust && pos < trust->n &&
-				trust->frames[pos] == s->frameaddr[i] &&
-				trust->codes[pos] == s->codeaddr[i];
-		if (!s->trusted[i])
-			s->gather[ng++] = s->codeaddr[i];
-	}
-	pyframes_read_code_heads(s, ng);
+	pyframes_read_untrusted(s, nf, trust, *truncated);
 	for (size_t i = 0, g = 0; i < nf; i++) {
 		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
 		intptr_t lasti = (intptr_t)s->prev_instr[i];
@@ -291,7 +269,9 @@ int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 		nf++;
 		f = (uintptr_t)fr.f_back;
 	}
-	return resolve(s, nf, trust, truncated, out, max, n) ? -EFAULT : rc;
+	return pyframes_walk_resolve(s, nf, trust, truncated, out, max, n)
+		       ? -EFAULT
+		       : rc;
 }
 
 /*
@@ -304,19 +284,16 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf, size_t cap)
 	struct cpython_leaf *l = buf;
 	unsigned char
 		ts[offsetof(PyThreadState, thread_id) + sizeof(unsigned long)];
-	pid_t pid = pyframes_mem_pid_known();
 	unsigned long ident;
 	frame_anchor cf;
 	uintptr_t f;
+	pid_t pid;
 
 	(void)tid;
 	if (cap < sizeof(*l))
 		return 0;
-	l->n = 0;
-	l->complete = 0;
-	l->outer = 0;
-	if (!pid || pyframes_mem_piped() ||
-	    pyframes_mem_read_raw(pid, ts, tstate, sizeof(ts)))
+	pid = pyframes_leaf_start(l, tstate, ts, sizeof(ts));
+	if (!pid)
 		return sizeof(*l);
 	memcpy(&ident, ts + offsetof(PyThreadState, thread_id), sizeof(ident));
 	/* The thread state must be this thread's (no kernel id in it:
@@ -342,22 +319,4 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf, size_t cap)
 	l->outer = f;
 	l->complete = 1;
 	return sizeof(*l);
-}
-
-int pyframes_leaf_resolve(struct cpython_scratch *s,
-			  const struct cpython_leaf *l, struct cpython_raw *out,
-			  size_t max, size_t *n)
-{
-	size_t nf = l->n < CPYTHON_LEAF_MAX ? l->n : CPYTHON_LEAF_MAX;
-	int truncated = 0;
-
-	*n = 0;
-	if (max > CPYTHON_RAW_MAX)
-		max = CPYTHON_RAW_MAX;
-	for (size_t i = 0; i < nf; i++) {
-		s->frameaddr[i] = l->f[i].frame;
-		s->codeaddr[i] = l->f[i].code;
-		s->prev_instr[i] = l->f[i].instr;
-	}
-	return resolve(s, nf, NULL, &truncated, out, max, n);
 }

@@ -174,10 +174,35 @@ struct cpython_scratch {
 	struct _gil_runtime_state gil;
 };
 
-/* Reads the headers of code objects s->gather[0..n) into s->code with as
- * few system calls as the kernel allows; a header that cannot be read is
- * zeroed (its type check then fails).  pyframes_walk.c. */
-void pyframes_read_code_heads(struct cpython_scratch *s, size_t n);
+/* Which of the frames s->frameaddr/codeaddr[0..nf) (innermost first) the
+ * caller vouches for (trust: the same place from the root, same frame,
+ * same code; none when the walk was truncated): s->trusted[]; the others'
+ * code object headers are read into s->code, in order, with as few
+ * system calls as the kernel allows (one that cannot be read is zeroed:
+ * its type check then fails).  pyframes_code.c. */
+void pyframes_read_untrusted(struct cpython_scratch *s, size_t nf,
+			     const struct cpython_trust *trust, int truncated);
+
+/*
+ * The start of leaf_capture (pyframes_leaf.c, pyframes_fo.c): l emptied,
+ * the head of thread state tstate (len bytes) copied into ts.  The pid to
+ * read with, or 0 when nothing can be read from a handler now (no walk on
+ * this side yet: its pthread_once is not for a handler; the pipe: too slow
+ * here).  Async-signal-safe.
+ */
+static inline pid_t pyframes_leaf_start(struct cpython_leaf *l,
+					uintptr_t tstate, void *ts, size_t len)
+{
+	pid_t pid = pyframes_mem_pid_known();
+
+	l->n = 0;
+	l->complete = 0;
+	l->outer = 0;
+	if (!pid || pyframes_mem_piped() ||
+	    pyframes_mem_read_raw(pid, ts, tstate, len))
+		return 0;
+	return pid;
+}
 
 /* ---- pyframes_code.c: strings and line tables ------------------------- */
 
@@ -204,7 +229,7 @@ int pyframes_code_str(uintptr_t addr, char *out, size_t cap);
  * replaced). */
 int pyframes_code_line(struct lt_reader *rd, int firstlineno, long addr);
 
-/* ---- pyframes_walk.c -------------------------------------------------- */
+/* ---- pyframes_walk.c (3.11 on), pyframes_fo.c (3.9, 3.10) ------------- */
 
 /* s->frameaddr..owner[0..nf) (innermost first) to out: the code objects
  * the caller does not vouch for are read in one gathered call and checked,

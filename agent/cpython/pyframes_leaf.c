@@ -21,20 +21,15 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 	 * comes after the frame's anchor). */
 	unsigned char ts[offsetof(PyThreadState, native_thread_id) +
 			 sizeof(unsigned long)];
-	pid_t pid = pyframes_mem_pid_known();
 	uintptr_t anchor, f;
 	unsigned long native;
 	frame_anchor cf;
+	pid_t pid;
 
 	if (cap < sizeof(*l))
 		return 0;
-	l->n = 0;
-	l->complete = 0;
-	l->outer = 0;
-	/* pid 0: no walk on this side yet (its pthread_once is not for a
-	 * handler); the pipe: too slow here. */
-	if (!pid || pyframes_mem_piped() ||
-	    pyframes_mem_read_raw(pid, ts, tstate, sizeof(ts)))
+	pid = pyframes_leaf_start(l, tstate, ts, sizeof(ts));
+	if (!pid)
 		return sizeof(*l);
 	memcpy(&native, ts + offsetof(PyThreadState, native_thread_id),
 	       sizeof(native));

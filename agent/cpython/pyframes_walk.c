@@ -6,7 +6,6 @@
 #include "pyframes_impl.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Fills f from the copies fr (of the frame at address at) and co (of its
@@ -125,20 +124,6 @@ fault:
 	return -EFAULT;
 }
 
-/*
- * The sampler's fast path.
- */
-
-struct cpython_scratch *pyframes_scratch_new(void)
-{
-	return malloc(sizeof(struct cpython_scratch));
-}
-
-void pyframes_scratch_free(struct cpython_scratch *s)
-{
-	free(s);
-}
-
 /* s->frameaddr..owner[0..nf) (innermost first) to out: the code objects
  * the caller does not vouch for are read in one gathered call and checked,
  * incomplete frames skipped.  0, or -EFAULT when a code object is not
@@ -147,22 +132,9 @@ int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
 			  const struct cpython_trust *trust, int *truncated,
 			  struct cpython_raw *out, size_t max, size_t *n)
 {
-	size_t ng = 0;
 	int rc = 0;
 
-	/* Which frames the caller vouches for (same place from the root,
-	 * same frame, same code); the others' code objects are read in one
-	 * gathered call. */
-	for (size_t i = 0; i < nf; i++) {
-		size_t pos = nf - 1 - i;
-
-		s->trusted[i] = !*truncated && trust && pos < trust->n &&
-				trust->frames[pos] == s->frameaddr[i] &&
-				trust->codes[pos] == s->codeaddr[i];
-		if (!s->trusted[i])
-			s->gather[ng++] = s->codeaddr[i];
-	}
-	pyframes_read_code_heads(s, ng);
+	pyframes_read_untrusted(s, nf, trust, *truncated);
 	for (size_t i = 0, g = 0; i < nf; i++) {
 		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
 		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
@@ -297,24 +269,4 @@ int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 	return pyframes_walk_resolve(s, nf, trust, truncated, out, max, n)
 		       ? -EFAULT
 		       : rc;
-}
-
-int pyframes_leaf_resolve(struct cpython_scratch *s,
-			  const struct cpython_leaf *l, struct cpython_raw *out,
-			  size_t max, size_t *n)
-{
-	size_t nf = l->n < CPYTHON_LEAF_MAX ? l->n : CPYTHON_LEAF_MAX;
-	int truncated = 0;
-
-	*n = 0;
-	if (max > CPYTHON_RAW_MAX)
-		max = CPYTHON_RAW_MAX;
-	for (size_t i = 0; i < nf; i++) {
-		s->frameaddr[i] = l->f[i].frame;
-		s->codeaddr[i] = l->f[i].code;
-		s->prev_instr[i] = l->f[i].instr;
-		s->entry[i] = l->f[i].entry == 1;
-		s->owner[i] = l->f[i].owner;
-	}
-	return pyframes_walk_resolve(s, nf, NULL, &truncated, out, max, n);
 }

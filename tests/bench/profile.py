@@ -22,6 +22,8 @@
    runs.
 
 Usage: PROBING_BUILD=build python3 tests/bench/profile.py [--rounds 15]
+       [--python PYTHON]   (any CPython the build has an agent for; the
+                            train workload only where torch imports)
 Prints a Markdown table (docs/benchmarks.md records it).
 """
 import argparse
@@ -238,15 +240,23 @@ def main():
     ap.add_argument("--steps", type=int, default=600, help="train() steps per chunk")
     ap.add_argument("--calls", type=int, default=30000, help="pure-Python calls per chunk")
     ap.add_argument("--runs", type=int, default=5, help="runs of the 50-frame cost")
+    ap.add_argument("--python", default=PY, help="the target Python (default %(default)s)")
     a = ap.parse_args()
+    globals()["PY"] = a.python
+    version = subprocess.run([PY, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    has_torch = subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
     train_setup = TRAIN_SETUP % {"examples": os.path.join(ROOT, "examples")}
-    work = [("examples/train.py train(), %d steps a chunk" % a.steps,
-             overhead(train_setup, a.rounds, a.steps)),
-            ("pure Python, 20 frames deep, %d calls a chunk" % a.calls,
-             overhead(PURE_SETUP, a.rounds, a.calls))]
+    work = []
+    if has_torch:
+        work.append(("examples/train.py train(), %d steps a chunk" % a.steps,
+                     overhead(train_setup, a.rounds, a.steps)))
+    work.append(("pure Python, 20 frames deep, %d calls a chunk" % a.calls,
+                 overhead(PURE_SETUP, a.rounds, a.calls)))
     cost, depth = sample_cost(a.runs)
-    print("Machine: %s, %d cores, Python %s; %s; %d rounds" % (
-        platform.machine(), os.cpu_count(), platform.python_version(),
+    print("Machine: %s, %d cores, Python %s%s; %s; %d rounds" % (
+        platform.machine(), os.cpu_count(), version,
+        "" if has_torch else " (no torch: the pure workload only)",
         time.strftime("%Y-%m-%d"), a.rounds))
     print()
     modes = ["off", "100 Hz", "1 kHz", "100 Hz native"]
