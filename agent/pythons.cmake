@@ -11,7 +11,8 @@
 # Sets PROBING_PY_TAGS (e.g. "39;310;311"), writes them to
 # build/pythons.txt, and for each tag T:
 # PROBING_PY_T_VERSION ("3.9"), PROBING_PY_T_INCLUDE (its headers),
-# PROBING_PY_T_EXE.  PROBING_PY_SUPPORTED is the text of the versions, for
+# PROBING_PY_T_EXE, PROBING_PY_T_LIBRARY (its shared libpython, "" when it
+# has none: the tests that embed an interpreter need one).  PROBING_PY_SUPPORTED is the text of the versions, for
 # messages ("3.9, 3.10, 3.11").
 set(PROBING_PYTHONS "" CACHE STRING
   "Python executables to build the agent for (default: every CPython 3.9-3.13 found with its headers)")
@@ -21,19 +22,20 @@ set(PROBING_PYTHONS "" CACHE STRING
 function(probing_probe_python exe var)
   set(${var}_VERSION "" PARENT_SCOPE)
   execute_process(
-    COMMAND ${exe} -c "import sys, sysconfig; print(sys.implementation.name, '%d.%d' % sys.version_info[:2], sysconfig.get_paths()['include'], sep=';')"
+    COMMAND ${exe} -c "import os, sys, sysconfig as c; print(sys.implementation.name, '%d.%d' % sys.version_info[:2], c.get_paths()['include'], os.path.join(c.get_config_var('LIBDIR') or '', c.get_config_var('LDLIBRARY') or ''), sep=';')"
     OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_QUIET
     OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 30)
   if(NOT rc EQUAL 0)
     return()
   endif()
   list(LENGTH out n)
-  if(NOT n EQUAL 3)
+  if(NOT n EQUAL 4)
     return()
   endif()
   list(GET out 0 impl)
   list(GET out 1 version)
   list(GET out 2 include)
+  list(GET out 3 library)
   if(NOT impl STREQUAL "cpython" OR version VERSION_LESS 3.9 OR
      version VERSION_GREATER_EQUAL 3.14 OR
      NOT EXISTS "${include}/Python.h" OR
@@ -42,6 +44,10 @@ function(probing_probe_python exe var)
   endif()
   set(${var}_VERSION ${version} PARENT_SCOPE)
   set(${var}_INCLUDE ${include} PARENT_SCOPE)
+  set(${var}_LIBRARY "" PARENT_SCOPE)
+  if(library MATCHES "\\.so$" AND EXISTS "${library}")
+    set(${var}_LIBRARY ${library} PARENT_SCOPE)
+  endif()
 endfunction()
 
 set(candidates ${PROBING_PYTHONS})
@@ -77,6 +83,7 @@ foreach(exe IN LISTS candidates)
   set(PROBING_PY_${tag}_VERSION ${probe_VERSION})
   set(PROBING_PY_${tag}_INCLUDE ${probe_INCLUDE})
   set(PROBING_PY_${tag}_EXE ${exe})
+  set(PROBING_PY_${tag}_LIBRARY "${probe_LIBRARY}")
   message(STATUS "Probing: agent for CPython ${probe_VERSION} (${exe})")
 endforeach()
 if(NOT PROBING_PY_TAGS)

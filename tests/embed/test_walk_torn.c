@@ -189,7 +189,7 @@ static void test_line_overflow(void)
 /* Random arenas, a fixed seed: every walker returns. */
 static void test_random(void)
 {
-	static unsigned char buf[ARENA_SIZE];
+	static unsigned char buf[WALK_ARENA_SIZE];
 	struct cpython_scratch *s = pyframes_scratch_new();
 	uint64_t x = 0x9E3779B97F4A7C15ull;
 	unsigned long done = 0;

@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for the walkers that read interpreter memory without
- * the GIL (agent/pyframes*.c): the full walk, the sampler's raw walk
+ * the GIL (agent/cpython/pyframes*.c; built once per CPython version, with
+ * that version's layout): the full walk, the sampler's raw walk
  * (with and without trust), names, line tables copied and in place, the
  * signal handler's leaf capture, and the line-table decoder itself.
  *
@@ -94,13 +95,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	t.at[AT_CHUNK] = arena_reloc(a, word(data + 32));
 	t.at[AT_TOP] = arena_reloc(a, word(data + 40));
 	if (t.tstate >= (uintptr_t)a &&
-	    t.tstate - (uintptr_t)a <= ARENA_SIZE - sizeof(PyThreadState)) {
+	    t.tstate - (uintptr_t)a <= WALK_ARENA_SIZE - sizeof(PyThreadState)) {
 		size_t at = t.tstate - (uintptr_t)a;
 
 		arena_put(a, at + offsetof(PyThreadState, thread_id),
 			  t.thread_id);
+#if PY_VERSION_HEX >= 0x030B0000
 		arena_put(a, at + offsetof(PyThreadState, native_thread_id),
 			  (uint64_t)t.native_id);
+#endif
 	}
 	walk_all(&t);
 	memcpy(&firstlineno, data + 48, 4);

@@ -4,12 +4,12 @@
  * (fuzz_walk.c) and the deterministic torn-memory test
  * (tests/embed/test_walk_torn.c).
  *
- * The arena is ARENA_SIZE bytes between two PROT_NONE guard pages, so a
+ * The arena is WALK_ARENA_SIZE bytes between two PROT_NONE guard pages, so a
  * walker that reads past what it was given faults at once instead of
  * reading whatever lies next.  Words are 8-byte values; one whose top byte
  * is a tag becomes an address the walkers can follow (arena_reloc):
  *
- *   0xA5 ..off   arena + off % ARENA_SIZE
+ *   0xA5 ..off   arena + off % WALK_ARENA_SIZE
  *   0xA6         &PyCode_Type      0xA7  &PyUnicode_Type
  *   0xA8         &PyBytes_Type     0xA9  &PyFrame_Type
  *   0xAA ..off   UINTPTR_MAX - off (the top of the address space)
@@ -25,7 +25,11 @@
 #define Py_BUILD_CORE 1
 #include <Python.h>
 
+#if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
+#else
+#include <frameobject.h>
+#endif
 
 #include <stdint.h>
 #include <string.h>
@@ -35,8 +39,8 @@
 
 #include "cpython/pyframes.h"
 
-#define ARENA_SIZE (64u << 10)
-#define ARENA_PAGE 4096u
+#define WALK_ARENA_SIZE (64u << 10)
+#define WALK_ARENA_PAGE 4096u
 
 /* The arena (read-write), or NULL when it cannot be mapped. */
 static inline unsigned char *arena_get(void)
@@ -44,18 +48,18 @@ static inline unsigned char *arena_get(void)
 	static unsigned char *a;
 
 	if (!a) {
-		unsigned char *m = mmap(NULL, ARENA_SIZE + 2 * ARENA_PAGE,
+		unsigned char *m = mmap(NULL, WALK_ARENA_SIZE + 2 * WALK_ARENA_PAGE,
 					PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
 					-1, 0);
 
 		if (m == MAP_FAILED)
 			return NULL;
-		if (mprotect(m + ARENA_PAGE, ARENA_SIZE,
+		if (mprotect(m + WALK_ARENA_PAGE, WALK_ARENA_SIZE,
 			     PROT_READ | PROT_WRITE)) {
-			munmap(m, ARENA_SIZE + 2 * ARENA_PAGE);
+			munmap(m, WALK_ARENA_SIZE + 2 * WALK_ARENA_PAGE);
 			return NULL;
 		}
-		a = m + ARENA_PAGE;
+		a = m + WALK_ARENA_PAGE;
 	}
 	return a;
 }
@@ -66,7 +70,7 @@ static inline uint64_t arena_reloc(const unsigned char *a, uint64_t w)
 
 	switch (w >> 56) {
 	case 0xA5:
-		return (uint64_t)(uintptr_t)(a + off % ARENA_SIZE);
+		return (uint64_t)(uintptr_t)(a + off % WALK_ARENA_SIZE);
 	case 0xA6:
 		return (uint64_t)(uintptr_t)&PyCode_Type;
 	case 0xA7:
@@ -92,12 +96,12 @@ static inline unsigned char *arena_fill(const unsigned char *data, size_t len)
 
 	if (!a)
 		return NULL;
-	if (len > ARENA_SIZE)
-		len = ARENA_SIZE;
-	memset(a, 0, ARENA_SIZE);
+	if (len > WALK_ARENA_SIZE)
+		len = WALK_ARENA_SIZE;
+	memset(a, 0, WALK_ARENA_SIZE);
 	if (len)
 		memcpy(a, data, len);
-	for (size_t i = 0; i + 8 <= ARENA_SIZE; i += 8) {
+	for (size_t i = 0; i + 8 <= WALK_ARENA_SIZE; i += 8) {
 		uint64_t w;
 
 		memcpy(&w, a + i, 8);
@@ -110,7 +114,7 @@ static inline unsigned char *arena_fill(const unsigned char *data, size_t len)
 /* Writes the word v at arena offset off (when it fits). */
 static inline void arena_put(unsigned char *a, size_t off, uint64_t v)
 {
-	if (off <= ARENA_SIZE - 8)
+	if (off <= WALK_ARENA_SIZE - 8)
 		memcpy(a + off, &v, 8);
 }
 
