@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "pycompat.h" /* PyGC_Disable on 3.9 */
+
 #define CHECK_THREADS 64 /* thread states compared */
 #define CHECK_FRAMES 64	 /* frames compared per thread */
 
@@ -106,8 +108,13 @@ static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 	PyFrameObject *f;
 	char why[128];
 
-	if (pyframes_walk(t, buf, CHECK_FRAMES, &n, &truncated, why,
-			  sizeof(why))) {
+	switch (pyframes_walk(t, buf, CHECK_FRAMES, &n, &truncated, why,
+			      sizeof(why))) {
+	case 0:
+		break;
+	case -ESRCH: /* it ended meanwhile */
+		return 0;
+	default:
 		errbuf_set(err, errlen, "thread %lu: %s", ts->thread_id, why);
 		return -1;
 	}
@@ -149,15 +156,67 @@ static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 	return 0;
 }
 
+/* The reader's entry for thread state ts, or NULL. */
+static const struct cpython_thread *listed(const struct cpython_thread *t,
+					   size_t n, PyThreadState *ts)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].tstate == (uintptr_t)ts)
+			return &t[i];
+	return NULL;
+}
+
+/*
+ * The reader's threads against the C API's.  Thread states come and go
+ * without the GIL (a thread is listed before it takes the GIL and
+ * unlisted after it let go of it for good), so the two lists, read a
+ * moment apart, may differ by those: only the threads in both are
+ * compared, and the reader must have found at least one of the C API's.
+ * Their frames do not change while we hold the GIL.
+ */
+static int check_threads(struct cpython_thread *threads,
+			 struct cpython_frame *frames, char *why, size_t whylen)
+{
+	PyInterpreterState *interp = PyInterpreterState_Main();
+	PyThreadState *ts;
+	size_t n = 0, seen = 0, compared = 0;
+
+	if (pyframes_threads(threads, CHECK_THREADS, &n, why, whylen))
+		return -1;
+	for (ts = PyInterpreterState_ThreadHead(interp);
+	     ts && seen < CHECK_THREADS; ts = PyThreadState_Next(ts), seen++) {
+		const struct cpython_thread *t = listed(threads, n, ts);
+
+		if (!t)
+			continue;
+		if (t->thread_id != ts->thread_id) {
+			errbuf_set(why, whylen,
+				   "thread state %p read with ident %llu, "
+				   "not %lu",
+				   (void *)ts, (unsigned long long)t->thread_id,
+				   ts->thread_id);
+			return -1;
+		}
+		if (same_frames(t, ts, frames, why, whylen))
+			return -1;
+		compared++;
+	}
+	if (seen && !compared) {
+		errbuf_set(why, whylen,
+			   "none of the %zu thread states was found (%zu read)",
+			   seen, n);
+		return -1;
+	}
+	return 0;
+}
+
 int pyframes_self_check(char *err, size_t errlen)
 {
 	/* Static: large, and this runs once, with the GIL. */
 	static struct cpython_thread threads[CHECK_THREADS];
 	static struct cpython_frame frames[CHECK_FRAMES];
-	PyInterpreterState *interp = PyInterpreterState_Main();
-	PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
-	size_t n = 0, i = 0;
 	char why[256];
+	int gc, rc;
 
 #if PY_VERSION_HEX >= 0x030D0000
 	if (debug_offsets(why, sizeof(why)))
@@ -168,25 +227,15 @@ int pyframes_self_check(char *err, size_t errlen)
 	 * thread, before the sampler or a crash needs them). */
 	(void)pyframes_native_calibrate();
 #endif
-	if (pyframes_threads(threads, CHECK_THREADS, &n, why, sizeof(why)))
+	/* Frame objects made for the C API's view must not start a
+	 * collection: finalizers could run Python code that lets the other
+	 * threads go on (and their frames change). */
+	gc = PyGC_Disable();
+	rc = check_threads(threads, frames, why, sizeof(why));
+	if (gc)
+		PyGC_Enable();
+	if (rc)
 		goto bad;
-	/* The main interpreter's threads, newest first as
-	 * PyInterpreterState_ThreadHead() lists them, somewhere in the list
-	 * of every interpreter's. */
-	while (i < n && ts && threads[i].tstate != (uintptr_t)ts)
-		i++;
-	for (; ts && i < CHECK_THREADS; ts = PyThreadState_Next(ts), i++) {
-		if (i >= n || threads[i].tstate != (uintptr_t)ts ||
-		    threads[i].thread_id != ts->thread_id) {
-			errbuf_set(why, sizeof(why),
-				   "thread state %zu (%p) read as %p", i,
-				   (void *)ts,
-				   i < n ? (void *)threads[i].tstate : NULL);
-			goto bad;
-		}
-		if (same_frames(&threads[i], ts, frames, why, sizeof(why)))
-			goto bad;
-	}
 	return 0;
 bad:
 	errbuf_set(err, errlen,

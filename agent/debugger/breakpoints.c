@@ -39,6 +39,12 @@ static size_t nfuncs;
 static PyObject *file_map; /* co_filename -> index in files, or -1 */
 static int next_id;
 static unsigned table_gen; /* bumped by every change of the table */
+/* file_of()'s last answer, for the line events of one frame after another
+ * (up to 3.11 every line of a traced frame asks); the name is held, so
+ * that no other string takes its address. */
+static PyObject *last_name;
+static int last_idx;
+static unsigned last_gen;
 
 static int same_text(const char *a, const char *b)
 {
@@ -275,6 +281,7 @@ void breakpoints_clear(void)
 	funcs = NULL;
 	nfuncs = 0;
 	Py_CLEAR(file_map);
+	Py_CLEAR(last_name);
 }
 
 void breakpoints_counts(int *loaded, int *pending, int *functions)
@@ -297,15 +304,13 @@ void breakpoints_counts(int *loaded, int *pending, int *functions)
 
 /* ---- matching --------------------------------------------------------- */
 
-/* The index of the file co_filename names, or -1.  Never raises. */
-static int file_of(PyObject *filename)
+/* The index of the file co_filename names, or -1, through file_map. */
+static int file_lookup(PyObject *filename)
 {
 	PyObject *v, *num;
 	const char *s;
 	int idx = -1;
 
-	if (!nfiles || !filename || !PyUnicode_Check(filename))
-		return -1;
 	if (!file_map && !(file_map = PyDict_New())) {
 		PyErr_Clear();
 		return -1;
@@ -329,6 +334,22 @@ static int file_of(PyObject *filename)
 	if (!num || PyDict_SetItem(file_map, filename, num) < 0)
 		PyErr_Clear();
 	Py_XDECREF(num);
+	return idx;
+}
+
+/* The index of the file co_filename names, or -1.  Never raises. */
+static int file_of(PyObject *filename)
+{
+	int idx;
+
+	if (!nfiles || !filename || !PyUnicode_Check(filename))
+		return -1;
+	if (filename == last_name && last_gen == table_gen)
+		return last_idx;
+	idx = file_lookup(filename);
+	Py_XSETREF(last_name, Py_NewRef(filename));
+	last_idx = idx;
+	last_gen = table_gen;
 	return idx;
 }
 

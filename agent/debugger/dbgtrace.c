@@ -183,6 +183,27 @@ static int on_exception(PyThreadState *ts, PyFrameObject *f, PyObject *arg)
 	return 0;
 }
 
+/*
+ * The common line event, made cheap: a line without a breakpoint in a
+ * frame traced for one elsewhere in it (up to 3.11 every line of such a
+ * frame comes here), on a thread that neither steps nor pauses.  1 when
+ * there is nothing to do; no Python code, no exception touched.
+ */
+static int line_passes(PyThreadState *ts, PyFrameObject *f)
+{
+	PyCodeObject *co;
+	int pass;
+
+	if (cpython.trace.mode(ts) || dbgstep_active(ts))
+		return 0;
+	co = PyFrame_GetCode(f);
+	pass = cpython.trace.code_wanted((PyObject *)co) &&
+	       !breakpoints_line_wanted((PyObject *)co,
+					PyFrame_GetLineNumber(f));
+	Py_DECREF(co);
+	return pass;
+}
+
 /* The trace function of every traced thread. */
 int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 {
@@ -203,6 +224,8 @@ int dbgtrace_function(PyObject *obj, PyFrameObject *f, int what, PyObject *arg)
 	}
 	if (dbgstop_busy())
 		return 0; /* Python code run by a stop being made */
+	if (what == PyTrace_LINE && line_passes(ts, f))
+		return 0;
 	PyErr_Fetch(&et, &ev, &etb);
 	switch (what) {
 	case PyTrace_LINE:

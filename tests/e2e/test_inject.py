@@ -712,19 +712,22 @@ def test_other_mount_namespace(spawn, python, tmp_path):
 
 # ---- launch and list --------------------------------------------------------
 
-def test_launch_starts_the_agent(tmp_path):
+def test_launch_starts_the_agent(tmp_path, python):
     script = tmp_path / "app.py"
     script.write_text("import time\nprint('UP', flush=True)\ntime.sleep(600)\n")
     env = target_env()
     env.pop("PYTHONUSERBASE", None)
     p = subprocess.Popen([CLI, "launch", "-D", "query.max_rows=9", "--",
-                          SYSTEM_PYTHON, str(script)], stdout=subprocess.PIPE,
+                          python, str(script)], stdout=subprocess.PIPE,
                          env=env, text=True)
     try:
         assert p.stdout.readline().strip() == "UP"
         wait_for(lambda: agent_listening(p.pid), 30, "agent")
         r = probing("config", target=p.pid)
         assert re.search(r"query\.max_rows\s+9", r.out), r
+        # The agent of the launched Python's version, its reader checked.
+        assert re.search(r"agent\.python\s+%d\.%d\s" % version_of(python), r.out), r
+        assert re.search(r"agent\.stack_reader\s+ok\s", r.out), r
     finally:
         p.kill()
         p.wait()
