@@ -531,3 +531,99 @@ def test_pause_while_a_thread_holds_the_gil_in_c(python, spawn, cli, script):
     d.request("disconnect", {})
     d.close()
     wait_for(lambda: status(cli, t)["hook"] is False, 60, "the hook to go")
+
+
+OTHER_TOOL = """
+import os, sys, threading, time
+mon = sys.monitoring
+lines = [0]
+
+def count(code, line):
+    lines[0] += 1          # another tool's LINE events: coverage-like
+
+def setup(ids):
+    for i in ids:
+        mon.use_tool_id(i, "other-%d" % i)
+    mon.register_callback(ids[0], mon.events.LINE, count)
+    mon.set_events(ids[0], mon.events.LINE)
+
+def work(n):
+    t = 0
+    for i in range(n):
+        t += i          # @line
+    return t
+
+setup([int(x) for x in os.environ["TAKE_IDS"].split(",")])
+print("READY", flush=True)
+while True:
+    work(10)
+    time.sleep(0.01)
+"""
+
+
+def _monitoring(python):
+    from conftest import version_of
+    if version_of(python) < (3, 12):
+        pytest.skip("sys.monitoring is 3.12's")
+
+
+def test_monitoring_coexists_with_another_tool(python, spawn, cli):
+    """3.12 on: the debugger takes a free tool id and leaves another
+    tool's (its id, events, callbacks) as they are."""
+    _monitoring(python)
+    t = spawn(python, OTHER_TOOL, env={"TAKE_IDS": "0"})
+    t.wait_line("READY")
+    t.wait_agent()
+    line = line_of(t, "# @line")
+    d = Bridge.attached(t.pid)
+    d.request("setBreakpoints", {"source": {"path": t.script},
+                                 "breakpoints": [{"line": line}]})
+    d.request("configurationDone")
+    ev = d.event("stopped")
+    assert ev["body"]["reason"] == "breakpoint", ev
+    st = d.request("stackTrace", {"threadId": ev["body"]["threadId"]})
+    assert st["body"]["stackFrames"][0]["line"] == line
+    # Probing is some other id; the other tool keeps 0.
+    r = cli("eval", "import sys; [sys.monitoring.get_tool(i) for i in range(6)]", target=t.pid)
+    tools = eval(r.out.strip())
+    assert tools[0] == "other-0" and "probing" in tools, tools
+    # A breakpoint that never stops keeps the debugger's events on while
+    # the program runs: the other tool's line events go on all the same.
+    d.request("setBreakpoints", {"source": {"path": t.script},
+                                 "breakpoints": [{"line": line, "condition": "False"}]})
+    d.request("continue", {"threadId": ev["body"]["threadId"]})
+    before = int(cli("eval", "lines[0]", target=t.pid).out)
+    wait_for(lambda: int(cli("eval", "lines[0]", target=t.pid).out) > before + 10, 10,
+             "the other tool's line events")
+    assert "probing" in cli("eval", "[sys.monitoring.get_tool(i) for i in range(6)]",
+                            target=t.pid).out
+    d.request("disconnect", {})
+    d.close()
+    # After detach the id is free again; the other tool is untouched.
+    wait_for(lambda: "probing" not in cli("eval", "import sys; [sys.monitoring.get_tool(i) "
+                                          "for i in range(6)]", target=t.pid).out,
+             10, "the tool id given back")
+    r = cli("eval", "sys.monitoring.get_tool(0)", target=t.pid)
+    assert r.out.strip() == "'other-0'", r
+
+
+def test_monitoring_without_a_free_tool_id_says_so(python, spawn, cli):
+    """Every tool id taken: the client is told why breakpoints cannot
+    work, nothing of the other tools is touched, the target runs on."""
+    _monitoring(python)
+    t = spawn(python, OTHER_TOOL, env={"TAKE_IDS": "0,1,2,3,4,5"})
+    t.wait_line("READY")
+    t.wait_agent()
+    d = Bridge.attached(t.pid)
+    d.request("setBreakpoints", {"source": {"path": t.script},
+                                 "breakpoints": [{"line": line_of(t, "# @line")}]})
+    d.request("configurationDone")
+    out = d.wait(lambda m: m["type"] == "event" and m["event"] == "output"
+                 and "tool id" in m["body"]["output"])
+    text = out["body"]["output"]
+    assert "no free tool id" in text and "other-0" in text and "other-5" in text, text
+    r = cli("eval", "import sys; [sys.monitoring.get_tool(i) for i in range(6)]", target=t.pid)
+    assert eval(r.out.strip()) == ["other-%d" % i for i in range(6)], r
+    d.request("disconnect", {})
+    d.close()
+    assert t.alive()
