@@ -69,7 +69,7 @@ typedef PyFrameObject eval_frame;
 
 #define WALK_MAX 1000000 /* frames looked at in one walk */
 
-/* Mirrors _PyCodeObjectExtra (Objects/codeobject.c, 3.11), so the fast
+/* Mirrors _PyCodeObjectExtra (Objects/codeobject.c, 3.9 to 3.11), so the fast
  * path reads the slot without a call. */
 typedef struct {
 	Py_ssize_t ce_size;
