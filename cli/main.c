@@ -97,7 +97,8 @@ static void main_help(void)
 {
 	main_usage(stdout);
 	printf("\nLook inside a running Python process through its Probing "
-	       "agent.\n\nCommands:\n");
+	       "agent\n(CPython %s in this install).\n\nCommands:\n",
+	       PROBING_SUPPORTED);
 	for (int i = 0; cmd_table[i]; i++) {
 		const struct cmd_entry *e = cmd_table[i];
 		char names[32];
