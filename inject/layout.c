@@ -153,11 +153,21 @@ static int check_python(pid_t pid, int memfd, const struct inject_maps *m,
 		return rc == -ENOENT ? -ENOEXEC : rc;
 	runtime = symbol_at(m, l->python, e, "_PyRuntime");
 	if (!runtime) {
+		int old = symbol_at(m, l->python, e, "Py_GetVersion") != 0;
+
 		inject_elf_free(e);
-		snprintf(err, errlen,
-			 "process %d is not CPython: no libpython is mapped "
-			 "and %s does not export _PyRuntime",
-			 (int)pid, exe);
+		supported_text(have, sizeof(have));
+		if (old)
+			snprintf(err, errlen,
+				 "process %d runs a CPython older than 3.7 "
+				 "(%s has no _PyRuntime); this install of "
+				 "Probing supports %s",
+				 (int)pid, l->python, have);
+		else
+			snprintf(err, errlen,
+				 "process %d is not CPython: no libpython is "
+				 "mapped and %s does not export _PyRuntime",
+				 (int)pid, exe);
 		return -ENOEXEC;
 	}
 	rc = python_version(pid, memfd, m, l->python, e, &l->python_version,

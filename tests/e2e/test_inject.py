@@ -5,6 +5,7 @@ the target's own output shows it went on exactly as it would have.
 The targets print what they observe (how long a sleep lasted, what a read
 returned, exceptions); the tests read it back.
 """
+import glob
 import json
 import os
 import re
@@ -748,3 +749,38 @@ def test_list_shows_injected_agents(spawn, python):
     assert r.rc == 0
     assert t.pid in [row["pid"] if isinstance(row["pid"], int) else int(row["pid"])
                      for row in r.json()], r.out
+
+
+def _old_pythons():
+    """{"3.8": executable, ...}: CPythons older than 3.9 on this machine
+    (pyenv's)."""
+    out = {}
+    for c in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.[5678].*/bin/python3"))):
+        if os.access(c, os.X_OK):
+            out[c.split("/versions/")[1][:3]] = c
+    return out
+
+
+@pytest.mark.parametrize("version,says", [("3.8", "older than 3.9"), ("3.6", "older than 3.7")])
+def test_inject_refuses_an_unsupported_version_and_names_those_it_has(spawn, version, says):
+    old = _old_pythons().get(version)
+    if not old:
+        pytest.skip("no CPython %s on this machine" % version)
+    t = spawn(old, SLEEP, agent=None)
+    t.wait_line("READY")
+    r = inject(t.pid)
+    assert r.rc == 9, r
+    with open(os.path.join(BUILD, "pythons.txt")) as f:
+        have = ", ".join(line.split()[1] for line in f if line.strip())
+    assert says in r.err and ("supports " + have) in r.err, r
+    t.wait_line("SLEPT")
+    assert t.alive()
+
+
+def test_version_and_help_name_the_versions():
+    with open(os.path.join(BUILD, "pythons.txt")) as f:
+        have = ", ".join(line.split()[1] for line in f if line.strip())
+    r = probing("--version")
+    assert r.rc == 0 and ("agents for CPython " + have) in r.out, r
+    r = probing("--help")
+    assert r.rc == 0 and ("CPython " + have + " in this install") in r.out, r
