@@ -152,14 +152,39 @@ static PyObject *probe_spin_and_walk(PyObject *m, PyObject *a)
 	Py_RETURN_NONE;
 }
 
+/* Waits (at most 5 s) until the main thread sleeps in the kernel: it
+ * created the agent thread and goes on into pthread_join(), which on a
+ * busy machine it may not have reached yet. */
+static void wait_main_asleep(void)
+{
+	char path[64], buf[512];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)getpid());
+	for (int i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		const char *p;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2] == 'S')
+			return;
+		usleep(1000);
+	}
+}
+
 static void *agent_thread(void *arg)
 {
-	PyGILState_STATE st = PyGILState_Ensure();
+	PyGILState_STATE st;
 	struct pystack_opts o = {0};
 	char err[128];
 	uint64_t alpha = 0;
 
 	(void)arg;
+	wait_main_asleep();
+	st = PyGILState_Ensure();
 	rc_agent = pystack_take_gil(&g_agent, NULL, err, sizeof(err));
 	for (size_t i = 0; i < g_agent.nthreads; i++)
 		if (g_agent.threads[i].name &&
