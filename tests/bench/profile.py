@@ -241,6 +241,8 @@ def main():
     ap.add_argument("--calls", type=int, default=30000, help="pure-Python calls per chunk")
     ap.add_argument("--runs", type=int, default=5, help="runs of the 50-frame cost")
     ap.add_argument("--python", default=PY, help="the target Python (default %(default)s)")
+    ap.add_argument("--cost-only", action="store_true",
+                    help="only the cost of one sample of a 50-frame stack")
     a = ap.parse_args()
     globals()["PY"] = a.python
     version = subprocess.run([PY, "-c", "import platform; print(platform.python_version())"],
@@ -248,11 +250,12 @@ def main():
     has_torch = subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
     train_setup = TRAIN_SETUP % {"examples": os.path.join(ROOT, "examples")}
     work = []
-    if has_torch:
+    if has_torch and not a.cost_only:
         work.append(("examples/train.py train(), %d steps a chunk" % a.steps,
                      overhead(train_setup, a.rounds, a.steps)))
-    work.append(("pure Python, 20 frames deep, %d calls a chunk" % a.calls,
-                 overhead(PURE_SETUP, a.rounds, a.calls)))
+    if not a.cost_only:
+        work.append(("pure Python, 20 frames deep, %d calls a chunk" % a.calls,
+                     overhead(PURE_SETUP, a.rounds, a.calls)))
     cost, depth = sample_cost(a.runs)
     print("Machine: %s, %d cores, Python %s%s; %s; %d rounds" % (
         platform.machine(), os.cpu_count(), version,
@@ -260,8 +263,9 @@ def main():
         time.strftime("%Y-%m-%d"), a.rounds))
     print()
     modes = ["off", "100 Hz", "1 kHz", "100 Hz native"]
-    print("| workload | " + " | ".join(modes) + " |")
-    print("|---|---|---|---|---|")
+    if work:
+        print("| workload | " + " | ".join(modes) + " |")
+        print("|---|---|---|---|---|")
     for label, o in work:
         print("| %s: CPU s of the working thread per chunk (median) | %s |" % (
             label, " | ".join("%.3f s" % o[m]["cpu"] for m in modes)))

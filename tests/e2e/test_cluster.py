@@ -505,9 +505,16 @@ def test_cluster_errors(nodes_of, python, tmp_path):
 
 FAMILY = """
 import os, subprocess, sys, time
+# Every process of the family ends when the first one (the test's target)
+# is gone: none outlives the test.
+top = int(os.environ.setdefault("FAMILY_TOP", str(os.getpid())))
 def idle():
     while True:
         time.sleep(0.05)
+        try:
+            os.kill(top, 0)
+        except ProcessLookupError:
+            os._exit(0)
 how = sys.argv[1]
 if how == "leaf":
     idle()
