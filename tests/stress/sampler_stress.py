@@ -138,9 +138,28 @@ class Target:
             self.paused = r.returncode == 0
             open(self.flag, "w").close()
         if time.time() - self.started > 600:
+            self.problem = "did not finish in 600 s (stage %s)\n%s" % (
+                self.stage, self.stacks())
             self.proc.kill()
-            self.problem = "did not finish in 600 s"
         return False
+
+    def stacks(self):
+        """What a process that hangs is doing: its Python stacks (the
+        agent, when it answers) and every thread's native stack (gdb,
+        when the machine has it)."""
+        parts = []
+        try:
+            r = self.probing("backtrace")
+            parts.append("probing backtrace (rc %d):\n%s%s"
+                         % (r.returncode, r.stdout, r.stderr))
+        except subprocess.TimeoutExpired:
+            parts.append("probing backtrace: no answer in 120 s")
+        if shutil.which("gdb"):
+            r = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch",
+                                "-ex", "thread apply all bt 40"],
+                               capture_output=True, text=True, timeout=120)
+            parts.append("gdb:\n" + r.stdout[-12000:])
+        return "\n".join(parts)
 
     def verdict(self):
         rc = self.proc.wait()
@@ -150,7 +169,8 @@ class Target:
             return "sanitizer report:\n" + "\n".join(
                 open(r, errors="replace").read()[:6000] for r in reports)
         if rc != 0:
-            return "exit status %d:\n%s" % (rc, out[-4000:])
+            return "exit status %d:\n%s%s" % (
+                rc, out[-4000:], "\n" + self.problem if self.problem else "")
         if "DONE True" not in out:
             return "no result:\n" + out[-4000:]
         return self.problem
