@@ -588,7 +588,7 @@ int inject_python_version(pid_t pid, unsigned *version, char *err,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	rc = inject_layout_read(pid, l, err, errlen);
+	rc = inject_layout_python(pid, l, err, errlen);
 	if (rc == -EPERM || rc == -EACCES) {
 		inject_proc_explain_denied(pid, "reading its memory", -rc, err,
 					   errlen);

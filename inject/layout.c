@@ -421,8 +421,9 @@ static void find_caves(pid_t pid, int memfd, const struct inject_maps *m,
 	}
 }
 
-int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
-		       size_t errlen)
+/* The survey; only up to the Python checks when python_only. */
+static int layout_read(pid_t pid, struct inject_layout *l, int python_only,
+		       char *err, size_t errlen)
 {
 	struct inject_maps m;
 	struct inject_elf *exe_elf = NULL;
@@ -460,7 +461,7 @@ int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
 		goto out;
 	}
 	rc = check_python(pid, memfd, &m, exe, l, err, errlen);
-	if (rc)
+	if (rc || python_only)
 		goto out;
 	rc = find_dlopen(pid, &m, l, err, errlen);
 	if (rc)
@@ -495,4 +496,16 @@ out:
 		close(memfd);
 	inject_maps_release(&m);
 	return rc;
+}
+
+int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
+		       size_t errlen)
+{
+	return layout_read(pid, l, 0, err, errlen);
+}
+
+int inject_layout_python(pid_t pid, struct inject_layout *l, char *err,
+			 size_t errlen)
+{
+	return layout_read(pid, l, 1, err, errlen);
 }

@@ -93,6 +93,12 @@ struct inject_layout {
 int inject_layout_read(pid_t pid, struct inject_layout *l, char *err,
 		       size_t errlen);
 
+/* inject_layout_read() up to its Python checks (the architecture, the
+ * Python, its version and state: arch, python*), without the search for
+ * dlopen and caves; the same errors. */
+int inject_layout_python(pid_t pid, struct inject_layout *l, char *err,
+			 size_t errlen);
+
 /* Whether pc lies in one of the n ranges. */
 int inject_layout_in(const struct inject_range *r, size_t n, uint64_t pc);
 

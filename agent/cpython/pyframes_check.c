@@ -90,16 +90,6 @@ static int debug_offsets(char *err, size_t errlen)
 }
 #endif
 
-/* The name the reader gives code co's frames. */
-static PyObject *shown_name(PyCodeObject *co)
-{
-#if PY_VERSION_HEX >= 0x030B0000
-	return co->co_qualname;
-#else
-	return co->co_name;
-#endif
-}
-
 /* Thread t's frames by the reader and by the C API: 0 when they agree. */
 static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 		       struct cpython_frame *buf, char *err, size_t errlen)
@@ -122,7 +112,7 @@ static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 	f = PyThreadState_GetFrame(ts);
 	while (f && k < n) {
 		PyCodeObject *co = PyFrame_GetCode(f);
-		const char *name = PyUnicode_AsUTF8(shown_name(co));
+		const char *name = PyUnicode_AsUTF8(cpython.frame.qualname(co));
 		const char *file = PyUnicode_AsUTF8(co->co_filename);
 		int line = PyFrame_GetLineNumber(f), ok;
 		PyFrameObject *back = PyFrame_GetBack(f);

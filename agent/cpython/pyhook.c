@@ -44,7 +44,6 @@
 #include <errno.h>
 
 #include "errbuf.h"
-#include "pyframes.h"
 #include "pytrace.h"
 #include "pytrace_state.h"
 
@@ -54,17 +53,14 @@ typedef _PyInterpreterFrame eval_frame;
 typedef _PyCFrame cframe_t;
 #define TRACING_ON 255
 #define HAS_CFRAME 1
-#define NATIVE_ID(ts) ((long)(ts)->native_thread_id)
 #elif PY_VERSION_HEX >= 0x030A0000
 typedef PyFrameObject eval_frame;
 typedef CFrame cframe_t;
 #define TRACING_ON 1
 #define HAS_CFRAME 1
-#define NATIVE_ID(ts) pyframes_native_id((ts)->thread_id)
 #else
 typedef PyFrameObject eval_frame;
 #define HAS_CFRAME 0
-#define NATIVE_ID(ts) pyframes_native_id((ts)->thread_id)
 #endif
 
 #define WALK_MAX 1000000 /* frames looked at in one walk */
@@ -379,7 +375,7 @@ void pytrace_retrace_all(int (*skip)(long native_id))
 
 	for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
 	     ts && n < WALK_MAX; ts = PyThreadState_Next(ts), n++) {
-		if (skip && skip(NATIVE_ID(ts))) {
+		if (skip && skip((long)cpython.frame.native_id(ts))) {
 			/* The agent's own threads never trace. */
 			pytrace_forget(ts);
 			continue;
