@@ -256,6 +256,7 @@ const struct cpython cpython = {
 		.leaf_capture = pyframes_leaf_capture,
 		.leaf_resolve = pyframes_leaf_resolve,
 		.self_check = pyframes_self_check,
+		.off_reason = pyframes_off_reason,
 		.force_pipe = pyframes_force_pipe,
 	},
 	.frame = {

@@ -256,6 +256,9 @@ struct cpython_read_ops {
 	 * and -ENOTSUP is returned with it.  Once, at start-up.
 	 */
 	int (*self_check)(char *err, size_t errlen);
+	/* Why self_check turned the reader off, or NULL while it is on.
+	 * The text stays valid for the life of the process. */
+	const char *(*off_reason)(void);
 	/* Tests only: 1 forces the pipe fallback used when process_vm_readv
 	 * is refused (seccomp), 0 goes back to automatic. */
 	void (*force_pipe)(int on);

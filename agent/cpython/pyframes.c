@@ -24,6 +24,11 @@ void pyframes_disable(const char *why)
 	atomic_store(&disabled, 1);
 }
 
+const char *pyframes_off_reason(void)
+{
+	return atomic_load(&disabled) ? disabled_why : NULL;
+}
+
 int pyframes_ready(void)
 {
 	int init = 0;

@@ -59,6 +59,8 @@ void pyframes_force_pipe(int on);
 int pyframes_self_check(char *err, size_t errlen);
 /* Turns the reader off for good: threads() fails with why. */
 void pyframes_disable(const char *why);
+/* cpython.read.off_reason. */
+const char *pyframes_off_reason(void);
 #if PY_VERSION_HEX < 0x030B0000
 /* The kernel id of the thread whose pthread_t is ident (3.9 and 3.10 keep
  * none in the thread state: glibc's thread descriptor has it); 0 when

@@ -222,6 +222,8 @@ static void write_threads(struct crash_out *o, long tid,
 		crash_report_note(o, rc == -ENOENT
 					     ? "Python is not running "
 					       "(finalizing or not started)"
+					 : rc == -ENOTSUP
+					     ? cpython.read.off_reason()
 					     : "a thread without a Python "
 					       "thread state");
 	}

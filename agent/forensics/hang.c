@@ -55,6 +55,7 @@ static struct {
 	int64_t stuck_ms; /* how long the stack has been the same */
 	int64_t hang_id;  /* the hang recorded, 0 when none */
 	int64_t next_id;
+	int said_off;	     /* the reader's being off was logged */
 	double hang_started; /* Unix seconds */
 	char path[PATH_MAX]; /* its report file, "" when none */
 	char *report;	     /* HANG_REPORT_MAX bytes */
@@ -122,6 +123,13 @@ int hang_timeout_canon(const char *text, char *canon, size_t canonlen,
 			 "1500ms, 1h; off) of at most 30 days",
 			 text);
 		return -EINVAL;
+	}
+	if (ms && cpython.read.off_reason()) {
+		snprintf(err, errlen,
+			 "hang.timeout: the watchdog reads the main thread's "
+			 "stack without the GIL, and %s",
+			 cpython.read.off_reason());
+		return -ENOTSUP;
 	}
 	if (!ms)
 		snprintf(canon, canonlen, "off");
@@ -346,6 +354,13 @@ static void look(int64_t timeout, int64_t period)
 	W.last_ms = now;
 	if (cpython.read.threads(W.threads, PYSTACK_THREADS_MAX, &nt, NULL,
 				 0)) {
+		if (cpython.read.off_reason() && !W.said_off) {
+			/* Set before the start-up check turned the reader
+			 * off: said once. */
+			log_warn("hang: the watchdog is idle: %s",
+				 cpython.read.off_reason());
+			W.said_off = 1;
+		}
 		forget();
 		return;
 	}

@@ -264,6 +264,11 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 		return -EALREADY;
 	}
 	join_exited();
+	if (cpython.read.off_reason()) {
+		pthread_mutex_unlock(&S.lock);
+		snprintf(err, errlen, "%s", cpython.read.off_reason());
+		return -ENOTSUP;
+	}
 	if (o->native &&
 	    (rc = native_start(cpython.read.leaf_capture, err, errlen)) < 0) {
 		pthread_mutex_unlock(&S.lock);

@@ -148,6 +148,10 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 
 	memset(out, 0, sizeof(*out));
 	opts_defaults(o, &depth, &repr);
+	if (cpython.read.off_reason()) {
+		errbuf_set(err, errlen, "%s", cpython.read.off_reason());
+		return -ENOTSUP;
+	}
 	if (cpython.read.ready() < 0) {
 		errbuf_set(err, errlen, "Python is not initialised");
 		return -ENOENT;

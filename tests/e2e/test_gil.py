@@ -1,11 +1,14 @@
 """A target holding the GIL in a long C call, and evals stuck in C: the
 agent still answers, and names the real cause when it cannot."""
 import os
+import re
 import signal
 import subprocess
 import time
 
-from conftest import CLI, probing, wait_for
+import pytest
+
+from conftest import CLI, probing, site_for, wait_for
 
 HOG = """\
 import time
@@ -112,3 +115,73 @@ def test_evals_stuck_in_c_never_starve_the_agent(spawn, python):
              "the extra threads to leave (%d, was %d)"
              % (threads_of(t.pid), base))
     assert t.alive()
+
+
+# 3.13 publishes the offsets debuggers need (_PyRuntime.debug_offsets);
+# the agent compares those it uses with its own at start-up.  Moving one
+# (thread_state.next, at 168 in the 3.13 struct) makes this interpreter
+# look like one whose layout differs from the agent's headers: the
+# check must turn GIL-free reading off and say why everywhere it is
+# needed, while everything that reads with the GIL goes on working.
+SKEWED = """\
+import ctypes, time
+rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+assert ctypes.string_at(rt, 8) == b"xdebugpy"
+nxt = ctypes.c_uint64.from_address(rt + 168)
+nxt.value += 8
+import probing; probing.init()
+def crunch():
+    print("HOGGING", flush=True)
+    return sum(range(3 * 10**9))     # C loop, GIL held throughout
+def wait():
+    while True:
+        if open(__file__ + ".go").read() == "go":
+            crunch()
+        time.sleep(0.05)
+open(__file__ + ".go", "w").write("")
+print("READY", flush=True)
+wait()
+"""
+
+
+def test_a_layout_mismatch_turns_the_reader_off_and_says_so(spawn, python,
+                                                            tmp_path):
+    from conftest import version_of
+    if version_of(python) < (3, 13):
+        pytest.skip("_PyRuntime.debug_offsets is 3.13's")
+    from test_crash import crash_env, the_report, wait_exit
+    env = crash_env(tmp_path, PYTHONPATH=site_for(python))
+    t = spawn(python, SKEWED, agent=None, env=env)
+    t.wait_line("READY")
+    t.wait_agent()
+    why = "thread_state.next is at"
+    wait_for(lambda: why in probing("config", target=t.pid).out, 30, "the check")
+    r = probing("config", target=t.pid)
+    assert re.search(r"agent\.stack_reader\s+reading stacks without the GIL is off", r.out), r
+    # With the GIL: as ever.
+    r = probing("backtrace", "-f", "json", target=t.pid)
+    assert r.rc == 0 and r.json()["gil"]["acquired"] is True, r
+    main = [th for th in r.json()["threads"] if th["nativeId"] == t.pid][0]
+    assert main["frames"][0]["func"] == "wait", main
+    assert probing("eval", "6*7", target=t.pid).out.strip() == "42"
+    # The sampler needs the reader: it says why it cannot start.
+    r = probing("perf", "--start", target=t.pid)
+    assert r.rc != 0 and why in r.err, r
+    # Without the GIL: the reason, not a wrong stack.
+    open(t.script + ".go", "w").write("go")
+    t.wait_line("HOGGING")
+    time.sleep(0.3)
+    r = probing("backtrace", target=t.pid)
+    assert r.rc != 0 and why in r.err, r
+    # The hang watchdog needs it too.
+    r = probing("config", "hang.timeout=30s", target=t.pid)
+    assert r.rc != 0 and why in r.err, r
+    assert t.alive()
+    # A crash report has the native stack, and says why no Python one.
+    os.kill(t.pid, signal.SIGSEGV)
+    assert wait_exit(t) == -signal.SIGSEGV
+    path, rep = the_report(tmp_path, t.pid)
+    first = rep["threads"][0]
+    assert first["tid"] == t.pid and "crashed" in first["flags"], first
+    assert first["python"] == [] and why in " ".join(first["pythonNotes"]), first
+    assert any(f.get("func", "").startswith("builtin_sum+") for f in first["native"]), first
