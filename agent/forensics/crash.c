@@ -219,13 +219,12 @@ static void write_threads(struct crash_out *o, long tid,
 		python_frames(o, me);
 	} else {
 		crash_report_python(o, NULL);
-		crash_report_note(o, rc == -ENOENT
-					     ? "Python is not running "
-					       "(finalizing or not started)"
-					 : rc == -ENOTSUP
-					     ? cpython.read.off_reason()
-					     : "a thread without a Python "
-					       "thread state");
+		crash_report_note(
+			o, rc == -ENOENT    ? "Python is not running "
+					      "(finalizing or not started)"
+			   : rc == -ENOTSUP ? cpython.read.off_reason()
+					    : "a thread without a Python "
+					      "thread state");
 	}
 	if (first_extra)
 		first_extra(o, arg);

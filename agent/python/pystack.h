@@ -101,8 +101,9 @@ int pystack_take_gil(struct pystack *out, const struct pystack_opts *o,
 
 /* Any thread, no GIL; o may be NULL (o->locals is ignored).  Returns 0,
  * -ENOMEM, -ENOENT when Python is not initialised, or -ENOTSUP (with the
- * reason) when the start-up check turned GIL-free reading off; threads whose frames could not be read (after
- * a few tries) come back with nframes 0 and state "unknown". */
+ * reason) when the start-up check turned GIL-free reading off; threads whose
+ * frames could not be read (after a few tries) come back with nframes 0 and
+ * state "unknown". */
 int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 		       char *err, size_t errlen);
 
