@@ -89,10 +89,7 @@ void cli_help_print(const struct cmd_entry *e)
 {
 	usage_line(stdout, e);
 	if (e->alias)
-		printf("       probing %s%s%s%s\n",
-		       e->flags & CMD_TARGET ? "[-t TARGET] " : "", e->alias,
-		       e->usage && *e->usage ? " " : "",
-		       e->usage ? e->usage : "");
+		printf("       (also named: %s)\n", e->alias);
 	printf("\n%s.\n", e->summary);
 	if (e->help && *e->help)
 		printf("\n%s", e->help);

@@ -65,7 +65,7 @@ struct cmd_ctx {
 
 struct cmd_entry {
 	const char *name;
-	const char *alias;   /* or NULL */
+	const char *alias;   /* other names, space-separated; or NULL */
 	const char *usage;   /* arguments after the name */
 	const char *summary; /* one line for the command list */
 	const char *help;    /* options and details, ends with a newline */

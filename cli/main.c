@@ -2,6 +2,7 @@
  * main: the `probing` command: global options, the command table, help,
  * and dispatch.  Each command lives in its own commands/cmd_<name>.c.
  */
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,11 @@ static const char global_help[] =
 	"Options:\n"
 	"  -t, --target TARGET  the agent to talk to: a pid, HOST:PORT, "
 	"@name or a\n"
-	"                       unix socket path (default $PROBING_TARGET)\n"
+	"                       unix socket path (default $PROBING_TARGET); "
+	"the target may\n"
+	"                       also come first, before the command: "
+	"'probing 1234 backtrace'\n"
+	"  -p, --pid PID        the same as -t PID\n"
 	"      --timeout MS     how long to wait for the agent, in "
 	"milliseconds\n"
 	"                       (default $PROBING_TIMEOUT, else 10000)\n"
@@ -89,6 +94,7 @@ static void main_usage(FILE *f)
 	fprintf(f, "usage: probing [-t TARGET] [--timeout MS] [-f FORMAT] "
 		   "[--token TOKEN]\n"
 		   "               COMMAND [ARGS...]\n"
+		   "       probing TARGET COMMAND [ARGS...]\n"
 		   "       probing help [COMMAND]\n"
 		   "       probing --version\n");
 }
@@ -101,31 +107,126 @@ static void main_help(void)
 	       PROBING_SUPPORTED);
 	for (int i = 0; cmd_table[i]; i++) {
 		const struct cmd_entry *e = cmd_table[i];
-		char names[32];
 
-		snprintf(names, sizeof(names), "%s%s%s", e->name,
-			 e->alias ? ", " : "", e->alias ? e->alias : "");
-		printf("  %-14s %s\n", names, e->summary);
+		printf("  %-11s %s", e->name, e->summary);
+		if (e->alias)
+			printf(" (also: %s)", e->alias);
+		printf("\n");
 	}
 	fputs(global_help, stdout);
+}
+
+/* Is name one of the space-separated words of list? */
+static int in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	while (list && *list) {
+		size_t w = strcspn(list, " ");
+
+		if (w == n && !strncmp(list, name, n))
+			return 1;
+		list += w;
+		list += strspn(list, " ");
+	}
+	return 0;
 }
 
 static const struct cmd_entry *cmd_find(const char *name)
 {
 	for (int i = 0; cmd_table[i]; i++) {
 		const struct cmd_entry *e = cmd_table[i];
-		if (!strcmp(e->name, name) ||
-		    (e->alias && !strcmp(e->alias, name)))
+		if (!strcmp(e->name, name) || in_list(e->alias, name))
 			return e;
 	}
 	return NULL;
 }
 
+/* The original Probing's commands that have another form here. */
+static const struct {
+	const char *word, *use;
+} old_words[] = {
+	{"pause", "debug --pause"},
+	{"catch", "config crash.enabled=on"},
+	{"crash", "config crash.enabled=on"},
+	{"attach", "debug --pause (then attach VS Code)"},
+};
+
+/* Edit distance of a and b, capped at 3 (the names are short). */
+static int distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[32], prev, tmp;
+
+	if (la >= 32 || lb >= 32)
+		return 3;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int best = prev + (a[i - 1] != b[j - 1]);
+
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			tmp = row[j];
+			row[j] = best;
+			prev = tmp;
+		}
+	}
+	return row[lb] < 3 ? row[lb] : 3;
+}
+
+/* Says what name is here: the original's form, a near command, or the
+ * list. */
 static int unknown_command(const char *name)
 {
-	cli_error(CLI_EUSAGE, "unknown command '%s'", name);
-	fprintf(stderr, "Try 'probing --help'.\n");
+	const char *near = NULL;
+	int best = 3;
+
+	for (size_t i = 0; i < sizeof(old_words) / sizeof(old_words[0]); i++)
+		if (!strcmp(old_words[i].word, name)) {
+			cli_error(CLI_EUSAGE,
+				 "'%s' is 'probing -t TARGET %s' here", name,
+				 old_words[i].use);
+			return CLI_EUSAGE;
+		}
+	for (int i = 0; cmd_table[i]; i++) {
+		int d = distance(name, cmd_table[i]->name);
+
+		if (d < best) {
+			best = d;
+			near = cmd_table[i]->name;
+		}
+	}
+	if (near && best <= (strlen(name) > 4 ? 2 : 1))
+		cli_error(CLI_EUSAGE, "unknown command '%s'; did you mean '%s'?",
+			  name, near);
+	else
+		cli_error(CLI_EUSAGE,
+			  "unknown command '%s' (the commands: 'probing "
+			  "--help')",
+			  name);
 	return CLI_EUSAGE;
+}
+
+/* Does word name a target (a pid, HOST:PORT, @name, a socket path)
+ * rather than a command?  For `probing 1234 backtrace`. */
+static int looks_like_target(const char *word)
+{
+	const char *colon = strrchr(word, ':');
+	size_t n = strspn(word, "0123456789");
+
+	if (n && !word[n])
+		return 1;
+	if (word[0] == '@' || strchr(word, '/'))
+		return 1;
+	if (colon && colon[1] && !colon[1 + strspn(colon + 1, "0123456789")])
+		return 1;
+	return 0;
 }
 
 static int cmd_help(int argc, char **argv)
@@ -155,10 +256,35 @@ static int wants_help(int argc, char **argv)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* Where the target came from, for two that disagree. */
+enum target_src { FROM_NONE, FROM_ENV, FROM_OPTION };
+
+struct globals {
+	struct cmd_ctx *ctx;
+	const char *token;
+	enum target_src target_src;
+};
+
+static int set_target(struct globals *g, const char *text, const char *how)
+{
+	if (g->target_src == FROM_OPTION && strcmp(g->ctx->target, text))
+		return cli_error(CLI_EUSAGE, "two targets: '%s' and %s '%s'",
+				 g->ctx->target, how, text);
+	g->ctx->target = text;
+	g->target_src = FROM_OPTION;
+	return CLI_OK;
+}
+
+/*
+ * The global options at the front of argv (getopt's '+': up to the first
+ * word that is not one).  Returns -1 to go on (optind at that word), or
+ * the exit code to end with.
+ */
+static int parse_globals(struct globals *g, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"target", required_argument, NULL, 't'},
+		{"pid", required_argument, NULL, 'p'},
 		{"timeout", required_argument, NULL, 'T'},
 		{"token", required_argument, NULL, 'K'},
 		{"format", required_argument, NULL, 'f'},
@@ -166,44 +292,40 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	struct cmd_ctx ctx = {.timeout_ms = CLI_TIMEOUT_DEFAULT};
-	const struct cmd_entry *e;
-	const char *env, *token = NULL;
-	char why[256];
-	int c, rc;
+	struct cmd_ctx *ctx = g->ctx;
+	int c;
 
-	opterr = 0; /* cli_option_error says it better */
-	env = getenv("PROBING_TARGET");
-	if (env && *env)
-		ctx.target = env;
-	env = getenv("PROBING_TIMEOUT");
-	if (env && *env) {
-		if (cli_parse_ms(env, &ctx.timeout_ms) < 0)
-			return cli_error(CLI_EUSAGE,
-					 "PROBING_TIMEOUT must be a positive "
-					 "number of milliseconds, not '%s'",
-					 env);
-		ctx.timeout_given = 1;
-	}
-	while ((c = getopt_long(argc, argv, "+:t:f:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:t:p:f:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			ctx.target = optarg;
+			if (set_target(g, optarg, "-t") != CLI_OK)
+				return CLI_EUSAGE;
+			break;
+		case 'p':
+			if (!optarg[0] ||
+			    optarg[strspn(optarg, "0123456789")])
+				return cli_error(CLI_EUSAGE,
+						 "--pid takes a process id, "
+						 "not '%s' (for HOST:PORT, "
+						 "@name or a path: -t)",
+						 optarg);
+			if (set_target(g, optarg, "--pid") != CLI_OK)
+				return CLI_EUSAGE;
 			break;
 		case 'T':
-			if (cli_parse_ms(optarg, &ctx.timeout_ms) < 0)
+			if (cli_parse_ms(optarg, &ctx->timeout_ms) < 0)
 				return cli_error(CLI_EUSAGE,
 						 "--timeout must be a positive "
 						 "number of milliseconds, not "
 						 "'%s'",
 						 optarg);
-			ctx.timeout_given = 1;
+			ctx->timeout_given = 1;
 			break;
 		case 'K':
-			token = optarg;
+			g->token = optarg;
 			break;
 		case 'f':
-			if (cli_format_parse(optarg, &ctx.format))
+			if (cli_format_parse(optarg, &ctx->format))
 				return CLI_EUSAGE;
 			break;
 		case 'h':
@@ -217,13 +339,55 @@ int main(int argc, char **argv)
 			return cli_option_error(NULL, c, argc, argv);
 		}
 	}
-	if (!token && (env = getenv("PROBING_TOKEN")) && *env)
-		token = env;
-	if (token && dap_token_check(token, why, sizeof(why)))
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct cmd_ctx ctx = {.timeout_ms = CLI_TIMEOUT_DEFAULT};
+	struct globals g = {.ctx = &ctx};
+	const struct cmd_entry *e;
+	const char *env;
+	char why[256];
+	int rc;
+
+	opterr = 0; /* cli_option_error says it better */
+	env = getenv("PROBING_TARGET");
+	if (env && *env) {
+		ctx.target = env;
+		g.target_src = FROM_ENV;
+	}
+	env = getenv("PROBING_TIMEOUT");
+	if (env && *env) {
+		if (cli_parse_ms(env, &ctx.timeout_ms) < 0)
+			return cli_error(CLI_EUSAGE,
+					 "PROBING_TIMEOUT must be a positive "
+					 "number of milliseconds, not '%s'",
+					 env);
+		ctx.timeout_given = 1;
+	}
+	if ((rc = parse_globals(&g, argc, argv)) >= 0)
+		return rc;
+	/* The original's form: the target first (`probing 1234 backtrace`),
+	 * then global options again. */
+	if (optind < argc && !cmd_find(argv[optind]) &&
+	    strcmp(argv[optind], "help") && looks_like_target(argv[optind])) {
+		if (set_target(&g, argv[optind], "the target") != CLI_OK)
+			return CLI_EUSAGE;
+		argc -= optind;
+		argv += optind;
+		optind = 0; /* glibc: argv[0] is skipped, as a program name */
+		if ((rc = parse_globals(&g, argc, argv)) >= 0)
+			return rc;
+	}
+	env = getenv("PROBING_TOKEN");
+	if (!g.token && env && *env)
+		g.token = env;
+	if (g.token && dap_token_check(g.token, why, sizeof(why)))
 		return cli_error(CLI_EUSAGE, "%s: %s",
-				 token == env ? "PROBING_TOKEN" : "--token",
+				 g.token == env ? "PROBING_TOKEN" : "--token",
 				 why);
-	cli_target_set_token(token);
+	cli_target_set_token(g.token);
 	argc -= optind;
 	argv += optind;
 	if (argc < 1) {

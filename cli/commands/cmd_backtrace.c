@@ -307,7 +307,7 @@ static int cmd_backtrace_exec(struct cmd_ctx *ctx, int argc, char **argv)
 
 const struct cmd_entry cmd_backtrace_entry = {
 	.name = "backtrace",
-	.alias = "bt",
+	.alias = "bt dump",
 	.usage = "[--locals] [--thread ID]... [-f json]",
 	.summary = "Show every thread's Python stack, innermost frame first",
 	.help = "Reads the stacks now, without pausing the target.  Each "

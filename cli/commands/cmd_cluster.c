@@ -375,6 +375,9 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	argc -= optind;
 	argv += optind;
+	/* The original Probing's "monitor all cluster nodes". */
+	if (!strcmp(sub, "attach"))
+		sub = "nodes";
 	if (!strcmp(sub, "nodes")) {
 		if (argc)
 			return cli_usage_error(ctx->entry, "nodes: no "
@@ -384,7 +387,9 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (!strcmp(sub, "add"))
 		return do_add(ctx, argc, argv);
 	if (strcmp(sub, "query") && strcmp(sub, "backtrace"))
-		return cli_usage_error(ctx->entry, "unknown subcommand '%s'",
+		return cli_usage_error(ctx->entry,
+				       "unknown subcommand '%s' (nodes, add, "
+				       "query, backtrace, flamegraph)",
 				       sub);
 	if (!strcmp(sub, "query") && argc != 1)
 		return cli_usage_error(ctx->entry, "query: give the SQL as "
@@ -423,7 +428,8 @@ const struct cmd_entry cmd_cluster_entry = {
 		"\n"
 		"Subcommands:\n"
 		"  nodes                the node list with status and last "
-		"answer\n"
+		"answer (also:\n"
+		"                       attach, the original Probing's name)\n"
 		"  add HOST:PORT[=RANK]...  add nodes to the target's list\n"
 		"  query SQL            SQL on every node; rows tagged with "
 		"rank and host\n"

@@ -492,7 +492,7 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 
 const struct cmd_entry cmd_debug_entry = {
 	.name = "debug",
-	.alias = NULL,
+	.alias = "d dbg",
 	.usage = "[--dump | --pause [--address HOST:PORT] [--wait S] | "
 		 "--resume]",
 	.summary = "The debugger: state, stack dump, pause for an editor",

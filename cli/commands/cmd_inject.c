@@ -196,6 +196,82 @@ static int configure(struct cmd_ctx *ctx, cJSON *set)
 	return rc;
 }
 
+/* What to do once the agent answers: the original Probing's -P and -e. */
+struct then {
+	int pprof;	    /* start the sampler */
+	const char *script; /* run this file's code in the target */
+};
+
+#define SCRIPT_MAX (4 << 20) /* bytes of an -e script */
+
+/* Reads path whole (at most SCRIPT_MAX); NULL after saying why. */
+static char *read_script(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t n = 0;
+
+	if (!f) {
+		cli_error(CLI_EUSAGE, "--execute: cannot read %s: %s", path,
+			  strerror(errno));
+		return NULL;
+	}
+	buf = malloc(SCRIPT_MAX + 1);
+	if (buf)
+		n = fread(buf, 1, SCRIPT_MAX + 1, f);
+	if (!buf || ferror(f) || n > SCRIPT_MAX) {
+		cli_error(CLI_EUSAGE, "--execute: %s: %s", path,
+			  !buf ? "out of memory"
+			  : n > SCRIPT_MAX ? "over 4 MiB"
+					   : strerror(errno));
+		free(buf);
+		fclose(f);
+		return NULL;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The settings, then -P and -e, in that order. */
+static int configure_then(struct cmd_ctx *ctx, cJSON *set,
+			  const struct then *then)
+{
+	struct dap_message *resp = NULL;
+	char *code;
+	cJSON *args;
+	int rc = configure(ctx, set);
+
+	if (rc == CLI_OK && then->pprof) {
+		args = cJSON_CreateObject();
+		cJSON_AddStringToObject(args, "action", "start");
+		rc = cli_request(ctx, "probing/profile", args, ctx->timeout_ms,
+				 &resp);
+		if (rc == CLI_OK && !resp->success)
+			rc = cli_error(CLI_EFAIL, "the sampler did not start: %s",
+				       cli_resp_message(resp));
+		else if (rc == CLI_OK)
+			printf("sampler: started ('probing -t %s perf' for its "
+			       "state, 'flamegraph' for the profile)\n",
+			       ctx->target);
+		dap_message_free(resp);
+		resp = NULL;
+	}
+	if (rc == CLI_OK && then->script) {
+		if (!(code = read_script(then->script)))
+			return CLI_EUSAGE;
+		args = cJSON_CreateObject();
+		cJSON_AddStringToObject(args, "expression", code);
+		cJSON_AddStringToObject(args, "context", "repl");
+		free(code);
+		rc = cli_request(ctx, "evaluate", args, ctx->timeout_ms, &resp);
+		if (rc == CLI_OK)
+			rc = cli_evaluate_show(resp);
+		dap_message_free(resp);
+	}
+	return rc;
+}
+
 static void print_injected(pid_t pid, const char *lib,
 			   const struct inject_result *res, double agent_ms)
 {
@@ -229,8 +305,13 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{"library", required_argument, NULL, 'L'},
 		{"define", required_argument, NULL, 'D'},
 		{"crash", no_argument, NULL, 'c'},
+		{"pprof", no_argument, NULL, 'P'},
+		{"address", required_argument, NULL, 'l'},
+		{"background", no_argument, NULL, 'b'},
+		{"execute", required_argument, NULL, 'e'},
 		{NULL, 0, NULL, 0},
 	};
+	struct then then = {0};
 	struct inject_opts io = {0};
 	struct inject_result res;
 	char lib[PATH_MAX], err[1536];
@@ -242,10 +323,21 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	int c, rc;
 
 	set = cJSON_CreateObject();
-	while ((c = getopt_long(argc, argv, ":l:L:D:c", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":l:a:L:D:cPbe:", opts,
+				NULL)) != -1) {
 		char *eq;
 
 		switch (c) {
+		case 'P':
+			then.pprof = 1;
+			break;
+		case 'e':
+			then.script = optarg;
+			break;
+		case 'b':
+			/* The original's "background server": always on. */
+			break;
+		case 'a':
 		case 'l':
 			cJSON_DeleteItemFromObjectCaseSensitive(
 				set, "server.listen");
@@ -312,7 +404,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		printf("process %d already has a Probing agent; reusing it "
 		       "(nothing injected)\n",
 		       (int)pid);
-		return configure(ctx, set);
+		return configure_then(ctx, set, &then);
 	}
 	if (rc != CLI_ENOAGENT) {
 		cJSON_Delete(set);
@@ -363,7 +455,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			cJSON_Delete(set);
 			return rc;
 		}
-		return configure(ctx, set);
+		return configure_then(ctx, set, &then);
 	}
 	if (rc) {
 		cJSON_Delete(set);
@@ -375,13 +467,14 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		return rc;
 	}
 	print_injected(pid, res.target_path, &res, (double)(now_ms() - start));
-	return configure(ctx, set);
+	return configure_then(ctx, set, &then);
 }
 
 const struct cmd_entry cmd_inject_entry = {
 	.name = "inject",
 	.alias = NULL,
-	.usage = "[--listen ADDR] [--crash] [-D KEY=VALUE]... [--library PATH]",
+	.usage = "[--listen ADDR] [--crash] [--pprof] [--execute FILE] "
+		 "[-D KEY=VALUE]... [--library PATH]",
 	.summary = "Put the agent into a running Python process (ptrace)",
 	.help = "Loads the agent into process TARGET (a pid; "
 		"CPython " PROBING_SUPPORTED ") with ptrace:\n"
@@ -404,6 +497,16 @@ const struct cmd_entry cmd_inject_entry = {
 		"else one generated into\n"
 		"                       the token file, whose path is printed "
 		"(docs/security.md)\n"
+		"  -a, --address ADDR   the same (the original Probing's "
+		"name)\n"
+		"  -P, --pprof          then start the sampler (as 'probing "
+		"perf --start')\n"
+		"  -e, --execute FILE   then run FILE's Python code in the "
+		"process (as 'probing\n"
+		"                       eval'; its output is printed)\n"
+		"  -b, --background     accepted for the original's scripts: "
+		"the agent always\n"
+		"                       serves in the background\n"
 		"  -D, --define K=V     set an agent setting (repeatable; "
 		"'probing config'\n"
 		"                       lists them)\n"

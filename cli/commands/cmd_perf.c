@@ -183,7 +183,7 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 
 const struct cmd_entry cmd_perf_entry = {
 	.name = "perf",
-	.alias = NULL,
+	.alias = "p performance",
 	.usage = "[--cc | --start | --stop] [--hz N] [--duration MS]\n"
 		 "       probing perf --torch [--stop] [--duration MS] "
 		 "[--step-rate N]\n"

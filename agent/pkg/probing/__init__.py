@@ -101,19 +101,21 @@ def _autostart():
     of the environment, so a Python child (a subprocess, a test's helper)
     runs exactly as it would without Probing.  PROBING=2 (or "nested")
     leaves it there: every Python process started from this one gets an
-    agent too, as the ranks of a torchrun job need.
+    agent too, as the ranks of a torchrun job need.  PROBE, the original
+    Probing's name, is read when PROBING is not set.
     """
-    value = os.environ.get("PROBING", "").lower()
+    name = "PROBING" if os.environ.get("PROBING") else "PROBE"
+    value = os.environ.get(name, "").lower()
     if value in ("", "0", "off", "false", "no"):
         return
     if value not in _THIS_ONLY + _NESTED:
         import sys
-        print("[probing] not started: PROBING=%s (use 1 for this process, "
-              "2 for it and its children)" % os.environ["PROBING"],
+        print("[probing] not started: %s=%s (use 1 for this process, "
+              "2 for it and its children)" % (name, os.environ[name]),
               file=sys.stderr)
         return
     if value in _THIS_ONLY:
-        del os.environ["PROBING"]
+        del os.environ[name]
     try:
         init()
     except Exception as exc:  # never stop the program because of us

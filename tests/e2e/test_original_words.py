@@ -1,0 +1,123 @@
+"""The original Probing's words, as its README and docs use them: each is
+accepted, or answered with the exact command to use here — never a bare
+"unknown"."""
+import json
+
+from conftest import probing
+
+IDLE = """\
+import time
+def idle():
+    while True:
+        time.sleep(0.01)
+print("READY", flush=True)
+idle()
+"""
+
+
+def run(*args, env=None):
+    """probing with exactly these arguments (no -t added)."""
+    return probing(*args, env=env)
+
+
+def main_funcs(out, pid):
+    body = json.loads(out)
+    main = [th for th in body["threads"] if th["nativeId"] == pid][0]
+    return [f["func"] for f in main["frames"]]
+
+
+def test_the_target_first_and_pid_options(spawn, python):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    pid = str(t.pid)
+    # `probing <pid> backtrace`, with global options before and after.
+    for argv in ([pid, "backtrace", "-f", "json"],
+                 [pid, "-f", "json", "backtrace"],
+                 ["--timeout", "9000", pid, "bt", "-f", "json"],
+                 ["-p", pid, "backtrace", "-f", "json"],
+                 ["--pid", pid, "dump", "-f", "json"]):
+        r = run(*argv)
+        assert r.rc == 0, (argv, r)
+        assert main_funcs(r.out, t.pid)[0] == "idle", (argv, r)
+    r = run(pid, "eval", "6*7")
+    assert r.rc == 0 and r.out.strip() == "42", r
+    # The endpoint form for TCP and for a socket name.
+    r = run("@probing-%s" % pid, "eval", "1+1")
+    assert r.rc == 0 and r.out.strip() == "2", r
+    # The original's command names.
+    r = run(pid, "dbg")
+    assert r.rc == 0 and r.out == run(pid, "debug").out, r
+    r = run(pid, "d")
+    assert r.rc == 0 and r.out == run(pid, "debug").out, r
+    for name in ("p", "performance"):
+        r = run(pid, name)
+        assert r.rc == 0 and "state\tnever started" in r.out, (name, r)
+    # Two different targets are a usage error, never a silent choice.
+    r = run("-t", pid, "1", "backtrace")
+    assert r.rc == 2 and "two targets" in r.err, r
+    r = run("--pid", "host:1", "backtrace")
+    assert r.rc == 2 and "--pid takes a process id" in r.err, r
+    # The environment's target gives way to the one on the command line.
+    r = run(pid, "eval", "3", env={"PROBING_TARGET": "4194999"})
+    assert r.rc == 0 and r.out.strip() == "3", r
+
+
+def test_help_and_unknown_words_say_what_to_use():
+    r = run("help", "performance")
+    assert r.rc == 0 and r.out.startswith("usage: probing [-t TARGET] perf"), r
+    assert "(also named: p performance)" in r.out, r
+    r = run("help", "dbg")
+    assert r.rc == 0 and "usage: probing [-t TARGET] debug" in r.out, r
+    r = run("--help")
+    assert "probing TARGET COMMAND" in r.out and "-p, --pid PID" in r.out, r
+    r = run("pause")
+    assert r.rc == 2 and "'probing -t TARGET debug --pause'" in r.err, r
+    r = run("catch")
+    assert r.rc == 2 and "crash.enabled=on" in r.err, r
+    r = run("backtrac")
+    assert r.rc == 2 and "did you mean 'backtrace'?" in r.err, r
+    r = run("frobnicate")
+    assert r.rc == 2 and "probing --help" in r.err and "did you mean" not in r.err, r
+    # An endpoint first, then a word that is no command.
+    r = run("4194999", "frobnicate")
+    assert r.rc == 2 and "unknown command 'frobnicate'" in r.err, r
+
+
+def test_cluster_attach_lists_the_nodes(spawn, python):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    a = run(str(t.pid), "cluster", "attach", "-f", "json")
+    b = run(str(t.pid), "cluster", "nodes", "-f", "json")
+    assert a.rc == b.rc, (a, b)
+    assert a.out == b.out or json.loads(a.out)[0].keys() == json.loads(b.out)[0].keys(), (a, b)
+
+
+def test_probe_env_is_probing(spawn, python):
+    t = spawn(python, IDLE + "", agent=None, env={"PROBE": "1"})
+    t.wait_line("READY")
+    t.wait_agent()
+    r = run(str(t.pid), "eval", "import os; repr(os.environ.get('PROBE'))")
+    # PROBE=1 is this process only, as PROBING=1 is.
+    assert r.rc == 0 and r.out.strip() == "'None'", r
+
+
+def test_inject_with_the_originals_options(spawn, python, tmp_path):
+    t = spawn(python, IDLE, agent=None)
+    t.wait_line("READY")
+    script = tmp_path / "hello.py"
+    script.write_text("import sys\nhello_from_script = 40 + 2\n"
+                      "print('in', sys.argv[:0], hello_from_script)\n")
+    r = run(str(t.pid), "inject", "-P", "-b", "-e", str(script))
+    assert r.rc == 0, r
+    assert "agent: @probing-%d" % t.pid in r.out, r
+    assert "sampler: started" in r.out, r
+    # The script ran in the process, its output shown as eval shows it.
+    assert "in [] 42" in r.out, r
+    r = run(str(t.pid), "eval", "hello_from_script")
+    assert r.rc == 0 and r.out.strip() == "42", r
+    r = run(str(t.pid), "perf", "-f", "json")
+    assert r.rc == 0 and json.loads(r.out)["running"] is True, r
+    r = run(str(t.pid), "inject", "-e", str(tmp_path / "missing.py"))
+    assert r.rc == 2 and "cannot read" in r.err, r
