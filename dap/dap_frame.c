@@ -223,6 +223,22 @@ int dap_framer_next(struct dap_framer *fr, char **body, size_t *len)
 	return 1;
 }
 
+int dap_frame_is_http(const char *data, size_t len)
+{
+	static const char *const methods[] = {
+		"GET ",	    "HEAD ",  "POST ",	  "PUT ",  "DELETE ",
+		"OPTIONS ", "PATCH ", "CONNECT ", "TRACE ",
+	};
+
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		size_t n = strlen(methods[i]);
+
+		if (len >= n && !memcmp(data, methods[i], n))
+			return 1;
+	}
+	return 0;
+}
+
 int dap_frame_header(char *out, size_t outlen, size_t len)
 {
 	int n = snprintf(out, outlen, "Content-Length: %zu\r\n\r\n", len);

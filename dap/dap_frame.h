@@ -73,6 +73,10 @@ int dap_framer_feed(struct dap_framer *fr, const char *data, size_t len);
  */
 int dap_framer_next(struct dap_framer *fr, char **body, size_t *len);
 
+/* 1 when the first bytes of a stream, data[0..len), are an HTTP request
+ * line's start ("GET ", "POST ", ...): a browser or curl at a DAP port. */
+int dap_frame_is_http(const char *data, size_t len);
+
 /* Formats the header for a body of len bytes into out (>= 40 bytes; 41 is
  * enough for any size_t).  Returns the header's length, or -1 when it does
  * not fit (only possible for len >= 10^19 with 40 bytes). */

@@ -64,22 +64,11 @@ static void flush_output(struct session *s)
 		server_session_close(s);
 }
 
-void server_session_send(struct session *s, struct dap_message *msg)
+/* Queues text (len bytes; taken) and sends what the socket takes now. */
+static void queue(struct session *s, char *text, size_t len)
 {
 	struct outbuf *b;
-	char *text;
-	size_t len;
 
-	if (s->closed) {
-		dap_message_free(msg);
-		return;
-	}
-	text = dap_message_encode(msg, ++s->seq, &len);
-	dap_message_free(msg);
-	if (!text) {
-		server_session_close(s);
-		return;
-	}
 	if (s->out_bytes + len > SERVER_OUTPUT_MAX) {
 		/* A client that does not read is dropped, not buffered for. */
 		log_warn("session %llu: output queue full, closing",
@@ -107,6 +96,57 @@ void server_session_send(struct session *s, struct dap_message *msg)
 	s->out_bytes += len;
 	if (s->out_head == b)
 		flush_output(s);
+}
+
+void server_session_send(struct session *s, struct dap_message *msg)
+{
+	char *text;
+	size_t len;
+
+	if (s->closed) {
+		dap_message_free(msg);
+		return;
+	}
+	text = dap_message_encode(msg, ++s->seq, &len);
+	dap_message_free(msg);
+	if (!text) {
+		server_session_close(s);
+		return;
+	}
+	queue(s, text, len);
+}
+
+/* A browser or curl at the port: one line of plain HTTP that says what
+ * this is, then the session ends as a refused one does.  Nothing is
+ * logged where the program would see it. */
+static void answer_http(struct session *s)
+{
+	static const char body[] =
+		"This is a Probing agent's port: it speaks the Debug Adapter "
+		"Protocol, not HTTP.\n"
+		"Connect with the probing command (probing -t HOST:PORT "
+		"backtrace, ... query, ... repl)\n"
+		"or VS Code's \"Attach to probing\" with this host and "
+		"port.\n";
+	char *text = malloc(sizeof(body) + 160);
+	int n;
+
+	log_debug("session %llu: an HTTP request, answered so",
+		  (unsigned long long)s->id);
+	s->refused = 1;
+	if (!text) {
+		server_session_close(s);
+		return;
+	}
+	n = snprintf(text, sizeof(body) + 160,
+		     "HTTP/1.0 400 Bad Request\r\n"
+		     "Content-Type: text/plain; charset=utf-8\r\n"
+		     "Content-Length: %zu\r\n"
+		     "Connection: close\r\n\r\n%s",
+		     sizeof(body) - 1, body);
+	queue(s, text, (size_t)n);
+	if (!s->closed && !s->out_head && !s->lingering)
+		server_auth_linger(s);
 }
 
 static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
@@ -154,6 +194,11 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 			server_session_close(s);
 		return;
 	}
+	if (s->in_bytes == 0 && dap_frame_is_http(buf, (size_t)n)) {
+		answer_http(s);
+		return;
+	}
+	s->in_bytes += (uint64_t)n;
 	rc = dap_framer_feed(&s->framer, buf, (size_t)n);
 	for (;;) {
 		char *body;
@@ -162,8 +207,9 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 		if (got == 0)
 			break;
 		if (got < 0) {
-			/* The stream cannot be followed any more. */
-			log_warn("session %llu: %s, closing",
+			/* The stream cannot be followed any more: the
+			 * client's error, not the program's business. */
+			log_info("session %llu: %s, closing",
 				 (unsigned long long)s->id, dap_strerror(got));
 			server_session_close(s);
 			return;

@@ -39,6 +39,7 @@ struct session {
 	struct outbuf *out_head, *out_tail;
 	size_t out_bytes;
 	int64_t seq;              /* our outgoing message numbers */
+	uint64_t in_bytes;        /* received so far */
 	int inflight;
 	int closing;              /* flush output, then close */
 	int closed;               /* waiting to be reaped */

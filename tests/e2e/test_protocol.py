@@ -201,3 +201,41 @@ def test_strings_are_taken_whole_or_refused(spawn, python):
         assert r is not None and r["success"] is ok, (token_sent, r)
         c.close()
     assert t.alive() and t2.alive()
+
+
+def test_http_at_the_port_is_told_what_it_is(spawn, python):
+    """A browser or curl at the agent's TCP port gets one line of plain
+    HTTP that says this is a DAP port; the program's streams get nothing
+    (broken streams of any client are not logged there either)."""
+    import urllib.error
+    import urllib.request
+    with socket.socket() as f:
+        f.bind(("127.0.0.1", 0))
+        port = f.getsockname()[1]
+    t = spawn(python, IDLE, env={"PROBING_PORT": str(port)})
+    t.wait_line("READY")
+    t.wait_agent()
+    for method in ("GET", "HEAD", "POST"):
+        req = urllib.request.Request("http://127.0.0.1:%d/" % port, method=method,
+                                     data=b"x=1" if method == "POST" else None)
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            assert False, "no error status"
+        except urllib.error.HTTPError as e:
+            assert e.code == 400, e
+            assert e.headers["Content-Type"].startswith("text/plain")
+            text = e.read().decode()
+            if method != "HEAD":
+                assert "Debug Adapter Protocol, not HTTP" in text, text
+                assert "probing -t HOST:PORT" in text, text
+    # Not HTTP, not DAP: closed, and not said in the program's stderr.
+    for data in (b"garbage\r\n\r\n", b"X-Header: 1\r\n\r\n{}"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(data)
+            assert read_msg(c) is None
+    # The port still serves DAP.
+    r = probing("eval", "6*7", target="127.0.0.1:%d" % port)
+    assert r.rc == 0 and r.out.strip() == "42", r
+    time.sleep(0.3)
+    assert t.output() == "READY\n", t.output()
+    assert t.alive()
