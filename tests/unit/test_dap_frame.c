@@ -272,6 +272,22 @@ static void test_header_fmt(void)
 	CHECK(dap_strerror(12345) != NULL);
 }
 
+static void test_is_http(void)
+{
+	static const char get[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+	CHECK(dap_frame_is_http(get, strlen(get)) == 1);
+	CHECK(dap_frame_is_http("POST /x HTTP/1.1", 16) == 1);
+	CHECK(dap_frame_is_http("OPTIONS * HTTP/1.1", 18) == 1);
+	/* A DAP header, a short or cut start, a method without its space. */
+	CHECK(dap_frame_is_http("Content-Length: 2\r\n\r\n{}", 24) == 0);
+	CHECK(dap_frame_is_http("GET", 3) == 0);
+	CHECK(dap_frame_is_http("GETX /", 6) == 0);
+	CHECK(dap_frame_is_http("get / HTTP/1.1", 14) == 0);
+	CHECK(dap_frame_is_http("", 0) == 0);
+}
+
 TEST_MAIN(test_whole, test_byte_by_byte, test_several_in_one_feed,
 	  test_header_forms, test_errors, test_body_cap, test_header_cap,
-	  test_good_before_bad, test_large_and_released, test_header_fmt)
+	  test_good_before_bad, test_large_and_released, test_header_fmt,
+	  test_is_http)
