@@ -2,7 +2,6 @@
  * main: the `probing` command: global options, the command table, help,
  * and dispatch.  Each command lives in its own commands/cmd_<name>.c.
  */
-#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 
 #include "cmd.h"
 #include "dap_token.h"
+#include "nearest.h"
 #include "target.h"
 
 #ifndef PROBING_SUPPORTED
@@ -152,40 +152,13 @@ static const struct {
 	{"attach", "debug --pause (then attach VS Code)"},
 };
 
-/* Edit distance of a and b, capped at 3 (the names are short). */
-static int distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	int row[32], prev, tmp;
-
-	if (la >= 32 || lb >= 32)
-		return 3;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (int)j;
-	for (size_t i = 1; i <= la; i++) {
-		prev = row[0];
-		row[0] = (int)i;
-		for (size_t j = 1; j <= lb; j++) {
-			int best = prev + (a[i - 1] != b[j - 1]);
-
-			if (row[j] + 1 < best)
-				best = row[j] + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			tmp = row[j];
-			row[j] = best;
-			prev = tmp;
-		}
-	}
-	return row[lb] < 3 ? row[lb] : 3;
-}
-
 /* Says what name is here: the original's form, a near command, or the
  * list. */
 static int unknown_command(const char *name)
 {
-	const char *near = NULL;
-	int best = 3;
+	const char *names[sizeof(cmd_table) / sizeof(cmd_table[0])];
+	const char *near;
+	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(old_words) / sizeof(old_words[0]); i++)
 		if (!strcmp(old_words[i].word, name)) {
@@ -194,15 +167,10 @@ static int unknown_command(const char *name)
 				 old_words[i].use);
 			return CLI_EUSAGE;
 		}
-	for (int i = 0; cmd_table[i]; i++) {
-		int d = distance(name, cmd_table[i]->name);
-
-		if (d < best) {
-			best = d;
-			near = cmd_table[i]->name;
-		}
-	}
-	if (near && best <= (strlen(name) > 4 ? 2 : 1))
+	for (int i = 0; cmd_table[i]; i++)
+		names[n++] = cmd_table[i]->name;
+	near = nearest_word(name, names, n);
+	if (near)
 		cli_error(CLI_EUSAGE, "unknown command '%s'; did you mean '%s'?",
 			  name, near);
 	else

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cluster/cluster_addr.h"
+#include "config_compat.h"
 #include "dap_addr.h"
 #include "forensics/crash.h"
 #include "forensics/hang.h"
@@ -422,8 +423,10 @@ int config_set(const char *name, const char *value, char *err, size_t errlen)
 	int rc, on;
 
 	if (!s) {
-		snprintf(err, errlen, "unknown setting '%s'", name);
-		return -ENOENT;
+		rc = config_compat_set(name, value, 1, err, errlen);
+		if (rc == -ENOENT)
+			config_compat_unknown(name, err, errlen);
+		return rc;
 	}
 	rc = validate(s, value, canon, err, errlen);
 	if (rc)
@@ -474,8 +477,10 @@ int config_check(const char *name, const char *value, char *err,
 	int rc;
 
 	if (!s) {
-		snprintf(err, errlen, "unknown setting '%s'", name);
-		return -ENOENT;
+		rc = config_compat_set(name, value, 0, err, errlen);
+		if (rc == -ENOENT)
+			config_compat_unknown(name, err, errlen);
+		return rc;
 	}
 	rc = validate(s, value, canon, err, errlen);
 	if (rc)
@@ -563,8 +568,7 @@ int config_entry(size_t i, const char **name, char *value, size_t valuelen,
 	return 0;
 }
 
-/* "query.max_rows" -> "PROBING_QUERY_MAX_ROWS" */
-static void env_name(const char *name, char *out, size_t outlen)
+void config_env_name(const char *name, char *out, size_t outlen)
 {
 	size_t n = (size_t)snprintf(out, outlen, "PROBING_");
 
@@ -584,7 +588,7 @@ int config_load_env(char *err, size_t errlen)
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		if (settings[i].kind == K_INFO)
 			continue;
-		env_name(settings[i].name, envname, sizeof(envname));
+		config_env_name(settings[i].name, envname, sizeof(envname));
 		v = getenv(envname);
 		if (v && config_set(settings[i].name, v, msg, sizeof(msg))) {
 			if (!rc)
@@ -620,6 +624,11 @@ int config_load_env(char *err, size_t errlen)
 	if (v && *v && config_set("server.listen", v, msg, sizeof(msg))) {
 		if (!rc)
 			snprintf(err, errlen, "%s", msg);
+		rc = -EINVAL;
+	}
+	/* The original Probing's names; variables nobody reads, said. */
+	if (config_compat_env(msg, sizeof(msg)) && !rc) {
+		snprintf(err, errlen, "%s", msg);
 		rc = -EINVAL;
 	}
 	/* PROBING_CRASH=1: crash.enabled. */

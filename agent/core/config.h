@@ -5,7 +5,8 @@
  * one-line doc and a parser that validates a new value.  Sources, later
  * ones winning: defaults; the environment (PROBING_<NAME> with dots and
  * letters upper-cased to '_', e.g. PROBING_QUERY_MAX_ROWS, plus the
- * shorthands PROBING_PORT, PROBING_LISTEN and PROBING_READONLY);
+ * shorthands PROBING_PORT, PROBING_LISTEN and PROBING_READONLY, and the
+ * original Probing's names: config_compat.h);
  * probing.init(...) and `probing config k=v` at run time.  A latch
  * (server.readonly) goes on and never off again.
  *
@@ -54,6 +55,10 @@ int config_get(const char *name, char *out, size_t outlen);
 /* Typed readers for the agent's own use; return the default when unset. */
 int64_t config_int(const char *name);
 int config_bool(const char *name);
+
+/* The environment variable of setting name: "query.max_rows" ->
+ * "PROBING_QUERY_MAX_ROWS". */
+void config_env_name(const char *name, char *out, size_t outlen);
 
 /* Iterates: for i from 0 while config_entry(i, ...) == 0. */
 int config_entry(size_t i, const char **name, char *value, size_t valuelen,

@@ -121,3 +121,53 @@ def test_inject_with_the_originals_options(spawn, python, tmp_path):
     assert r.rc == 0 and json.loads(r.out)["running"] is True, r
     r = run(str(t.pid), "inject", "-e", str(tmp_path / "missing.py"))
     assert r.rc == 2 and "cannot read" in r.err, r
+
+
+def settings_of(pid):
+    r = run(str(pid), "config", "-f", "json")
+    assert r.rc == 0, r
+    return {s["name"]: s["value"] for s in json.loads(r.out)}
+
+
+def test_the_originals_settings_map_to_ours(spawn, python):
+    t = spawn(python, IDLE, env={"PROBING_SAMPLE_RATE": "0.1",
+                                 "PROBING_MAX_MEMORY": "256MiB"})
+    t.wait_line("READY")
+    t.wait_agent()
+    s = settings_of(t.pid)
+    assert s["torch.step_rate"] == "10", s
+    assert s["profile.retention_bytes"] == str(256 << 20) and s["torch.max_mb"] == "256", s
+    pid = str(t.pid)
+    r = run(pid, "config", "probing.sample_rate=0.05", "probing.max_memory=1GB")
+    assert r.rc == 0, r
+    s = settings_of(t.pid)
+    assert s["torch.step_rate"] == "20", s
+    assert s["profile.retention_bytes"] == "1000000000" and s["torch.max_mb"] == "954", s
+    # Bad values say what the name means here; all or nothing.
+    r = run(pid, "config", "probing.sample_rate=0.5", "probing.max_memory=lots")
+    assert r.rc == 1 and "is not a size" in r.err, r
+    assert settings_of(t.pid)["torch.step_rate"] == "20"
+    r = run(pid, "config", "probing.sample_rate=5")
+    assert r.rc == 1 and "torch.step_rate" in r.err, r
+    # A near miss gets the name it meant.
+    r = run(pid, "config", "query.max_row=5")
+    assert r.rc == 1 and "did you mean 'query.max_rows'?" in r.err, r
+    r = run(pid, "config", "bogus=5")
+    assert r.rc == 1 and "unknown setting 'bogus'" in r.err and "did you mean" not in r.err, r
+    assert t.output() == "READY\n", t.output()
+
+
+def test_unknown_probing_variables_are_said_once(spawn, python):
+    t = spawn(python, IDLE, env={"PROBING_RETENTION_DAYS": "7",
+                                 "PROBING_QUERY_MAX_ROW": "5",
+                                 "PROBING_FROBNICATE": "1"})
+    t.wait_line("READY")
+    t.wait_agent()
+    out = t.output()
+    lines = [l for l in out.splitlines() if l.startswith("[probing")]
+    assert len(lines) == 3, out
+    assert "PROBING_QUERY_MAX_ROW is not a Probing setting (ignored); " \
+        "did you mean PROBING_QUERY_MAX_ROWS?" in out, out
+    assert "PROBING_FROBNICATE is not a Probing setting" in out and \
+        "did you mean" not in [l for l in lines if "FROBNICATE" in l][0], out
+    assert "PROBING_RETENTION_DAYS is ignored" in out, out
