@@ -10,6 +10,8 @@
 #include "store.h"
 #include "livetab.h"
 #include "errbuf.h"
+#include "sqlfuncs.h"
+#include "sqlhint.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -105,7 +107,7 @@ static int pragma_reads(const char *name)
 static int function_allowed(const char *name)
 {
 	static const char *const ok[] = {
-		"->", "->>", "abs", "acos", "acosh", "asin", "asinh", "atan",
+		"->", "->>", "abs", "acos", "acosh", "ago", "asin", "asinh", "atan",
 		"atan2", "atanh", "avg", "ceil", "ceiling", "changes", "char",
 		"coalesce", "cos", "cosh", "count", "cume_dist",
 		"current_date", "current_time", "current_timestamp", "date",
@@ -118,7 +120,7 @@ static int function_allowed(const char *name)
 		"json_set", "json_tree", "json_type", "json_valid",
 		"julianday", "lag", "last_insert_rowid", "last_value", "lead",
 		"length", "like", "likelihood", "likely", "ln", "log", "log10",
-		"log2", "lower", "ltrim", "max", "min", "mod", "nth_value",
+		"log2", "lower", "ltrim", "max", "min", "mod", "now", "nth_value",
 		"ntile", "nullif", "percent_rank", "pi", "pow", "power",
 		"printf", "quote", "radians", "random", "randomblob", "rank",
 		"replace", "round", "row_number", "rtrim", "sign", "sin",
@@ -359,6 +361,11 @@ int store_new(struct store **out, char *err, size_t errlen)
 				"every table Probing provides", err, errlen);
 	if (rc)
 		goto fail;
+	if (sqlfuncs_register(st->db) != SQLITE_OK) {
+		errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
+		rc = STORE_ESQL;
+		goto fail;
+	}
 	sqlite3_set_authorizer(st->db, authorizer, &st->q);
 	*out = st;
 	return 0;
@@ -649,7 +656,8 @@ static int query_locked(struct store *st, const char *sql,
 		else if (st->q.timed_out)
 			goto timeout;
 		else
-			errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
+			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db),
+					err, errlen);
 		return src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 	}
 	if (!stmt) {
@@ -692,7 +700,8 @@ static int query_locked(struct store *st, const char *sql,
 			errbuf_set(err, errlen, "not authorized: %s",
 				st->q.denied);
 		else
-			errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
+			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db),
+					err, errlen);
 		rc = src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 		goto out;
 	}

@@ -3,10 +3,13 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "core/agent.h"
 #include "core/config.h"
 #include "core/readonly.h"
+#include "profiler/sampler.h"
 #include "server/handler.h"
 #include "store.h"
 
@@ -40,6 +43,92 @@ static cJSON *value_json(const struct store_value *v)
 		break;
 	}
 	return cJSON_CreateNull();
+}
+
+/* Is the recorder of a table off?  1 with why in out. */
+typedef int (*off_fn)(char *out, size_t outlen);
+
+static int setting_is(const char *name, const char *value)
+{
+	char v[CONFIG_VALUE_MAX];
+
+	return config_get(name, v, sizeof(v)) == 0 && !strcmp(v, value);
+}
+
+static int torch_off(char *out, size_t outlen)
+{
+	if (!setting_is("torch.profiling", "off"))
+		return 0;
+	snprintf(out, outlen, "torch tracing is off: probing config "
+			      "torch.profiling=on (or PROBING_TORCH_PROFILING=on)");
+	return 1;
+}
+
+static int watch_off(char *out, size_t outlen)
+{
+	if (!setting_is("torch.watch", ""))
+		return torch_off(out, outlen);
+	snprintf(out, outlen, "no variables are watched: probing config "
+			      "torch.profiling=on,exprs=loss@train (VAR@FUNC)");
+	return 1;
+}
+
+static int profile_off(char *out, size_t outlen)
+{
+	struct sampler_status s;
+
+	sampler_status(&s);
+	if (s.running || s.started > 0)
+		return 0;
+	snprintf(out, outlen, "the sampler never ran: probing perf --start "
+			      "(or flamegraph DURATION)");
+	return 1;
+}
+
+static int hangs_off(char *out, size_t outlen)
+{
+	if (!setting_is("hang.timeout", "off"))
+		return 0;
+	snprintf(out, outlen, "the hang watchdog is off: probing config "
+			      "hang.timeout=300s");
+	return 1;
+}
+
+static int memory_off(char *out, size_t outlen)
+{
+	if (!setting_is("memory.interval_ms", "0"))
+		return 0;
+	snprintf(out, outlen, "memory is not recorded: probing config "
+			      "memory.interval_ms=1000");
+	return 1;
+}
+
+static const struct {
+	const char *table;
+	off_fn off;
+} recorders[] = {
+	{"python.torch_trace", torch_off}, {"python.variables", watch_off},
+	{"profile.", profile_off},	   {"process.hangs", hangs_off},
+	{"process.memory", memory_off},
+};
+
+/* An empty result from a table whose recorder is off says so: notes. */
+static void add_notes(cJSON *body, const char *sql)
+{
+	cJSON *notes = NULL;
+	char why[256], text[320];
+
+	for (size_t i = 0; i < sizeof(recorders) / sizeof(recorders[0]); i++) {
+		const char *t = recorders[i].table;
+
+		if (!strcasestr(sql, t) || !recorders[i].off(why, sizeof(why)))
+			continue;
+		if (!notes && !(notes = cJSON_AddArrayToObject(body, "notes")))
+			return;
+		snprintf(text, sizeof(text), "%s%s is empty: %s", t,
+			 t[strlen(t) - 1] == '.' ? "*" : "", why);
+		cJSON_AddItemToArray(notes, cJSON_CreateString(text));
+	}
 }
 
 static void run_query(struct request *req)
@@ -108,6 +197,8 @@ static void run_query(struct request *req)
 				value_json(&res.cells[r * res.ncols + i]));
 		cJSON_AddItemToArray(rows, row);
 	}
+	if (body && res.nrows == 0)
+		add_notes(body, sql);
 	if (body) {
 		cJSON_AddBoolToObject(body, "truncated", res.truncated);
 		cJSON_AddNumberToObject(body, "elapsedMs", res.elapsed_ms);

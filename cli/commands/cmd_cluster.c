@@ -156,13 +156,41 @@ static void who(const struct fanout_node *nd, char *out, size_t outlen)
 		snprintf(out, outlen, "%s", nd->addr);
 }
 
+/* Why node i failed. */
+static const char *why_failed(const struct fanout_result *r)
+{
+	if (r->rc != CLI_OK)
+		return r->err;
+	return r->resp ? cli_resp_message(r->resp) : "no answer";
+}
+
+/* All of n failed, each for the same reason (a bad SQL, say): that
+ * reason once, or NULL. */
+static const char *same_failure(const struct fanout_result *res,
+				const int *ok, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ok[i] || (res[i].rc != res[0].rc) ||
+		    strcmp(why_failed(&res[i]), why_failed(&res[0])))
+			return NULL;
+	return n ? why_failed(&res[0]) : NULL;
+}
+
 int cluster_report(const struct fanout_node *nodes, size_t n,
 		   const struct fanout_result *res, const int *ok,
 		   const char *what)
 {
+	const char *same = same_failure(res, ok, n);
 	size_t good = 0;
 	int common = -1;
 
+	if (same && n > 1) {
+		/* Not the nodes' fault: said once, without "0 of N". */
+		int rc = res[0].rc != CLI_OK ? res[0].rc : CLI_EFAIL;
+
+		return cli_error(rc, "%s failed on all %zu nodes: %s", what, n,
+				 same);
+	}
 	for (size_t i = 0; i < n; i++) {
 		char name[400];
 		int rc;
@@ -172,15 +200,8 @@ int cluster_report(const struct fanout_node *nodes, size_t n,
 			continue;
 		}
 		who(&nodes[i], name, sizeof(name));
-		if (res[i].rc != CLI_OK) {
-			rc = res[i].rc;
-			cli_error(rc, "%s: %s", name, res[i].err);
-		} else {
-			rc = CLI_EFAIL;
-			cli_error(rc, "%s: %s", name,
-				  res[i].resp ? cli_resp_message(res[i].resp)
-					      : "no answer");
-		}
+		rc = res[i].rc != CLI_OK ? res[i].rc : CLI_EFAIL;
+		cli_error(rc, "%s: %s", name, why_failed(&res[i]));
 		common = common == -1 || common == rc ? rc : -2;
 	}
 	if (good == n)

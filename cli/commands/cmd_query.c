@@ -148,6 +148,7 @@ static int show(const cJSON *body, enum cli_format fmt)
 	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(body, "rows");
 	int truncated = cJSON_IsTrue(
 		cJSON_GetObjectItemCaseSensitive(body, "truncated"));
+	const cJSON *notes, *note;
 	int tty = cli_isatty(stdout), n, rc;
 
 	if (!cJSON_IsArray(cols) || !cJSON_IsArray(rows))
@@ -164,6 +165,14 @@ static int show(const cJSON *body, enum cli_format fmt)
 	}
 	if (rc != CLI_OK)
 		return rc;
+	/* Why an empty result is empty, when the agent knows (a recorder
+	 * that is off): on stderr, the result stays parseable. */
+	notes = cJSON_GetObjectItemCaseSensitive(body, "notes");
+	cJSON_ArrayForEach(note, notes)
+	{
+		if (cJSON_IsString(note))
+			cli_error(CLI_OK, "note: %s", note->valuestring);
+	}
 	if (tty && fmt <= CLI_FORMAT_TABLE)
 		printf("(%d row%s%s)\n", n, n == 1 ? "" : "s",
 		       truncated ? ", truncated" : "");

@@ -437,6 +437,14 @@ def test_cluster_add_query_backtrace(nodes_of, python):
     assert r.out.startswith("rank 2 (1 of 4): wait"), r.out
     assert "  #1  odd (" in r.out.split("\n\n")[0]
     assert "\n\nranks 0-1,3 (3 of 4): wait\n" in r.out
+    # A bad SQL is the same error on every node: said once, as the SQL
+    # error it is, not as nodes that did not answer.
+    r = probing("cluster", "query", "SELECT * FROM memory_usage",
+                target=head.pid)
+    assert r.rc == 7, r
+    assert r.err.count("no such table: memory_usage") == 1, r
+    assert "query failed on all 4 nodes" in r.err and "process.memory" in r.err, r
+    assert "nodes answered" not in r.err, r
 
 
 def test_cluster_dead_node_reported(nodes_of, python):
