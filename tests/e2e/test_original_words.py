@@ -3,7 +3,7 @@ accepted, or answered with the exact command to use here — never a bare
 "unknown"."""
 import json
 
-from conftest import probing
+from conftest import probing, wait_for
 
 IDLE = """\
 import time
@@ -171,3 +171,49 @@ def test_unknown_probing_variables_are_said_once(spawn, python):
     assert "PROBING_FROBNICATE is not a Probing setting" in out and \
         "did you mean" not in [l for l in lines if "FROBNICATE" in l][0], out
     assert "PROBING_RETENTION_DAYS is ignored" in out, out
+
+
+def test_sql_says_it_is_sqlite_and_hints_the_fix(spawn, python):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    pid = str(t.pid)
+
+    def query(sql):
+        return run(pid, "query", "-f", "json", sql)
+
+    # The original's README, verbatim.
+    r = query("SELECT * FROM memory_usage WHERE timestamp > now() - interval '5 min'")
+    assert r.rc == 7 and "(SQLite's SQL)" in r.err, r
+    assert "hint: SQLite has no INTERVAL" in r.err and "ago('5 min')" in r.err \
+        and "now() - 300" in r.err, r
+    r = query("SELECT * FROM memory_usage")
+    assert r.rc == 7 and "process.memory" in r.err and "probing.tables" in r.err, r
+    r = query("SELECT * FROM proces.memroy")
+    assert r.rc == 7 and "did you mean process.memory?" in r.err, r
+    r = query("SELECT hour(ts) FROM process.memory")
+    assert r.rc == 7 and "strftime('%H', ts, 'unixepoch')" in r.err, r
+    r = query("SELECT timestamp FROM process.memory")
+    assert r.rc == 7 and "time column is ts" in r.err, r
+    r = query("SELEC 1")
+    assert r.rc == 7 and "syntax error (SQLite's SQL)" in r.err and "hint" not in r.err, r
+    # now() and ago(): seconds since the epoch, windows that read.
+    r = query("SELECT abs(now() - strftime('%s', 'now')) < 2 AS a, "
+              "round(now() - ago('5 min')) AS b, round(now() - ago(90)) AS c, "
+              "round(now() - ago('1500ms'), 1) AS d")
+    assert r.rc == 0 and json.loads(r.out) == [{"a": 1, "b": 300, "c": 90, "d": 1.5}], r
+    r = query("SELECT ago('soon')")
+    assert r.rc == 7 and "ago(D): D is a duration" in r.err, r
+    wait_for(lambda: json.loads(query(
+        "SELECT count(*) AS n FROM process.memory WHERE ts > ago('1m')").out)[0]["n"] > 0,
+        30, "a memory row")
+    # An empty table whose recorder is off says why, on stderr.
+    r = query("SELECT * FROM python.torch_trace")
+    assert r.rc == 0 and json.loads(r.out) == [], r
+    assert "note: python.torch_trace is empty: torch tracing is off" in r.err, r
+    r = query("SELECT * FROM profile.samples")
+    assert r.rc == 0 and "the sampler never ran" in r.err, r
+    r = query("SELECT * FROM process.hangs")
+    assert r.rc == 0 and "hang.timeout=300s" in r.err, r
+    r = query("SELECT * FROM python.backtrace WHERE 0")
+    assert r.rc == 0 and r.err == "", r
