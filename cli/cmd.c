@@ -5,6 +5,7 @@
 #include "dap_frame.h"
 
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,6 +127,53 @@ int cli_parse_ms(const char *text, int *out)
 		return -1;
 	*out = (int)v;
 	return 0;
+}
+
+int cli_parse_duration(const char *text, int bare_ms, int *ms)
+{
+	static const struct {
+		const char *unit;
+		double ms;
+	} units[] = {
+		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000},
+		{"h", 3600000},
+	};
+	char *end;
+	double v, scale = bare_ms;
+
+	errno = 0;
+	v = strtod(text, &end);
+	if (errno || end == text || !isfinite(v) || v <= 0)
+		return -1;
+	if (*end) {
+		scale = 0;
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (!strcmp(end, units[i].unit))
+				scale = units[i].ms;
+	}
+	if (scale <= 0)
+		return -1;
+	v *= scale;
+	if (v < 1 || v > 86400000)
+		return -1;
+	*ms = (int)v;
+	return 0;
+}
+
+int cli_duration_error(const struct cmd_entry *e, const char *opt,
+		       const char *text)
+{
+	char *end;
+
+	(void)strtod(text, &end);
+	if (end != text && !*end)
+		return cli_usage_error(e,
+				       "%s takes a unit: %sms or %ss (a bare "
+				       "number was milliseconds here; say "
+				       "which)",
+				       opt, text, text);
+	return cli_usage_error(e, "%s must be " CLI_DURATION_HELP ", not '%s'",
+			       opt, text);
 }
 
 int cli_connect(struct cmd_ctx *ctx, int send_init)

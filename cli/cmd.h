@@ -52,6 +52,7 @@ struct cmd_entry;
 
 /* Command flags. */
 #define CMD_TARGET 0x1 /* needs -t / $PROBING_TARGET */
+#define CMD_NOTABLE 0x2 /* prints no table: the global -f is refused */
 
 struct cmd_ctx {
 	const struct cmd_entry *entry; /* the command running */
@@ -95,9 +96,22 @@ extern const struct cmd_entry cmd_cluster_entry;
  * many, or -1 when /proc/net/unix cannot be read. */
 int cli_list_agents(pid_t *pids, int max);
 
-/* "10s", "500ms", "2m", or a number of seconds, into *ms
- * (cmd_flamegraph.c).  0 or -1. */
-int cli_parse_duration(const char *text, int *ms);
+/*
+ * A duration, the one vocabulary of every option that takes one: a
+ * number with a unit ("500ms", "10s", "2m", "1h"; fractions allowed), or a
+ * bare number in bare_ms milliseconds (1000: seconds, the --duration and
+ * --wait options; 1: milliseconds, the --timeout options; 0: refused, for
+ * options whose bare numbers meant another unit before).  Into *ms, 1 ms
+ * to 24 h.  0, or -1 (no message: see CLI_DURATION_HELP).
+ */
+int cli_parse_duration(const char *text, int bare_ms, int *ms);
+#define CLI_DURATION_HELP "a duration like 10s, 500ms, 2m or 1h"
+
+/* cli_usage_error for option opt whose value text is no duration, for
+ * options that take no bare number: a bare number gets the two readings
+ * to choose from ("5000ms or 5000s"). */
+int cli_duration_error(const struct cmd_entry *e, const char *opt,
+		       const char *text);
 
 /* `perf --torch` (cmd_perf_torch.c): cmd_perf hands its argv over. */
 int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv);

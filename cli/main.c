@@ -231,6 +231,7 @@ struct globals {
 	struct cmd_ctx *ctx;
 	const char *token;
 	enum target_src target_src;
+	int format_given; /* -f before the command */
 };
 
 static int set_target(struct globals *g, const char *text, const char *how)
@@ -281,10 +282,12 @@ static int parse_globals(struct globals *g, int argc, char **argv)
 				return CLI_EUSAGE;
 			break;
 		case 'T':
-			if (cli_parse_ms(optarg, &ctx->timeout_ms) < 0)
+			if (cli_parse_duration(optarg, 1, &ctx->timeout_ms) <
+			    0)
 				return cli_error(CLI_EUSAGE,
-						 "--timeout must be a positive "
-						 "number of milliseconds, not "
+						 "--timeout must be "
+						 CLI_DURATION_HELP " (a bare "
+						 "number: milliseconds), not "
 						 "'%s'",
 						 optarg);
 			ctx->timeout_given = 1;
@@ -295,6 +298,7 @@ static int parse_globals(struct globals *g, int argc, char **argv)
 		case 'f':
 			if (cli_format_parse(optarg, &ctx->format))
 				return CLI_EUSAGE;
+			g->format_given = 1;
 			break;
 		case 'h':
 			main_help();
@@ -327,10 +331,11 @@ int main(int argc, char **argv)
 	}
 	env = getenv("PROBING_TIMEOUT");
 	if (env && *env) {
-		if (cli_parse_ms(env, &ctx.timeout_ms) < 0)
+		if (cli_parse_duration(env, 1, &ctx.timeout_ms) < 0)
 			return cli_error(CLI_EUSAGE,
-					 "PROBING_TIMEOUT must be a positive "
-					 "number of milliseconds, not '%s'",
+					 "PROBING_TIMEOUT must be "
+					 CLI_DURATION_HELP " (a bare number: "
+					 "milliseconds), not '%s'",
 					 env);
 		ctx.timeout_given = 1;
 	}
@@ -372,6 +377,10 @@ int main(int argc, char **argv)
 		cli_help_print(e);
 		return CLI_OK;
 	}
+	if ((e->flags & CMD_NOTABLE) && g.format_given)
+		return cli_error(CLI_EUSAGE,
+				 "%s prints no table: -f does not apply to it",
+				 e->name);
 	ctx.entry = e;
 	optind = 0; /* glibc: start the command's getopt afresh */
 	rc = e->exec(&ctx, argc, argv);

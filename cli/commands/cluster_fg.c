@@ -293,7 +293,7 @@ int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *co,
 	while ((c = getopt_long(argc, argv, ":d:o:n:f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			if (cli_parse_duration(optarg, &o.duration_ms))
+			if (cli_parse_duration(optarg, 1000, &o.duration_ms))
 				return cli_usage_error(ctx->entry,
 						       "bad "
 						       "duration '%s'",
@@ -343,7 +343,7 @@ int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *co,
 			return cli_option_error(ctx->entry, c, argc, argv);
 		}
 	}
-	if (optind < argc && cli_parse_duration(argv[optind++], &o.duration_ms))
+	if (optind < argc && cli_parse_duration(argv[optind++], 1000, &o.duration_ms))
 		return cli_usage_error(ctx->entry, "bad duration '%s'",
 				       argv[optind - 1]);
 	if (optind < argc)

@@ -367,7 +367,7 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		free(nodes);
 		return rc;
 	}
-	while ((c = getopt_long(argc, argv, ":f:n:l", common_opts, NULL)) !=
+	while ((c = getopt_long(argc, argv, ":f:n:", common_opts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'N':

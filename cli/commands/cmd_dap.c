@@ -239,6 +239,6 @@ const struct cmd_entry cmd_dap_entry = {
 		"Errors go to stderr only.  A malformed frame on stdin ends "
 		"the bridge\n"
 		"with exit code 2.\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_NOTABLE,
 	.exec = cmd_dap_exec,
 };

@@ -419,10 +419,9 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	};
 	struct debug_opts o = {.what = SHOW, .wait_s = DEBUG_WAIT_DEFAULT};
 	int c, n = 0, rc;
-	char *end;
-	long w;
+	int w;
 
-	while ((c = getopt_long(argc, argv, ":dpra:w:f:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":a:w:f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			o.what = DUMP;
@@ -443,15 +442,14 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			o.address = optarg;
 			break;
 		case 'w':
-			errno = 0;
-			w = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || w < 1 ||
-			    w > DEBUG_WAIT_MAX)
+			if (cli_parse_duration(optarg, 1000, &w) < 0 ||
+			    w < 1000 || w > DEBUG_WAIT_MAX * 1000)
 				return cli_usage_error(&cmd_debug_entry,
-						       "--wait takes seconds, "
-						       "1 to %d",
+						       "--wait must be 1s to "
+						       "%ds (a bare number: "
+						       "seconds)",
 						       DEBUG_WAIT_MAX);
-			o.wait_s = (int)w;
+			o.wait_s = w / 1000;
 			break;
 		case 'f':
 			if (cli_format_parse(optarg, &ctx->format))
@@ -500,10 +498,10 @@ const struct cmd_entry cmd_debug_entry = {
 		"threads are paused,\n"
 		"whether the frame-evaluation hook is installed.\n"
 		"\n"
-		"  -d, --dump           every thread's stack with its locals "
+		"      --dump           every thread's stack with its locals "
 		"(as\n"
 		"                       backtrace --locals)\n"
-		"  -p, --pause          pause every thread at its next Python "
+		"      --pause          pause every thread at its next Python "
 		"line and keep\n"
 		"                       the target paused for an editor to "
 		"attach; prints\n"
@@ -519,10 +517,11 @@ const struct cmd_entry cmd_debug_entry = {
 		"TCP address\n"
 		"                       (loopback) and print a host/port "
 		"configuration\n"
-		"  -w, --wait S         with --pause: resume by itself after S "
-		"seconds when\n"
-		"                       no debugger attached (default 300)\n"
-		"  -r, --resume         let a paused target go (the attached "
+		"  -w, --wait D         with --pause: resume by itself after D "
+		"(30s, 5m; a bare\n"
+		"                       number: seconds) when no debugger "
+		"attached (default 5m)\n"
+		"      --resume         let a paused target go (the attached "
 		"editor, if\n"
 		"                       any, is told)\n"
 		"  -f, --format FORMAT  table or json (the state)\n",

@@ -92,11 +92,11 @@ static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'T':
-			if (cli_parse_ms(optarg, &timeout) < 0)
+			if (cli_parse_duration(optarg, 1, &timeout) < 0)
 				return cli_usage_error(
 					&cmd_eval_entry,
-					"--timeout must be a positive number "
-					"of milliseconds");
+					"--timeout must be " CLI_DURATION_HELP
+					" (a bare number: milliseconds)");
 			break;
 		default:
 			return cli_option_error(&cmd_eval_entry, c, argc, argv);
@@ -156,6 +156,6 @@ const struct cmd_entry cmd_eval_entry = {
 		"  probing -t 1234 eval 'import gc; "
 		"print(len(gc.get_objects()))'\n"
 		"  probing -t 1234 eval - < snippet.py\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_NOTABLE,
 	.exec = cmd_eval_exec,
 };

@@ -35,29 +35,6 @@ struct fg_opts {
 	enum cli_format table_fmt;
 };
 
-/* "10s", "500ms", "2m", or a number of seconds.  0 or -1. */
-int cli_parse_duration(const char *text, int *ms)
-{
-	char *end;
-	double v, scale = 1000;
-
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || !isfinite(v) || v <= 0)
-		return -1;
-	if (!strcmp(end, "ms"))
-		scale = 1;
-	else if (!strcmp(end, "m"))
-		scale = 60000;
-	else if (*end && strcmp(end, "s"))
-		return -1;
-	v *= scale;
-	if (v < 1 || v > 86400000)
-		return -1;
-	*ms = (int)v;
-	return 0;
-}
-
 static double num(const cJSON *o, const char *key, double def)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -375,7 +352,7 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, ":d:o:n:f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			if (cli_parse_duration(optarg, &o.duration_ms) < 0)
+			if (cli_parse_duration(optarg, 1000, &o.duration_ms) < 0)
 				return cli_usage_error(
 					&cmd_flamegraph_entry,
 					"--duration must be like 10s, 500ms "

@@ -323,7 +323,7 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	int c, rc;
 
 	set = cJSON_CreateObject();
-	while ((c = getopt_long(argc, argv, ":l:a:L:D:cPbe:", opts,
+	while ((c = getopt_long(argc, argv, ":a:L:D:cPbe:", opts,
 				NULL)) != -1) {
 		char *eq;
 
@@ -489,7 +489,7 @@ const struct cmd_entry cmd_inject_entry = {
 		"already answers is reused.  See docs/injection.md.\n"
 		"\n"
 		"Options:\n"
-		"  -l, --listen ADDR    also listen on TCP (server.listen), "
+		"  -a, --listen ADDR    also listen on TCP (server.listen), "
 		"e.g. 127.0.0.1:9922;\n"
 		"                       an address other than loopback "
 		"(0.0.0.0:9922) needs a\n"
@@ -497,7 +497,7 @@ const struct cmd_entry cmd_inject_entry = {
 		"else one generated into\n"
 		"                       the token file, whose path is printed "
 		"(docs/security.md)\n"
-		"  -a, --address ADDR   the same (the original Probing's "
+		"      --address ADDR   the same (the original Probing's "
 		"name)\n"
 		"  -P, --pprof          then start the sampler (as 'probing "
 		"perf --start')\n"
@@ -528,6 +528,6 @@ const struct cmd_entry cmd_inject_entry = {
 		"\n"
 		"Example:\n"
 		"  probing -t 1234 inject --listen 127.0.0.1:9922\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_NOTABLE,
 	.exec = cmd_inject_exec,
 };

@@ -72,7 +72,8 @@ static int set_env_setting(const char *key, const char *value)
 static int cmd_launch_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"listen", required_argument, NULL, 'l'},
+		{"listen", required_argument, NULL, 'a'},
+		{"address", required_argument, NULL, 'a'},
 		{"define", required_argument, NULL, 'D'},
 		{NULL, 0, NULL, 0},
 	};
@@ -81,11 +82,11 @@ static int cmd_launch_exec(struct cmd_ctx *ctx, int argc, char **argv)
 
 	(void)ctx;
 	/* "+": options end at the program's name. */
-	while ((c = getopt_long(argc, argv, "+:l:D:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:a:D:", opts, NULL)) != -1) {
 		char *eq;
 
 		switch (c) {
-		case 'l':
+		case 'a':
 			setenv("PROBING_LISTEN", optarg, 1);
 			break;
 		case 'D':
@@ -130,12 +131,13 @@ const struct cmd_entry cmd_launch_entry = {
 		"126: cannot run).\n"
 		"\n"
 		"Options:\n"
-		"  -l, --listen ADDR    also listen on TCP (PROBING_LISTEN)\n"
+		"  -a, --listen ADDR    also listen on TCP (PROBING_LISTEN; "
+		"--address too)\n"
 		"  -D, --define K=V     an agent setting, as PROBING_K=V "
 		"(repeatable)\n"
 		"\n"
 		"Example:\n"
 		"  probing launch -- python3 train.py --lr 3e-4\n",
-	.flags = 0,
+	.flags = CMD_NOTABLE,
 	.exec = cmd_launch_exec,
 };

@@ -204,11 +204,12 @@ static int cmd_memory_exec(struct cmd_ctx *ctx, int argc, char **argv)
 						       MEMORY_TOP_LIMIT);
 			break;
 		case 'b':
-			if (cli_parse_ms(optarg, &budget) < 0 || budget < 10 ||
-			    budget > 60000)
+			if (cli_parse_duration(optarg, 1, &budget) < 0 ||
+			    budget < 10 || budget > 60000)
 				return cli_usage_error(&cmd_memory_entry,
-						       "--budget must be in "
-						       "[10, 60000] ms");
+						       "--budget must be 10ms "
+						       "to 60s (a bare number: "
+						       "milliseconds)");
 			break;
 		case 'f':
 			if (cli_format_parse(optarg, &fmt))

@@ -109,6 +109,7 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"cc", no_argument, NULL, 'c'},
+		{"native", no_argument, NULL, 'c'},
 		{"start", no_argument, NULL, 's'},
 		{"stop", no_argument, NULL, 'x'},
 		{"hz", required_argument, NULL, 'H'},
@@ -144,10 +145,9 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 						       "10000]");
 			break;
 		case 'd':
-			if (cli_parse_ms(optarg, &duration) < 0)
-				return cli_usage_error(&cmd_perf_entry,
-						       "--duration is in "
-						       "milliseconds");
+			if (cli_parse_duration(optarg, 0, &duration) < 0)
+				return cli_duration_error(&cmd_perf_entry,
+							  "--duration", optarg);
 			break;
 		case 'f':
 			if (cli_format_parse(optarg, &fmt))
@@ -184,8 +184,8 @@ static int cmd_perf_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_perf_entry = {
 	.name = "perf",
 	.alias = "p performance",
-	.usage = "[--cc | --start | --stop] [--hz N] [--duration MS]\n"
-		 "       probing perf --torch [--stop] [--duration MS] "
+	.usage = "[--cc | --start | --stop] [--hz N] [--duration D]\n"
+		 "       probing perf --torch [--stop] [--duration D] "
 		 "[--step-rate N]\n"
 		 "                    [--module-rate N] [--watch VAR@FUNC;...]",
 	.summary = "Start, stop or show the sampling profiler",
@@ -196,7 +196,7 @@ const struct cmd_entry cmd_perf_entry = {
 		"flamegraph', which uses a running profiler's samples.\n"
 		"\n"
 		"Options:\n"
-		"      --cc           start sampling C/C++ stacks as well as "
+		"      --cc, --native start sampling C/C++ stacks as well as "
 		"Python ones (each\n"
 		"                     running thread is signalled and unwinds "
 		"itself; Python\n"
@@ -206,14 +206,17 @@ const struct cmd_entry cmd_perf_entry = {
 		"      --stop         stop sampling\n"
 		"      --hz N         samples per second (default: the "
 		"agent's profile.hz)\n"
-		"      --duration MS  stop by itself after MS milliseconds\n"
+		"  -d, --duration D   stop by itself after D (10s, 500ms, 2m; "
+		"a unit is\n"
+		"                     needed: bare numbers were milliseconds "
+		"here)\n"
 		"  -f, --format F     table, json or csv\n"
 		"\n"
 		"Torch module tracing (python.torch_trace; docs/torch.md):\n"
 		"      --torch        switch it on (the torch.* settings) and "
 		"show them;\n"
 		"                     with --stop, switch it off\n"
-		"      --duration MS  with --torch: trace for MS milliseconds, "
+		"  -d, --duration D   with --torch: trace for D (5s), "
 		"then show time\n"
 		"                     per module and stage (and switch it off "
 		"again if it was)\n"
@@ -227,7 +230,7 @@ const struct cmd_entry cmd_perf_entry = {
 		"  probing -t 1234 perf --cc --hz 200\n"
 		"  probing -t 1234 flamegraph --recorded -d 60s -o last-minute.svg\n"
 		"  probing -t 1234 perf --stop\n"
-		"  probing -t 1234 perf --torch --duration 5000\n",
+		"  probing -t 1234 perf --torch --duration 5s\n",
 	.flags = CMD_TARGET,
 	.exec = cmd_perf_exec,
 };

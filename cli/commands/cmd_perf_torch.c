@@ -204,10 +204,9 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 			stop = 1;
 			break;
 		case 'd':
-			if (cli_parse_ms(optarg, &duration) < 0)
-				return cli_usage_error(&cmd_perf_entry,
-						       "--duration is in "
-						       "milliseconds");
+			if (cli_parse_duration(optarg, 0, &duration) < 0)
+				return cli_duration_error(&cmd_perf_entry,
+							  "--duration", optarg);
 			break;
 		case 's':
 			if (cli_parse_ms(optarg, &step_rate) < 0)

@@ -356,6 +356,6 @@ const struct cmd_entry cmd_repl_entry = {
 		"  echo 'print(1)' | probing -t 1234 repl\n"
 		"On a terminal statements are bounded only when --timeout is "
 		"given.\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_NOTABLE,
 	.exec = cmd_repl_exec,
 };

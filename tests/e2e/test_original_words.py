@@ -217,3 +217,45 @@ def test_sql_says_it_is_sqlite_and_hints_the_fix(spawn, python):
     assert r.rc == 0 and "hang.timeout=300s" in r.err, r
     r = query("SELECT * FROM python.backtrace WHERE 0")
     assert r.rc == 0 and r.err == "", r
+
+
+def test_one_vocabulary_durations_flags_format(spawn, python):
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    pid = str(t.pid)
+    # Durations take units everywhere; a bare number that meant
+    # milliseconds before is refused with both readings.
+    r = run(pid, "perf", "--start", "--duration", "5000")
+    assert r.rc == 2 and "5000ms or 5000s" in r.err, r
+    r = run(pid, "perf", "--native", "--duration", "1.5s", "-f", "json")
+    assert r.rc == 0, r
+    st = json.loads(r.out)
+    assert st["running"] is True and st["native"] is True and st["durationMs"] == 1500, st
+    assert run(pid, "perf", "--stop").rc == 0
+    r = run(pid, "perf", "-d", "2m", "--start", "-f", "json")
+    assert r.rc == 0 and json.loads(r.out)["durationMs"] == 120000, r
+    assert run(pid, "perf", "--stop").rc == 0
+    r = run(pid, "perf", "--start", "--duration", "soon")
+    assert r.rc == 2 and "a duration like 10s, 500ms" in r.err, r
+    r = run(pid, "--timeout", "2s", "eval", "--timeout", "1.5s", "1+1")
+    assert r.rc == 0 and r.out.strip() == "2", r
+    r = run(pid, "eval", "--timeout", "banana", "1")
+    assert r.rc == 2 and "a duration like" in r.err, r
+    r = run(pid, "memory", "--budget", "200ms", "-f", "json")
+    assert r.rc == 0, r
+    r = run("--timeout", "0.5ms", pid, "eval", "1")
+    assert r.rc == 2 and "--timeout must be a duration" in r.err, r
+    # The global -f: honoured by commands that print tables, refused by
+    # the others.
+    r = run("-f", "json", pid, "config")
+    assert r.rc == 0 and isinstance(json.loads(r.out), list), r
+    for cmd in (["eval", "1"], ["inject"], ["repl"], ["dap"]):
+        r = run("-f", "json", pid, *cmd)
+        assert r.rc == 2 and "prints no table: -f does not apply" in r.err, (cmd, r)
+    # One meaning per short option: -d is a duration, -p the pid.
+    r = run(pid, "debug", "-d")
+    assert r.rc == 2, r
+    r = run(pid, "debug", "-p")
+    assert r.rc == 2, r
+    assert t.alive()

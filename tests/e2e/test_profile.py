@@ -462,7 +462,7 @@ def test_tables_retention_and_status(spawn, python):
     assert r.rc == 0 and r.json()["running"] is False and r.json()["startedAt"] is None, r
     r = probing("config", "profile.retention_rows=1000", target=t.pid)
     assert r.rc == 0, r
-    r = probing("perf", "--start", "--hz", "1000", "--duration", "4000", target=t.pid)
+    r = probing("perf", "--start", "--hz", "1000", "--duration", "4s", target=t.pid)
     assert r.rc == 0, r
     # It stops by itself; 8000 samples if every tick came in time, a few
     # thousand on a busy machine: past the bound of 1000 either way.

@@ -265,7 +265,7 @@ def test_waits_for_torch_import_and_reports_status(spawn):
 def test_perf_torch_cli(spawn):
     t = start(spawn, steps=1000000, spec=None, extra={"WAIT_HOOKS": ""})
     t.wait_line("STEP 3", timeout=60)
-    r = probing("perf", "--torch", "--duration", "1000", "-f", "json",
+    r = probing("perf", "--torch", "--duration", "1s", "-f", "json",
                 target=t.pid)
     assert r.rc == 0, r
     rows = r.json()
@@ -278,7 +278,7 @@ def test_perf_torch_cli(spawn):
     assert calls[("SGD", "step")] > 5
     # It was off before, so it is off again.
     assert status(t) == "off"
-    r = probing("perf", "--torch", "--duration", "500", target=t.pid)
+    r = probing("perf", "--torch", "--duration", "500ms", target=t.pid)
     assert r.rc == 0 and "MODULE" in r.out and "TOTAL_MS" in r.out, r
     # On, with options, until --stop.
     r = probing("perf", "--torch", "--step-rate", "2", "--watch", "loss@train",
@@ -292,7 +292,7 @@ def test_perf_torch_cli(spawn):
     assert steps == {0}
     r = probing("perf", "--torch", "--stop", target=t.pid)
     assert r.rc == 0 and "torch.profiling\toff" in r.out, r
-    r = probing("perf", "--torch", "--stop", "--duration", "5", target=t.pid)
+    r = probing("perf", "--torch", "--stop", "--duration", "5ms", target=t.pid)
     assert r.rc == 2
 
 
