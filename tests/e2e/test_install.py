@@ -14,6 +14,11 @@ def test_install_into_a_site_dir_and_autostart(tmp_path):
     assert cli.exists() and (prefix / "lib" / "probing" / "libprobing-cp311.so").exists()
     assert (site / "probing" / "libprobing-cp311.so").exists()
     assert (site / "probing.pth").exists() and (site / "probing" / "__init__.py").exists()
+    # The bash completion, where bash-completion looks (by command name).
+    comp = prefix / "share" / "bash-completion" / "completions" / "probing"
+    r = subprocess.run(["bash", "-c", 'source "$1"; complete -p probing', "sh", str(comp)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "-F _probing probing" in r.stdout, r
     # A site dir processes .pth files: PROBING=1 starts the agent with no
     # change to the program.
     code = ("import site, sys, time; site.addsitedir(sys.argv[1]); "
