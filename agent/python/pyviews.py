@@ -84,9 +84,26 @@ def _dtype(t):
     return str(t.dtype).replace("torch.", "")
 
 
+def _scalar_value(t):
+    """The value of a 0-d tensor (one element: cheap), or None."""
+    try:
+        return t.item() if t.dim() == 0 and t.device.type != "meta" else None
+    except Exception:
+        return None
+
+
 def _tensor_text(t):
-    return "%s(shape=%s, dtype=%s, device=%s)" % (
-        type(t).__name__, list(t.shape), _dtype(t), t.device)
+    v = _scalar_value(t)
+    return "%s(shape=%s, dtype=%s, device=%s%s)" % (
+        type(t).__name__, list(t.shape), _dtype(t), t.device,
+        "" if v is None else ", value=%r" % (v,))
+
+
+def _grad_readable(t):
+    """.grad of a non-leaf tensor makes torch warn into the program's
+    stderr (it is None unless retain_grad() was called): read only where
+    it can be set."""
+    return bool(t.is_leaf) or bool(getattr(t, "retains_grad", False))
 
 
 def _module_params(m):
@@ -175,10 +192,19 @@ def _tensor_children(t, prefix):
         ("dtype", Lazy("text", None, _dtype(t)), _sub(prefix, "%s.dtype")),
         ("device", Lazy("text", None, str(t.device)), _sub(prefix, "%s.device")),
         ("requires_grad", bool(t.requires_grad), _sub(prefix, "%s.requires_grad")),
-        ("grad", t.grad, _sub(prefix, "%s.grad")),
+    ]
+    if _grad_readable(t):
+        out.append(("grad", t.grad, _sub(prefix, "%s.grad")))
+    else:
+        out.append(("grad_fn", Lazy("text", None, type(t.grad_fn).__name__),
+                    _sub(prefix, "%s.grad_fn")))
+    out += [
         ("is_leaf", bool(t.is_leaf), _sub(prefix, "%s.is_leaf")),
         ("numel", t.numel(), _sub(prefix, "%s.numel()")),
     ]
+    v = _scalar_value(t)
+    if v is not None:
+        out.insert(0, ("value", v, _sub(prefix, "%s.item()")))
     if t.numel() > 0 and not t.is_complex():
         out.append(("[statistics]", Lazy("tstats", t, "min, max, mean, std, NaN and Inf counts"), None))
     if t.dim() > 0:

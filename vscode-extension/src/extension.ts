@@ -6,7 +6,7 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import { adapterArgs, exitMeaning, initialConfiguration, injectArgs, Resolved, resolveAttach, targetArg, toolEnv } from './config';
 import { StdioDap } from './dap';
-import { agentPids, label, listPythonProcesses } from './procs';
+import { agentPids, listPythonProcesses, pickerItems } from './procs';
 import { flameArgs, flameChoices, flamePage } from './flamegraph';
 import { renderTable } from './table';
 
@@ -40,12 +40,8 @@ async function pickProcess(onlyAgents = false): Promise<string | undefined> {
 			: 'Probing: no Python process is running.');
 		return undefined;
 	}
-	const pick = await vscode.window.showQuickPick(procs.map((p) => ({
-		label: label(p.argv),
-		description: `pid ${p.pid}`,
-		detail: p.agent ? 'agent running' : 'no agent yet: it will be injected',
-		pid: p.pid,
-	})), { placeHolder: 'The Python process to attach to', matchOnDescription: true, matchOnDetail: true });
+	const pick = await vscode.window.showQuickPick(pickerItems(procs),
+		{ placeHolder: 'The Python process to attach to (pid, command)', matchOnDescription: true });
 	return pick ? String(pick.pid) : undefined;
 }
 

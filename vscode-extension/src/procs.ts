@@ -34,6 +34,27 @@ export function label(argv: string[]): string {
 	return rest ? `${path.basename(argv[0])} ${rest}` : argv[0] || '?';
 }
 
+// The process picker's entries: agents first (the ones to attach to), then
+// by pid; the pid leads the label, so a long command line cannot hide it.
+export interface PickItem {
+	label: string;
+	description: string;
+	pid: number;
+}
+
+export const LABEL_MAX = 80;
+
+export function pickerItems(procs: ProcInfo[]): PickItem[] {
+	return [...procs].sort((a, b) => Number(b.agent) - Number(a.agent) || a.pid - b.pid).map((p) => {
+		const text = label(p.argv);
+		return {
+			label: `${p.pid}  ${text.length > LABEL_MAX ? text.slice(0, LABEL_MAX - 1) + '…' : text}`,
+			description: p.agent ? 'agent running' : 'no agent yet: it will be injected',
+			pid: p.pid,
+		};
+	});
+}
+
 export function listPythonProcesses(proc = '/proc'): ProcInfo[] {
 	let unix = '';
 	try { unix = fs.readFileSync(path.join(proc, 'net', 'unix'), 'utf8'); } catch (e) { /* none */ }

@@ -10,6 +10,13 @@ function cell(v: unknown): string {
 	return `<td>${escapeHtml(typeof v === 'string' ? v : JSON.stringify(v))}</td>`;
 }
 
+// "13.7 ms", "0.21 ms", "1,204 ms": three significant digits at most.
+export function formatMs(ms: number): string {
+	if (!Number.isFinite(ms)) return '? ms';
+	if (ms >= 100) return `${Math.round(ms).toLocaleString('en-US')} ms`;
+	return `${Number(ms.toPrecision(3))} ms`;
+}
+
 export interface QueryResult {
 	columns: { name: string; type?: string }[];
 	rows: unknown[][];
@@ -21,7 +28,7 @@ export function renderTable(sql: string, r: QueryResult): string {
 	const head = r.columns.map((c) => `<th title="${escapeHtml(c.type || '')}">${escapeHtml(c.name)}</th>`).join('');
 	const body = r.rows.map((row) => `<tr>${row.map(cell).join('')}</tr>`).join('\n');
 	const note = `${r.rows.length} row${r.rows.length === 1 ? '' : 's'}${r.truncated ? ' (truncated)' : ''}` +
-		(r.elapsedMs !== undefined ? `, ${r.elapsedMs} ms` : '');
+		(r.elapsedMs !== undefined ? `, ${formatMs(r.elapsedMs)}` : '');
 	return `<!DOCTYPE html><html><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline';">
 <style>

@@ -547,6 +547,9 @@ x = torch.randn(8, 64)
 x[0, 0] = float("nan")
 x[1, 1] = float("inf")
 arr = np.arange(1000, dtype=np.float32).reshape(100, 10)
+w = torch.ones(3, requires_grad=True)
+loss = (w * 2).sum()          # 0-d, not a leaf: .grad would warn
+lr = torch.tensor(0.25)
 print("ready", flush=True)
 while True:
     step(model, x)
@@ -617,6 +620,25 @@ describe('debugger: tensors, modules, arrays (system Python, torch)', () => {
 		assert.equal(ast.get('min').value, '0.0');
 		assert.equal(ast.get('max').value, '999.0');
 		assert.equal(as.get('[values]').indexedVariables, 100);
+
+		// A 0-d tensor shows its value; a non-leaf one its grad_fn, and
+		// nothing reads its .grad (torch would warn into the program's
+		// stderr).
+		const lr = glob.get('lr');
+		assert.equal(lr.value, 'Tensor(shape=[], dtype=float32, device=cpu, value=0.25)');
+		const lrs = await vars(dc, lr.variablesReference);
+		assert.equal(lrs.get('value').value, '0.25');
+		assert.equal(lrs.get('value').evaluateName, 'lr.item()');
+		assert.ok(!lrs.has('[values]'));
+		const loss = glob.get('loss');
+		assert.equal(loss.value, 'Tensor(shape=[], dtype=float32, device=cpu, value=6.0)');
+		const ls = await vars(dc, loss.variablesReference);
+		assert.ok(!ls.has('grad'), [...ls.keys()].join());
+		assert.equal(ls.get('grad_fn').value, 'SumBackward0');
+		assert.equal(ls.get('is_leaf').value, 'False');
+		const wv = await vars(dc, glob.get('w').variablesReference);
+		assert.equal(wv.get('grad').value, 'None');
+		assert.ok(!/UserWarning/.test(target.out), target.out);
 
 		// A watch on a tensor can be expanded the same way.
 		const w = await dc.evaluateRequest({ expression: 'x * 2', frameId: f.id, context: 'watch' });

@@ -3,8 +3,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { agentPids, isPython, label, listPythonProcesses } from '../procs';
-import { escapeHtml, renderTable } from '../table';
+import { agentPids, isPython, label, LABEL_MAX, listPythonProcesses, pickerItems } from '../procs';
+import { escapeHtml, formatMs, renderTable } from '../table';
 
 test('agents from /proc/net/unix: listening sockets only', () => {
 	const text = [
@@ -50,4 +50,31 @@ test('query results as an HTML table, escaped', () => {
 	assert.ok(html.includes('<td class="null">NULL</td>'));
 	assert.ok(html.includes('2 rows (truncated), 2 ms'));
 	assert.ok(!html.includes('<script>'));
+});
+
+test('the picker: agents first, the pid leading a bounded label', () => {
+	const long = ['/usr/bin/python3', '-m', 'torch.distributed.run', '--nproc-per-node', '8', '--rdzv-endpoint',
+		'host:29500', 'train.py', '--config', 'a/very/long/path/to/config.yaml', '--lr', '3e-4'];
+	const items = pickerItems([
+		{ pid: 30, argv: ['/usr/bin/python3', 'b.py'], agent: false },
+		{ pid: 200, argv: long, agent: true },
+		{ pid: 7, argv: ['python3', 'a.py'], agent: false },
+		{ pid: 100, argv: ['python3', 'c.py'], agent: true },
+	]);
+	assert.deepEqual(items.map((i) => i.pid), [100, 200, 7, 30]);
+	assert.equal(items[0].label, '100  python3 c.py');
+	assert.equal(items[0].description, 'agent running');
+	assert.equal(items[2].description, 'no agent yet: it will be injected');
+	assert.ok(items[1].label.startsWith('200  python3 -m torch.distributed.run'));
+	assert.equal(items[1].label.length, '200  '.length + LABEL_MAX);
+	assert.ok(items[1].label.endsWith('…'));
+});
+
+test('elapsed time in the SQL view: a few digits', () => {
+	assert.equal(formatMs(13.721805000212044), '13.7 ms');
+	assert.equal(formatMs(0.2134), '0.213 ms');
+	assert.equal(formatMs(2), '2 ms');
+	assert.equal(formatMs(1204.6), '1,205 ms');
+	assert.ok(renderTable('SELECT 1', { columns: [{ name: 'x' }], rows: [[1]], elapsedMs: 13.721805000212044 })
+		.includes('1 row, 13.7 ms'));
 });
