@@ -136,8 +136,24 @@ async function backtrace() {
 		vscode.window.showErrorMessage(`Probing: backtrace failed (${exitMeaning(res.code)}): ${res.err.trim()}`);
 		return;
 	}
-	const doc = await vscode.workspace.openTextDocument({ content: res.out, language: 'plaintext' });
+	// A read-only document of its own (no "save changes?" on close), one
+	// per backtrace taken.
+	const uri = vscode.Uri.from({ scheme: BT_SCHEME, path: `backtrace-${target.replace(/[^\w.@:-]/g, '_')}.txt`,
+		query: String(++btSeq) });
+	btDocs.set(uri.toString(), res.out);
+	const doc = await vscode.workspace.openTextDocument(uri);
 	await vscode.window.showTextDocument(doc, { preview: true });
+}
+
+// The backtraces shown, by document: read-only text.
+const BT_SCHEME = 'probing-backtrace';
+const btDocs = new Map<string, string>();
+let btSeq = 0;
+
+class BacktraceDocuments implements vscode.TextDocumentContentProvider {
+	provideTextDocumentContent(uri: vscode.Uri): string {
+		return btDocs.get(uri.toString()) ?? '';
+	}
 }
 
 // Records the target (or takes what is recorded), then shows the agent's
@@ -187,6 +203,8 @@ export function activate(context: vscode.ExtensionContext) {
 		vscode.commands.registerCommand('probing.pickProcess', () => pickProcess(false)),
 		vscode.commands.registerCommand('probing.runQuery', () => runQuery(context)),
 		vscode.commands.registerCommand('probing.backtrace', backtrace),
+		vscode.workspace.registerTextDocumentContentProvider(BT_SCHEME, new BacktraceDocuments()),
+		vscode.workspace.onDidCloseTextDocument((d) => btDocs.delete(d.uri.toString())),
 		vscode.commands.registerCommand('probing.flamegraph', flamegraph),
 	);
 }
