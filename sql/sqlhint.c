@@ -195,8 +195,9 @@ static void hint_function(const char *fn, char *hint, size_t hintlen)
 }
 
 void sqlhint_explain(struct sqlite3 *db, const char *sql, const char *msg,
-		     char *err, size_t errlen)
+		     int compiling, char *err, size_t errlen)
 {
+	const char *dialect = compiling ? " (SQLite's SQL)" : "";
 	char word[NAME_MAX_], hint[512] = "";
 
 	hint_interval(sql, hint, sizeof(hint));
@@ -212,8 +213,7 @@ void sqlhint_explain(struct sqlite3 *db, const char *sql, const char *msg,
 			 "the recorded tables' time column is ts (seconds "
 			 "since the epoch; ago('5m') for a window)");
 	if (hint[0])
-		errbuf_set(err, errlen, "%s (SQLite's SQL)\nhint: %s", msg,
-			   hint);
+		errbuf_set(err, errlen, "%s%s\nhint: %s", msg, dialect, hint);
 	else
-		errbuf_set(err, errlen, "%s (SQLite's SQL)", msg);
+		errbuf_set(err, errlen, "%s%s", msg, dialect);
 }

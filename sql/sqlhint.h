@@ -21,8 +21,11 @@
 struct sqlite3;
 
 /* Writes into err the message msg of SQLite about sql, with a hint.  db
- * (may be NULL) is read for the table catalog (probing.tables). */
+ * (may be NULL) is read for the table catalog (probing.tables).
+ * compiling: the statement did not compile (its SQL is wrong: said to be
+ * SQLite's); else it failed while running (a live table's error, an
+ * overflow: the message as it is, with a hint when one applies). */
 void sqlhint_explain(struct sqlite3 *db, const char *sql, const char *msg,
-		     char *err, size_t errlen);
+		     int compiling, char *err, size_t errlen);
 
 #endif

@@ -656,7 +656,7 @@ static int query_locked(struct store *st, const char *sql,
 		else if (st->q.timed_out)
 			goto timeout;
 		else
-			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db),
+			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db), 1,
 					err, errlen);
 		return src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 	}
@@ -700,7 +700,7 @@ static int query_locked(struct store *st, const char *sql,
 			errbuf_set(err, errlen, "not authorized: %s",
 				st->q.denied);
 		else
-			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db),
+			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db), 0,
 					err, errlen);
 		rc = src == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
 		goto out;

@@ -177,6 +177,7 @@ static int free_port(const char *host)
 	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 	socklen_t sl;
+	struct fdown s;
 	int fd, port;
 
 	if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
@@ -188,17 +189,18 @@ static int free_port(const char *host)
 	} else {
 		return -EINVAL;
 	}
-	fd = fdown_new(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return fd == -1 ? -errno : fd;
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-		port = -errno;
-		close(fd);
+		return -errno;
+	if ((port = fdown_take(&s, fd)))
 		return port;
-	}
-	port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
-	close(fd);
+	if (bind(s.fd, (struct sockaddr *)&ss, sl) < 0 ||
+	    getsockname(s.fd, (struct sockaddr *)&ss, &sl) < 0)
+		port = -errno;
+	else
+		port = ntohs(ss.ss_family == AF_INET ? s4->sin_port
+						     : s6->sin6_port);
+	fdown_close(&s);
 	return port;
 }
 

@@ -122,6 +122,7 @@ static int route_to(const char *master, int port, char *out, char *err,
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	char sport[16];
+	struct fdown s = {.fd = -1};
 	int fd, rc;
 
 	snprintf(sport, sizeof(sport), "%d", port);
@@ -133,17 +134,16 @@ static int route_to(const char *master, int port, char *out, char *err,
 	}
 	/* A UDP connect picks the route and the source address; nothing is
 	 * sent. */
-	fd = fdown_new(socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-	rc = fd == -1 ? -errno : fd < 0 ? fd : 0;
-	if (!rc && connect(fd, res->ai_addr, res->ai_addrlen) < 0)
+	fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	rc = fd < 0 ? -errno : fdown_take(&s, fd);
+	if (!rc && connect(s.fd, res->ai_addr, res->ai_addrlen) < 0)
 		rc = -errno;
-	if (!rc && getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+	if (!rc && getsockname(s.fd, (struct sockaddr *)&ss, &sl) < 0)
 		rc = -errno;
 	if (!rc)
 		rc = sockaddr_text((struct sockaddr *)&ss, out,
 				   CLUSTER_HOST_MAX);
-	if (fd >= 0)
-		close(fd);
+	fdown_close(&s);
 	freeaddrinfo(res);
 	if (rc) {
 		snprintf(err, errlen, "no route to MASTER_ADDR %s: %s", master,

@@ -29,23 +29,22 @@ static void probe_start(struct cluster_probe *p)
 	struct addrinfo *res = NULL;
 	struct dap_addr a;
 	char port[16];
+	int fd;
 
-	p->fd = -1;
+	p->sock.fd = -1;
 	p->up = 0;
 	if (dap_addr_parse(p->addr, &a, NULL, 0) || a.kind != DAP_ADDR_TCP)
 		return;
 	snprintf(port, sizeof(port), "%d", a.port);
 	if (getaddrinfo(a.host, port, &hints, &res) || !res)
 		return;
-	p->fd = fdown_new(socket(
-		res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-	if (p->fd >= 0) {
-		if (connect(p->fd, res->ai_addr, res->ai_addrlen) == 0) {
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd >= 0 && fdown_take(&p->sock, fd) == 0) {
+		if (connect(p->sock.fd, res->ai_addr, res->ai_addrlen) == 0)
 			p->up = 1;
-		} else if (errno != EINPROGRESS) {
-			close(p->fd);
-			p->fd = -1;
-		}
+		else if (errno != EINPROGRESS)
+			fdown_close(&p->sock);
 	}
 	freeaddrinfo(res);
 }
@@ -63,8 +62,9 @@ void cluster_probe_all(struct cluster_probe *ps, size_t n)
 			end = n;
 		for (size_t i = base; i < end; i++) {
 			probe_start(&ps[i]);
-			if (ps[i].fd >= 0 && !ps[i].up) {
-				pfd[m] = (struct pollfd){ps[i].fd, POLLOUT, 0};
+			if (ps[i].sock.fd >= 0 && !ps[i].up) {
+				pfd[m] = (struct pollfd){ps[i].sock.fd,
+							 POLLOUT, 0};
 				idx[m++] = i;
 			}
 		}
@@ -96,7 +96,6 @@ void cluster_probe_all(struct cluster_probe *ps, size_t n)
 			m = k;
 		}
 		for (size_t i = base; i < end; i++)
-			if (ps[i].fd >= 0)
-				close(ps[i].fd);
+			fdown_close(&ps[i].sock);
 	}
 }

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "core/fdown.h"
 #include "dap_addr.h"
 
 #define CLUSTER_PROBE_MS 500
@@ -22,7 +23,7 @@
 
 struct cluster_probe {
 	char addr[DAP_ADDR_TEXT_MAX]; /* in: "host:port" */
-	int fd;			      /* private */
+	struct fdown sock;	      /* private */
 	int up;			      /* out: 1 when the connect completed */
 };
 

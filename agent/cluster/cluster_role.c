@@ -36,15 +36,13 @@ static ssize_t read_all(const char *path, char **out, size_t cap)
 {
 	size_t len = 0, size = 4096;
 	char *buf = malloc(size + 1), *bigger;
-	int fd = fdown_open(path, O_RDONLY, 0);
+	struct fdown f;
+	int rc = fdown_open_take(&f, path, O_RDONLY, 0);
 
-	if (fd < 0 || !buf) {
-		int e = fd < 0 ? -fd : ENOMEM;
-
-		if (fd >= 0)
-			close(fd);
+	if (rc || !buf) {
+		fdown_close(&f);
 		free(buf);
-		return -e;
+		return rc ? rc : -ENOMEM;
 	}
 	for (;;) {
 		ssize_t n;
@@ -58,11 +56,11 @@ static ssize_t read_all(const char *path, char **out, size_t cap)
 				break;
 			buf = bigger;
 		}
-		n = read(fd, buf + len, size - len);
+		n = read(f.fd, buf + len, size - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			close(fd);
+			fdown_close(&f);
 			if (n < 0) {
 				free(buf);
 				return -EIO;
@@ -73,7 +71,7 @@ static ssize_t read_all(const char *path, char **out, size_t cap)
 		}
 		len += (size_t)n;
 	}
-	close(fd);
+	fdown_close(&f);
 	free(buf);
 	return -E2BIG;
 }

@@ -31,7 +31,7 @@ static const int qtype[3][5] = {
 };
 
 struct tcpstore {
-	int fd;
+	struct fdown sock; /* checked before each send and recv */
 	enum tcpstore_proto proto;
 	int timeout_ms;
 };
@@ -129,7 +129,12 @@ static int send_all(struct tcpstore *ts, const void *data, size_t n,
 	const unsigned char *p = data;
 
 	while (n > 0) {
-		ssize_t w = send(ts->fd, p, n, MSG_NOSIGNAL);
+		ssize_t w;
+
+		/* A number the program closed and reused is not written. */
+		if (!fdown_ours(&ts->sock))
+			return -EBADF;
+		w = send(ts->sock.fd, p, n, MSG_NOSIGNAL);
 
 		if (w > 0) {
 			p += w;
@@ -139,7 +144,7 @@ static int send_all(struct tcpstore *ts, const void *data, size_t n,
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int rc = wait_fd(ts->fd, POLLOUT, deadline);
+			int rc = wait_fd(ts->sock.fd, POLLOUT, deadline);
 			if (rc)
 				return rc;
 			continue;
@@ -154,7 +159,12 @@ static int recv_all(struct tcpstore *ts, void *data, size_t n, double deadline)
 	unsigned char *p = data;
 
 	while (n > 0) {
-		ssize_t r = recv(ts->fd, p, n, 0);
+		ssize_t r;
+
+		/* Nor read: the program's data would be taken. */
+		if (!fdown_ours(&ts->sock))
+			return -EBADF;
+		r = recv(ts->sock.fd, p, n, 0);
 
 		if (r > 0) {
 			p += r;
@@ -166,7 +176,7 @@ static int recv_all(struct tcpstore *ts, void *data, size_t n, double deadline)
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			int rc = wait_fd(ts->fd, POLLIN, deadline);
+			int rc = wait_fd(ts->sock.fd, POLLIN, deadline);
 			if (rc)
 				return rc;
 			continue;
@@ -193,50 +203,47 @@ static int fail(int rc, const char *what, char *err, size_t errlen)
 	return rc;
 }
 
-static int connect_one(const struct addrinfo *ai, double deadline)
+/* Connects *s to ai within deadline: 0, or -errno (s->fd -1). */
+static int connect_one(const struct addrinfo *ai, double deadline,
+		       struct fdown *s)
 {
 	int fd, one = 1, soerr = 0, rc;
 	socklen_t sl = sizeof(soerr);
 
-	fd = fdown_new(socket(ai->ai_family,
-			      ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			      0));
-	if (fd < 0)
-		return fd == -1 ? -errno : fd;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-		return fd;
-	if (errno != EINPROGRESS) {
-		rc = -errno;
-		close(fd);
+	fd = socket(ai->ai_family,
+		    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		s->fd = -1;
+		return -errno;
+	}
+	if ((rc = fdown_take(s, fd)))
 		return rc;
-	}
-	{
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		rc = 0;
-		while (rc == 0) {
-			double left = deadline - now_ms();
-			if (left <= 0) {
-				close(fd);
-				return -ETIMEDOUT;
-			}
-			rc = poll(&p, 1, (int)left + 1);
-			if (rc < 0 && errno == EINTR)
-				rc = 0;
+	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(s->fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		return 0;
+	rc = errno == EINPROGRESS ? 0 : -errno;
+	while (rc == 0) {
+		struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+		double left = deadline - now_ms();
+
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
 		}
-		if (rc < 0) {
-			rc = -errno;
-			close(fd);
-			return rc;
-		}
+		rc = poll(&p, 1, (int)left + 1);
+		if (rc < 0)
+			rc = errno == EINTR ? 0 : -errno;
+		else if (rc > 0)
+			break;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-		soerr = errno;
-	if (soerr) {
-		close(fd);
-		return -soerr;
+	if (rc > 0) {
+		if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			soerr = errno;
+		rc = -soerr;
 	}
-	return fd;
+	if (rc)
+		fdown_close(s);
+	return rc;
 }
 
 int tcpstore_connect(const char *host, int port, enum tcpstore_proto proto,
@@ -249,8 +256,9 @@ int tcpstore_connect(const char *host, int port, enum tcpstore_proto proto,
 	struct addrinfo *res, *ai;
 	double deadline = now_ms() + timeout_ms;
 	struct tcpstore *ts;
+	struct fdown sock = {.fd = -1};
 	char sport[16];
-	int fd = -ECONNREFUSED, rc;
+	int rc, crc = -ECONNREFUSED;
 
 	*out = NULL;
 	if (proto != TCPSTORE_PROTO_1 && proto != TCPSTORE_PROTO_2) {
@@ -265,24 +273,24 @@ int tcpstore_connect(const char *host, int port, enum tcpstore_proto proto,
 		return -EHOSTUNREACH;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
-		fd = connect_one(ai, deadline);
-		if (fd >= 0)
+		crc = connect_one(ai, deadline, &sock);
+		if (crc == 0)
 			break;
 	}
 	freeaddrinfo(res);
-	if (fd < 0) {
+	if (crc) {
 		snprintf(err, errlen,
 			 "cannot connect to the store at %s:%d: %s", host, port,
-			 strerror(-fd));
-		return fd;
+			 strerror(-crc));
+		return crc;
 	}
 	ts = calloc(1, sizeof(*ts));
 	if (!ts) {
-		close(fd);
+		fdown_close(&sock);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	ts->fd = fd;
+	ts->sock = sock;
 	ts->proto = proto;
 	ts->timeout_ms = timeout_ms;
 	if (proto == TCPSTORE_PROTO_2) {
@@ -305,7 +313,7 @@ void tcpstore_free(struct tcpstore *ts)
 {
 	if (!ts)
 		return;
-	close(ts->fd);
+	fdown_close(&ts->sock);
 	free(ts);
 }
 

@@ -163,29 +163,28 @@ static int write_tmp(const char *dir, const char *t, char *tmp,
 {
 	size_t len = strlen(t);
 	char text[DAP_TOKEN_MAX + 2];
-	int fd, rc = 0;
+	struct fdown f;
+	int rc = 0;
 
 	snprintf(tmp, tmplen, "%s/.token.%d.%ld", dir, (int)getpid(),
 		 (long)gettid());
 	unlink(tmp); /* a leftover of a crashed writer with our pid */
-	fd = fdown_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-	if (fd < 0) {
+	rc = fdown_open_take(&f, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+			     0600);
+	if (rc) {
 		snprintf(err, errlen, "cannot create %s: %s", tmp,
-			 strerror(-fd));
-		return fd;
+			 strerror(-rc));
+		return rc;
 	}
 	memcpy(text, t, len);
 	text[len++] = '\n';
-	if (write(fd, text, len) != (ssize_t)len) {
+	if (write(f.fd, text, len) != (ssize_t)len ||
+	    (fdatasync(f.fd) < 0 && errno != EINVAL)) {
 		rc = errno ? -errno : -EIO;
 		snprintf(err, errlen, "cannot write %s: %s", tmp,
 			 strerror(-rc));
 	}
-	if (close(fd) < 0 && !rc) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot write %s: %s", tmp,
-			 strerror(errno));
-	}
+	fdown_close(&f);
 	if (rc)
 		unlink(tmp);
 	return rc;

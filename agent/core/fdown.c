@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,34 +81,89 @@ int fdown_new(int fd)
 	return new_checked(fd, &st);
 }
 
-int fdown_open(const char *path, int flags, mode_t mode)
+/* fdown_open, giving the identity of what it returns. */
+static int open_checked(const char *path, int flags, mode_t mode,
+			struct stat *st)
 {
-	struct stat want, st;
+	struct stat want;
 	int fd = open(path, flags | O_CLOEXEC, mode);
 
 	if (fd < 0)
 		return -errno;
 	/* What the path names now, against what fd holds: a number taken
 	 * over between the open and the fstat shows another file. */
-	if (fstat(fd, &st) < 0 || stat(path, &want) < 0 ||
-	    st.st_dev != want.st_dev || st.st_ino != want.st_ino)
+	if (fstat(fd, st) < 0 || stat(path, &want) < 0 ||
+	    st->st_dev != want.st_dev || st->st_ino != want.st_ino)
 		return -EAGAIN;
-	fd = raise_checked(fd, &st);
+	fd = raise_checked(fd, st);
 	return fd < 0 ? -EAGAIN : fd;
+}
+
+int fdown_open(const char *path, int flags, mode_t mode)
+{
+	struct stat st;
+
+	return open_checked(path, flags, mode, &st);
+}
+
+int fdown_open_take(struct fdown *o, const char *path, int flags,
+		    mode_t mode)
+{
+	struct stat st;
+	int fd = open_checked(path, flags, mode, &st);
+
+	o->fd = -1;
+	if (fd < 0)
+		return fd;
+	o->fd = fd;
+	o->dev = st.st_dev;
+	o->ino = st.st_ino;
+	return 0;
 }
 
 FILE *fdown_fopen(const char *path)
 {
-	int fd = fdown_open(path, O_RDONLY, 0);
-	FILE *f;
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap), *bigger;
+	struct fdown o = {.fd = -1};
+	FILE *f = NULL;
+	ssize_t n;
+	int rc = buf ? fdown_open_take(&o, path, O_RDONLY, 0) : -ENOMEM;
 
-	if (fd < 0) {
-		errno = -fd;
-		return NULL;
+	while (rc == 0) {
+		if (len == cap) {
+			if (cap >= FDOWN_FOPEN_MAX) {
+				rc = -EFBIG;
+				break;
+			}
+			cap *= 2;
+			if (!(bigger = realloc(buf, cap))) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = bigger;
+		}
+		n = read(o.fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = -errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
 	}
-	f = fdopen(fd, "r");
-	if (!f)
-		close(fd);
+	fdown_close(&o);
+	/* "w+": the stream owns a copy (freed by fclose); reads end at
+	 * what was written. */
+	if (rc == 0 && (f = fmemopen(NULL, len ? len : 1, "w+")) &&
+	    (fwrite(buf, 1, len, f) != len || fseek(f, 0, SEEK_SET))) {
+		fclose(f);
+		f = NULL;
+	}
+	if (rc == 0 && !f)
+		rc = -ENOMEM;
+	free(buf);
+	errno = -rc;
 	return f;
 }
 

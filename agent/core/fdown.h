@@ -58,7 +58,16 @@ int fdown_new(int fd);
  * as it may be the program's). */
 int fdown_open(const char *path, int flags, mode_t mode);
 
-/* fdown_open(path, O_RDONLY) as a stdio stream; NULL with errno. */
+/* fdown_open into o, with the identity it was checked with (for a file
+ * kept open: closed later with fdown_close).  0, or -errno (o->fd -1). */
+int fdown_open_take(struct fdown *o, const char *path, int flags,
+		    mode_t mode);
+
+/* The whole of path (at most FDOWN_FOPEN_MAX bytes) as a stdio stream
+ * in memory: the descriptor is owned (fdown_open_take) while the file is
+ * read and closed with fdown_close before this returns, so fclose() of
+ * the stream closes no number at all.  NULL with errno (EFBIG: larger). */
+#define FDOWN_FOPEN_MAX (16 << 20)
 FILE *fdown_fopen(const char *path);
 
 /* Takes fd (made by the caller, as fdown_new) into o, with its identity.

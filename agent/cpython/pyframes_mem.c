@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/fdown.h"
 #include "pyframes.h"
 
 /* 0: process_vm_readv; 1: forced pipe (tests); 2: pipe, learned. */
@@ -48,16 +49,25 @@ static pid_t self_pid(void)
  * memory we may not read instead of faulting. */
 static int pipe_read(void *dst, uintptr_t src, size_t len)
 {
+	struct fdown rd = {.fd = -1}, wr = {.fd = -1};
 	int p[2], rc = 0;
 	size_t done = 0;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -EFAULT;
+	/* Owned (fdown.h): a number the program takes over meanwhile is
+	 * neither written to, read from nor closed. */
+	rc = fdown_take(&rd, p[0]);
+	if (fdown_take(&wr, p[1]) || rc) {
+		fdown_close(&rd);
+		fdown_close(&wr);
+		return -EFAULT;
+	}
 	while (done < len) {
 		size_t chunk = len - done < 4096 ? len - done : 4096;
 		/* The raw system call: a sanitizer's write() interceptor
 		 * would check (and report) the very memory we probe. */
-		ssize_t w = syscall(SYS_write, p[1], (const char *)src + done,
+		ssize_t w = syscall(SYS_write, wr.fd, (const char *)src + done,
 				    chunk);
 		ssize_t r;
 
@@ -65,15 +75,15 @@ static int pipe_read(void *dst, uintptr_t src, size_t len)
 			rc = -EFAULT;
 			break;
 		}
-		r = read(p[0], (char *)dst + done, chunk);
+		r = read(rd.fd, (char *)dst + done, chunk);
 		if (r != (ssize_t)chunk) {
 			rc = -EFAULT;
 			break;
 		}
 		done += chunk;
 	}
-	close(p[0]);
-	close(p[1]);
+	fdown_close(&rd);
+	fdown_close(&wr);
 	return rc;
 }
 

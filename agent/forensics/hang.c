@@ -303,18 +303,18 @@ static void resumed(int64_t stuck_ms)
 {
 	char line[128], when[32];
 	double now = real_s();
-	int fd;
+	struct fdown f;
 
 	crash_time_format((int64_t)now,
 			  (int)((now - (double)(int64_t)now) * 1000), when);
 	snprintf(line, sizeof(line), "resumed: %s after %.1f s\n", when,
 		 (double)stuck_ms / 1000);
 	if (W.path[0] &&
-	    (fd = fdown_open(W.path, O_WRONLY | O_APPEND, 0)) >= 0) {
-		if (write(fd, line, strlen(line)) < 0) {
+	    fdown_open_take(&f, W.path, O_WRONLY | O_APPEND, 0) == 0) {
+		if (write(f.fd, line, strlen(line)) < 0) {
 			/* the row still says it */
 		}
-		close(fd);
+		fdown_close(&f);
 	}
 	store_stmt_real(resume_stmt, 1, now);
 	store_stmt_real(resume_stmt, 2, (double)stuck_ms / 1000);

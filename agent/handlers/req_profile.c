@@ -283,11 +283,11 @@ static void program_name(char *out, size_t len)
 	char buf[4096] = "";
 	const char *name = "python", *p;
 	ssize_t n = 0;
-	int fd = fdown_open("/proc/self/cmdline", O_RDONLY, 0);
+	struct fdown f;
 
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
+	if (fdown_open_take(&f, "/proc/self/cmdline", O_RDONLY, 0) == 0) {
+		n = read(f.fd, buf, sizeof(buf) - 1);
+		fdown_close(&f);
 	}
 	buf[n > 0 ? n : 0] = '\0';
 	/* argv[0], then the first argument that is not an option. */

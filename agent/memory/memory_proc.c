@@ -64,22 +64,23 @@ int memory_proc_read(struct memory_proc *out)
 	char buf[MEMORY_STATUS_MAX];
 	ssize_t n;
 	size_t len = 0;
-	int fd = fdown_open("/proc/self/status", O_RDONLY, 0);
+	struct fdown f;
+	int rc = fdown_open_take(&f, "/proc/self/status", O_RDONLY, 0);
 
-	if (fd < 0)
-		return fd;
+	if (rc)
+		return rc;
 	while (len < sizeof(buf) - 1 &&
-	       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) != 0) {
+	       (n = read(f.fd, buf + len, sizeof(buf) - 1 - len)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			int e = errno;
-			close(fd);
-			return -e;
+			rc = -errno;
+			fdown_close(&f);
+			return rc;
 		}
 		len += (size_t)n;
 	}
-	close(fd);
+	fdown_close(&f);
 	buf[len] = 0;
 	return memory_proc_parse(buf, out);
 }

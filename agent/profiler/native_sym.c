@@ -120,17 +120,17 @@ static void load(struct object *o)
 	const ElfW(Ehdr) *eh;
 	const ElfW(Shdr) *sh, *best = NULL;
 	struct stat st;
-	int fd = fdown_open(o->path, O_RDONLY, 0);
+	struct fdown f;
 	void *m;
 
-	if (fd < 0)
+	if (fdown_open_take(&f, o->path, O_RDONLY, 0))
 		return;
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-		close(fd);
+	if (fstat(f.fd, &st) < 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+		fdown_close(&f);
 		return;
 	}
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, f.fd, 0);
+	fdown_close(&f);
 	if (m == MAP_FAILED)
 		return;
 	o->map = m;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/fdown.h"
 #include "cpython/cpython.h"
 #include "native.h"
 #include "python/pystack.h"
@@ -63,7 +64,8 @@ struct tick {
 struct thr {
 	uint64_t thread_id;
 	long native_id;
-	int fd;		/* /proc/self/task/TID/syscall, -1 when not open */
+	struct fdown syscall_file; /* /proc/self/task/TID/syscall (fd -1:
+				      not open) */
 	int64_t cpu_ns; /* its CPU clock at its previous sample, -1 none */
 	uint64_t seen;	/* tick it was last seen in */
 	unsigned nwant; /* its samples waiting for a capture (join) */

@@ -33,8 +33,7 @@ int sampler_threads_init(void)
 void sampler_threads_atfork_child(void)
 {
 	for (size_t i = 0; i < nthr; i++)
-		if (thr[i].fd >= 0)
-			close(thr[i].fd); /* the parent's threads' files */
+		fdown_close(&thr[i].syscall_file); /* the parent's threads' */
 	nthr = 0;
 	memset(&thr_map, 0, sizeof(thr_map));
 }
@@ -62,8 +61,7 @@ static struct thr *thr_get(const struct cpython_thread *pt)
 		if (t->native_id == pt->native_id)
 			return t;
 		/* Same ident, another kernel thread: start over. */
-		if (t->fd >= 0)
-			close(t->fd);
+		fdown_close(&t->syscall_file);
 	} else {
 		if (nthr >= SAMPLER_THREADS_MAX ||
 		    sampler_map_put(&thr_map, pt->thread_id + 1,
@@ -80,9 +78,9 @@ static struct thr *thr_get(const struct cpython_thread *pt)
 	t->nwant = 0; /* an earlier thread's wants are dropped unbound */
 	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
 		 pt->native_id);
-	t->fd = pt->native_id > 0 ? fdown_open(path, O_RDONLY, 0) : -1;
-	if (t->fd < 0)
-		t->fd = -1;
+	t->syscall_file.fd = -1;
+	if (pt->native_id > 0)
+		fdown_open_take(&t->syscall_file, path, O_RDONLY, 0);
 	if (!t->frames) {
 		t->frames = malloc(PATH_MAX_FRAMES * sizeof(*t->frames));
 		t->nodes = malloc(PATH_MAX_FRAMES * sizeof(*t->nodes));
@@ -126,9 +124,11 @@ static int syscall_state(struct thr *t)
 	long nr;
 	unsigned long long arg0;
 
-	if (t->fd < 0)
+	if (t->syscall_file.fd < 0)
 		return -1;
-	n = pread(t->fd, buf, sizeof(buf) - 1, 0);
+	/* pread: a number the program took over is read without moving
+	 * its offset, and a pipe or socket there refuses (ESPIPE). */
+	n = pread(t->syscall_file.fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
@@ -195,9 +195,7 @@ void sampler_threads_prune(uint64_t n)
 			keep++;
 			continue;
 		}
-		if (t->fd >= 0)
-			close(t->fd);
-		t->fd = -1;
+		fdown_close(&t->syscall_file);
 	}
 	if (keep == nthr)
 		return;

@@ -88,48 +88,49 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct listener *l = w->data;
 	struct server *srv = current_server;
-	int fd, one = 1, authed;
+	struct fdown c;
+	int one = 1, authed;
 
 	(void)loop;
 	if ((revents & EV_ERROR) || !fdown_ours(&l->sock)) {
 		listener_lost(srv, l);
 		return;
 	}
-	fd = fdown_new(
-		accept4(l->sock.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC));
-	if (fd < 0)
+	if (fdown_take(&c, accept4(l->sock.fd, NULL, NULL,
+				   SOCK_NONBLOCK | SOCK_CLOEXEC)))
 		return;
-	if (l->is_unix && !server_sock_peer_allowed(fd)) {
+	if (l->is_unix && !server_sock_peer_allowed(c.fd)) {
 		log_warn("refused a client of another user on %s", l->addr);
-		close(fd);
+		fdown_close(&c);
 		return;
 	}
 	/* Decided once, now: a TCP client needs the token when the agent
 	 * has one. */
 	authed = l->is_unix || !auth_token();
 	if (!room_for(srv, l->is_unix, authed, l->addr)) {
-		close(fd);
+		fdown_close(&c);
 		return;
 	}
 	if (!l->is_unix)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	server_session_new(srv, fd, l->is_unix, authed);
+		setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	server_session_new(srv, &c, l->is_unix, authed);
 }
 
 /* ---- listeners -------------------------------------------------------- */
 
-static void add_listener(struct server *srv, int fd, int is_unix,
+/* Takes *sock (emptied) as a listener on addr. */
+static void add_listener(struct server *srv, struct fdown *sock, int is_unix,
 			 const char *addr)
 {
 	struct listener *l;
 
 	if (srv->nlisteners >= SERVER_LISTENERS_MAX) {
-		close(fd);
+		fdown_close(sock);
 		return;
 	}
 	l = &srv->listeners[srv->nlisteners];
-	if (fdown_take(&l->sock, fd))
-		return;
+	l->sock = *sock;
+	fdown_forget(sock);
 	srv->nlisteners++;
 	l->is_unix = is_unix;
 	snprintf(l->addr, sizeof(l->addr), "%s", addr);
@@ -144,21 +145,21 @@ static void listener_lost(struct server *srv, struct listener *l)
 {
 	struct dap_addr addr;
 	char err[256], c[DAP_ADDR_TEXT_MAX];
-	int fd;
+	int rc;
 
 	ev_io_stop(srv->loop, &l->io);
 	fdown_forget(&l->sock);
-	if (dap_addr_parse(l->addr, &addr, err, sizeof(err)))
-		fd = -1;
+	if ((rc = dap_addr_parse(l->addr, &addr, err, sizeof(err))))
+		;
 	else if (addr.kind == DAP_ADDR_UNIX)
-		fd = server_sock_bind_unix(&addr, err, sizeof(err));
+		rc = server_sock_bind_unix(&addr, &l->sock, err, sizeof(err));
 	else
-		fd = server_sock_bind_tcp(&addr, c, sizeof(c), err,
+		rc = server_sock_bind_tcp(&addr, &l->sock, c, sizeof(c), err,
 					  sizeof(err));
-	if (fd < 0 || fdown_take(&l->sock, fd)) {
+	if (rc) {
 		log_warn("the program closed the agent's socket on %s and it "
 			 "cannot listen there again: %s",
-			 l->addr, fd < 0 ? err : "descriptor lost");
+			 l->addr, err);
 		return;
 	}
 	log_info("the program closed the agent's socket on %s; listening "
@@ -229,7 +230,7 @@ static void on_wake(void *data)
 	events = server_events_take_locked(srv);
 	pthread_mutex_unlock(&srv->lock);
 	for (int i = 0; i < n; i++)
-		add_listener(srv, p[i].fd, p[i].is_unix, p[i].addr);
+		add_listener(srv, &p[i].sock, p[i].is_unix, p[i].addr);
 	for (int i = 0; i < ngone; i++)
 		close_listener(srv, gone[i]);
 	server_events_deliver(srv, events);
@@ -253,7 +254,8 @@ int server_listen(struct server *srv, const char *text, char *canon,
 {
 	struct dap_addr addr;
 	char c[DAP_ADDR_TEXT_MAX];
-	int fd, rc;
+	struct fdown sock;
+	int rc;
 
 	rc = dap_addr_parse(text, &addr, err, errlen);
 	if (rc)
@@ -276,16 +278,17 @@ int server_listen(struct server *srv, const char *text, char *canon,
 	pthread_mutex_unlock(&srv->lock);
 
 	if (addr.kind == DAP_ADDR_UNIX)
-		fd = server_sock_bind_unix(&addr, err, errlen);
+		rc = server_sock_bind_unix(&addr, &sock, err, errlen);
 	else
-		fd = server_sock_bind_tcp(&addr, c, sizeof(c), err, errlen);
-	if (fd < 0)
-		return fd;
+		rc = server_sock_bind_tcp(&addr, &sock, c, sizeof(c), err,
+					  errlen);
+	if (rc)
+		return rc;
 
 	pthread_mutex_lock(&srv->lock);
 	note_address(srv, c);
 	struct pending_listener *p = &srv->pending[srv->npending++];
-	p->fd = fd;
+	p->sock = sock;
 	p->is_unix = addr.kind == DAP_ADDR_UNIX;
 	snprintf(p->addr, sizeof(p->addr), "%s", c);
 	pthread_mutex_unlock(&srv->lock);
@@ -305,7 +308,8 @@ int server_new(struct server **out, char *err, size_t errlen)
 	struct server *srv;
 	struct dap_addr addr;
 	char canon[DAP_ADDR_TEXT_MAX];
-	int fd;
+	struct fdown sock;
+	int rc;
 
 	ev_set_syserr_cb(on_syserr);
 	srv = calloc(1, sizeof(*srv));
@@ -328,17 +332,17 @@ int server_new(struct server **out, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	dap_addr_for_pid(getpid(), &addr);
-	fd = server_sock_bind_unix(&addr, err, errlen);
-	if (fd < 0) {
+	rc = server_sock_bind_unix(&addr, &sock, err, errlen);
+	if (rc) {
 		ev_loop_destroy(srv->loop);
 		free(srv);
-		return fd;
+		return rc;
 	}
 	dap_addr_format(&addr, canon, sizeof(canon));
 	note_address(srv, canon);
 	if (wake_init(&srv->wake, srv->loop, on_wake, srv)) {
 		snprintf(err, errlen, "cannot make the loop's wake-up pipe");
-		close(fd);
+		fdown_close(&sock);
 		ev_loop_destroy(srv->loop);
 		free(srv);
 		return -EMFILE;
@@ -351,7 +355,7 @@ int server_new(struct server **out, char *err, size_t errlen)
 	srv->reaper.data = srv;
 	ev_prepare_start(srv->loop, &srv->reaper);
 	current_server = srv;
-	add_listener(srv, fd, 1, canon);
+	add_listener(srv, &sock, 1, canon);
 	*out = srv;
 	return 0;
 }
@@ -385,7 +389,7 @@ int server_unlisten(struct server *srv, const char *canon)
 	for (int i = 0; found && i < srv->npending; i++) {
 		if (strcmp(srv->pending[i].addr, canon))
 			continue;
-		close(srv->pending[i].fd);
+		fdown_close(&srv->pending[i].sock);
 		srv->pending[i] = srv->pending[--srv->npending];
 		pthread_mutex_unlock(&srv->lock);
 		return 0;
@@ -430,7 +434,7 @@ void server_free(struct server *srv)
 		fdown_close(&srv->listeners[i].sock);
 	}
 	for (int i = 0; i < srv->npending; i++)
-		close(srv->pending[i].fd);
+		fdown_close(&srv->pending[i].sock);
 	ev_ref(srv->loop);
 	ev_timer_stop(srv->loop, &srv->fdcheck);
 	server_events_free(server_events_take_locked(srv));
@@ -454,7 +458,7 @@ void server_atfork_child(struct server *srv)
 		fdown_close(&srv->listeners[i].sock);
 	server_session_atfork_child(srv);
 	for (int i = 0; i < srv->npending; i++)
-		close(srv->pending[i].fd);
+		fdown_close(&srv->pending[i].sock);
 	wake_atfork_child(&srv->wake);
 	current_server = NULL;
 }

@@ -39,7 +39,7 @@ struct listener {
 
 /* Bound by server_listen(), waiting for the loop to watch it. */
 struct pending_listener {
-	int fd;
+	struct fdown sock; /* bound and listening; the loop takes it */
 	int is_unix;
 	char addr[DAP_ADDR_TEXT_MAX];
 };

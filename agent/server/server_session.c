@@ -358,20 +358,19 @@ int server_on_close(struct server *srv, server_close_fn fn)
 	return 0;
 }
 
-struct session *server_session_new(struct server *srv, int fd, int local,
-				   int authed)
+struct session *server_session_new(struct server *srv, struct fdown *sock,
+				   int local, int authed)
 {
 	struct session *s;
+	int fd;
 
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		close(fd);
+		fdown_close(sock);
 		return NULL;
 	}
-	if (fdown_take(&s->sock, fd)) {
-		free(s);
-		return NULL;
-	}
+	s->sock = *sock;
+	fdown_forget(sock);
 	fd = s->sock.fd;
 	s->id = ++srv->next_session;
 	s->srv = srv;

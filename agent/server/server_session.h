@@ -52,12 +52,12 @@ struct session {
 	struct server *srv;
 };
 
-/* Makes a session of accepted socket fd (taking it: closed on failure)
- * and adds it to srv's sessions, which must have room.  local: accepted
- * on the unix socket; authed: it may make requests without a token.
- * Returns it, or NULL out of memory. */
-struct session *server_session_new(struct server *srv, int fd, int local,
-				   int authed);
+/* Makes a session of accepted socket *sock (taking it, emptied; closed
+ * on failure) and adds it to srv's sessions, which must have room.
+ * local: accepted on the unix socket; authed: it may make requests
+ * without a token.  Returns it, or NULL out of memory. */
+struct session *server_session_new(struct server *srv, struct fdown *sock,
+				   int local, int authed);
 
 /* srv's open sessions: on the unix socket, on TCP allowed to make
  * requests, on TCP owing the token (any may be NULL).  Returns how many

@@ -22,41 +22,51 @@ pid_t server_sock_unix_holder(const struct dap_addr *addr)
 	struct sockaddr_storage ss;
 	struct ucred cr = {0};
 	socklen_t len, crlen = sizeof(cr);
-	int fd;
+	struct fdown s;
 
 	if (dap_addr_unix_sockaddr(addr, &ss, &len))
 		return 0;
-	fd = fdown_new(
-		socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-	if (fd < 0)
+	if (fdown_take(&s, socket(AF_UNIX,
+				  SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				  0)))
 		return 0;
-	if (connect(fd, (struct sockaddr *)&ss, len) < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
+	if (connect(s.fd, (struct sockaddr *)&ss, len) < 0 ||
+	    getsockopt(s.fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
 		cr.pid = 0;
-	close(fd);
+	fdown_close(&s);
 	return cr.pid;
 }
 
-int server_sock_bind_unix(const struct dap_addr *addr, char *err,
-			  size_t errlen)
+/* A new socket into *out: 0, or -errno with err. */
+static int new_socket(int family, struct fdown *out, char *err,
+		      size_t errlen)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int rc = fd < 0 ? -errno : fdown_take(out, fd);
+
+	if (rc)
+		snprintf(err, errlen, "socket: %s", strerror(-rc));
+	return rc;
+}
+
+int server_sock_bind_unix(const struct dap_addr *addr, struct fdown *out,
+			  char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int fd, rc;
+	int rc;
 
+	out->fd = -1;
 	rc = dap_addr_unix_sockaddr(addr, &ss, &len);
 	if (rc) {
 		snprintf(err, errlen, "unix address too long: %s", addr->host);
 		return rc;
 	}
-	fd = fdown_new(
-		socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-	if (fd < 0) {
-		rc = fd == -1 ? -errno : fd;
-		snprintf(err, errlen, "socket: %s", strerror(-rc));
+	rc = new_socket(AF_UNIX, out, err, errlen);
+	if (rc)
 		return rc;
-	}
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
+	if (bind(out->fd, (struct sockaddr *)&ss, len) < 0 ||
+	    listen(out->fd, 16) < 0) {
 		rc = -errno;
 		if (rc == -EADDRINUSE)
 			snprintf(err, errlen,
@@ -67,11 +77,11 @@ int server_sock_bind_unix(const struct dap_addr *addr, char *err,
 				 addr->host, addr->host);
 		else
 			snprintf(err, errlen, "cannot listen on %s: %s",
-				 addr->host, strerror(errno));
-		close(fd);
+				 addr->host, strerror(-rc));
+		fdown_close(out);
 		return rc;
 	}
-	return fd;
+	return 0;
 }
 
 static int is_loopback(const struct sockaddr *sa)
@@ -87,16 +97,18 @@ static int is_loopback(const struct sockaddr *sa)
 	return 0;
 }
 
-int server_sock_bind_tcp(const struct dap_addr *addr, char *canon,
-			 size_t canonlen, char *err, size_t errlen)
+int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
+			 char *canon, size_t canonlen, char *err,
+			 size_t errlen)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 				 .ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *res, *ai;
 	char port[16], why[512];
-	int fd = -1, rc, one = 1, token = 0;
+	int rc, one = 1, token = 0;
 
+	out->fd = -1;
 	snprintf(port, sizeof(port), "%d", addr->port);
 	rc = getaddrinfo(addr->host, port, &hints, &res);
 	if (rc) {
@@ -120,26 +132,23 @@ int server_sock_bind_tcp(const struct dap_addr *addr, char *canon,
 			}
 			token = 1;
 		}
-		fd = fdown_new(socket(
-			ai->ai_family,
-			ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-		if (fd < 0)
+		if ((rc = new_socket(ai->ai_family, out, err, errlen)))
 			continue;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, 16) == 0)
+		setsockopt(out->fd, SOL_SOCKET, SO_REUSEADDR, &one,
+			   sizeof(one));
+		if (bind(out->fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(out->fd, 16) == 0)
 			break;
 		rc = -errno;
 		snprintf(err, errlen, "cannot listen on %s:%d: %s", addr->host,
-			 addr->port, strerror(errno));
-		close(fd);
-		fd = -1;
+			 addr->port, strerror(-rc));
+		fdown_close(out);
 	}
 	freeaddrinfo(res);
-	if (fd < 0)
+	if (out->fd < 0)
 		return rc;
 	dap_addr_format(addr, canon, canonlen);
-	return fd;
+	return 0;
 }
 
 int server_sock_peer_allowed(int fd)

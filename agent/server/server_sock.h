@@ -15,21 +15,28 @@
 #include <sys/types.h>
 
 struct dap_addr;
+struct fdown;
 
-/* Binds and listens on a unix address (abstract or a path).  Returns the
- * fd, or -errno with err. */
 /* The process that holds unix address addr (listening there): its pid,
  * or 0 when none can be reached or told. */
 pid_t server_sock_unix_holder(const struct dap_addr *addr);
 
-int server_sock_bind_unix(const struct dap_addr *addr, char *err,
-			  size_t errlen);
+/*
+ * Binds and listens on a unix address (abstract or a path) into *out, an
+ * owned descriptor from the moment the socket exists (fdown.h): a number
+ * the program takes over meanwhile (closerange, then its own file there)
+ * fails the bind and is left to the program, never closed.  0, or -errno
+ * with err (out->fd -1).
+ */
+int server_sock_bind_unix(const struct dap_addr *addr, struct fdown *out,
+			  char *err, size_t errlen);
 
-/* Binds and listens on the first address host resolves to that works.
- * Returns the fd with the canonical address in canon, or -errno with err
- * (-EPERM: not loopback, and no token could be had). */
-int server_sock_bind_tcp(const struct dap_addr *addr, char *canon,
-			 size_t canonlen, char *err, size_t errlen);
+/* The same on the first address host resolves to that works, with the
+ * canonical address in canon; -EPERM: not loopback, and no token could
+ * be had. */
+int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
+			 char *canon, size_t canonlen, char *err,
+			 size_t errlen);
 
 /* Is the peer of unix socket fd our uid or root (SO_PEERCRED)?  1 or 0. */
 int server_sock_peer_allowed(int fd);

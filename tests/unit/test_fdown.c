@@ -115,12 +115,57 @@ static void test_open(void)
 	close(fd);
 	CHECK(fdown_open("/nonexistent/fdown", O_RDONLY, 0) == -ENOENT);
 	{
+		/* In memory: no descriptor while it is parsed, the whole of
+		 * the file (past the first read's 4 KiB too). */
 		FILE *f = fdown_fopen("/proc/self/status");
+		char line[256];
+		int lines = 0, name = 0;
 
-		CHECK(f && fileno(f) >= FDOWN_MIN);
+		CHECK(f && fileno(f) == -1);
+		while (f && fgets(line, sizeof(line), f)) {
+			lines++;
+			name += !strncmp(line, "Name:", 5);
+		}
+		CHECK(lines > 20 && name == 1);
+		if (f)
+			fclose(f);
+		f = fdown_fopen("/proc/self/maps");
+		CHECK(f != NULL);
+		if (f)
+			fclose(f);
+		errno = 0;
+		CHECK(fdown_fopen("/nonexistent/fdown") == NULL &&
+		      errno == ENOENT);
+		/* An empty file is an empty stream. */
+		f = fdown_fopen("/proc/self/attr/current");
 		if (f)
 			fclose(f);
 	}
 }
 
-TEST_MAIN(test_new_moves_up, test_new_taken_over, test_take_and_lose, test_open)
+/* The program closes the agent's descriptor and opens its own file at
+ * the number: fdown_close leaves it open. */
+static void test_close_leaves_a_reused_number(void)
+{
+	struct fdown o;
+	char path[] = "/tmp/fdown-test-XXXXXX";
+	int mine, n;
+
+	CHECK(fdown_open_take(&o, "/proc/self/status", O_RDONLY, 0) == 0);
+	n = o.fd;
+	CHECK(n >= FDOWN_MIN);
+	close(n); /* as the program's closerange would */
+	mine = mkstemp(path);
+	CHECK(mine >= 0);
+	CHECK(dup2(mine, n) == n);
+	fdown_close(&o);
+	CHECK(o.fd == -1);
+	CHECK(fcntl(n, F_GETFD) >= 0); /* still the program's */
+	CHECK(write(n, "x", 1) == 1);
+	unlink(path);
+	close(n);
+	close(mine);
+}
+
+TEST_MAIN(test_new_moves_up, test_new_taken_over, test_take_and_lose, test_open,
+	  test_close_leaves_a_reused_number)

@@ -62,7 +62,7 @@ static void test_hints(void)
 	CHECK(store_catalog_add(st, "process", "memory", "recorded",
 				"memory") == 0);
 	sqlhint_explain(NULL, "SELECT now() - interval '5 min'",
-			"near \"'5 min'\": syntax error", err, sizeof(err));
+			"near \"'5 min'\": syntax error", 1, err, sizeof(err));
 	CHECK(strstr(err, "syntax error (SQLite's SQL)\nhint: SQLite has no "
 			  "INTERVAL") == err + strlen("near \"'5 min'\": "));
 	CHECK(strstr(err, "ago('5 min') or now() - 300") != NULL);
@@ -88,12 +88,16 @@ static void test_hints(void)
 		store_result_release(&res);
 	}
 	/* Messages with nothing known: SQLite's own, said to be. */
-	sqlhint_explain(NULL, "SELEC", "near \"SELEC\": syntax error", err,
+	sqlhint_explain(NULL, "SELEC", "near \"SELEC\": syntax error", 1, err,
 			sizeof(err));
 	CHECK_STR(err, "near \"SELEC\": syntax error (SQLite's SQL)");
 	/* Cut to the buffer, never past it. */
-	sqlhint_explain(NULL, "x", "no such function: hour", err, 16);
+	sqlhint_explain(NULL, "x", "no such function: hour", 1, err, 16);
 	CHECK(strlen(err) == 15);
+	/* A statement that compiled and failed running: not its SQL. */
+	sqlhint_explain(NULL, "SELECT * FROM python.x", "interpreter is gone", 0,
+			err, sizeof(err));
+	CHECK_STR(err, "interpreter is gone");
 	store_free(st);
 }
 
