@@ -23,7 +23,9 @@
 #include "sampler_intern.h"
 #include "store.h"
 
-#define NAMES_EVERY_MS 1000 /* at most this often with the GIL */
+#define NAMES_EVERY_MS 1000     /* at most this often with the GIL, */
+#define NAMES_WAIT_MS 50	/* waiting this long for it */
+#define NAMES_FLUSH_WAIT_MS 500 /* when flushing */
 #define NAMES_TRIES 30	    /* then a thread keeps the kernel's name */
 #define THREADS_KNOWN_MAX 65536
 
@@ -341,8 +343,12 @@ static int write_samples(const struct sampler_sample *b, size_t n, char *err,
 	return rc;
 }
 
-/* threading's names, with the GIL, for threads still unnamed. */
-static void resolve_names(void)
+/* threading's names, with the GIL, for threads still unnamed: at most
+ * once a second, waiting NAMES_WAIT_MS for the GIL; when flushing (the
+ * profiler stops, or its samples are about to be read) at once and
+ * waiting longer: the last chance while the threads are known (a busy
+ * machine and GIL-bound threads made every short wait fail). */
+static void resolve_names(int flushing)
 {
 	struct pystack_opts o = {.max_depth = 1};
 	struct snapshot_gil gil;
@@ -355,13 +361,16 @@ static void resolve_names(void)
 		if (!R.known[k].named && R.known[k].tries < NAMES_TRIES)
 			want = 1;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (!want || (now.tv_sec - R.names_at.tv_sec) * 1000 +
-				     (now.tv_nsec - R.names_at.tv_nsec) /
-					     1000000 <
-			     NAMES_EVERY_MS)
+	if (!want || (!flushing && (now.tv_sec - R.names_at.tv_sec) * 1000 +
+						   (now.tv_nsec -
+						    R.names_at.tv_nsec) /
+							   1000000 <
+					   NAMES_EVERY_MS))
 		return;
 	R.names_at = now;
-	if (snapshot_stacks(&ps, &o, 50, NULL, &gil, err, sizeof(err)))
+	if (snapshot_stacks(&ps, &o,
+			    flushing ? NAMES_FLUSH_WAIT_MS : NAMES_WAIT_MS,
+			    NULL, &gil, err, sizeof(err)))
 		return;
 	for (size_t i = 0; i < ps.nthreads && gil.acquired; i++) {
 		uint32_t k;
@@ -469,7 +478,7 @@ static void *recorder_main(void *arg)
 		R.npending = 0;
 		pthread_mutex_unlock(&R.lock);
 		write_batch(b, n);
-		resolve_names();
+		resolve_names(want != R.flush_done || stop);
 		pthread_mutex_lock(&R.lock);
 		R.flush_done = want;
 		pthread_cond_broadcast(&R.done);
