@@ -154,8 +154,9 @@ FILE *fdown_fopen(const char *path)
 	}
 	fdown_close(&o);
 	/* "w+": the stream owns a copy (freed by fclose); reads end at
-	 * what was written. */
-	if (rc == 0 && (f = fmemopen(NULL, len ? len : 1, "w+")) &&
+	 * what was written.  One byte more than the data: glibc writes a
+	 * NUL after it, over its last byte when there is no room. */
+	if (rc == 0 && (f = fmemopen(NULL, len + 1, "w+")) &&
 	    (fwrite(buf, 1, len, f) != len || fseek(f, 0, SEEK_SET))) {
 		fclose(f);
 		f = NULL;

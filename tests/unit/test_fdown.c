@@ -133,6 +133,22 @@ static void test_open(void)
 		CHECK(f != NULL);
 		if (f)
 			fclose(f);
+		/* Byte for byte: no NUL of fmemopen's over the last one. */
+		{
+			char path[] = "/tmp/fdown-fopen-XXXXXX", got[64];
+			int fd = mkstemp(path);
+			size_t n = 0;
+
+			CHECK(fd >= 0 && write(fd, "import x\nx.y()\n", 15) == 15);
+			close(fd);
+			f = fdown_fopen(path);
+			if (f) {
+				n = fread(got, 1, sizeof(got), f);
+				fclose(f);
+			}
+			CHECK(n == 15 && !memcmp(got, "import x\nx.y()\n", 15));
+			unlink(path);
+		}
 		errno = 0;
 		CHECK(fdown_fopen("/nonexistent/fdown") == NULL &&
 		      errno == ENOENT);
