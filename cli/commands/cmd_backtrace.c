@@ -123,6 +123,30 @@ static void gil_warning(const cJSON *body)
 		who);
 }
 
+/* "        name = line1" and the other lines of value indented under
+ * line1; each line's control characters escaped (cli_text_fit). */
+static void print_lines(const char *name, const char *value, char *buf,
+			size_t buflen)
+{
+	int indent = 8 + (int)strlen(name) + 3;
+	const char *line = value;
+
+	for (int first = 1; first || *line; first = 0) {
+		size_t n = strcspn(line, "\n");
+		char *one = strndup(line, n);
+
+		cli_text_fit(one ? one : "", 0, buf, buflen);
+		free(one);
+		if (first)
+			printf("        %s = %s\n", name, buf);
+		else
+			printf("%*s%s\n", indent, "", buf);
+		line += n;
+		if (*line == '\n')
+			line++;
+	}
+}
+
 static void print_locals(const cJSON *frame, int tty)
 {
 	const cJSON *locals = cJSON_GetObjectItemCaseSensitive(frame, "locals");
@@ -137,14 +161,22 @@ static void print_locals(const cJSON *frame, int tty)
 
 		size_t cols = 0;
 
+		if (!name)
+			name = "?";
 		if (tty) {
 			/* One line each on a terminal. */
-			int w = cli_term_width() - 12 -
-				(int)strlen(name ? name : "?");
+			int w = cli_term_width() - 12 - (int)strlen(name);
 			cols = w < BT_VALUE_COLS_MIN ? BT_VALUE_COLS_MIN : w;
+			cli_text_fit(value ? value : "?", cols, buf,
+				     sizeof(buf));
+			printf("        %s = %s\n", name, buf);
+		} else {
+			/* Elsewhere (a file, an editor) a repr of several
+			 * lines (a module, a tensor) keeps them, each under
+			 * the first. */
+			print_lines(name, value ? value : "?", buf,
+				    sizeof(buf));
 		}
-		cli_text_fit(value ? value : "?", cols, buf, sizeof(buf));
-		printf("        %s = %s\n", name ? name : "?", buf);
 		free(value);
 	}
 }

@@ -223,3 +223,34 @@ g()
     # afterwards the agent still answers promptly
     r = probing("eval", "1 + 1", target=t.pid)
     assert r.out.strip() == "2", r
+
+
+MULTILINE = """\
+import time
+class M:
+    def __repr__(self):
+        return "M(\\n  a=1,\\n  b=2\\n)"
+def wait():
+    multi = M()
+    text = "one\\ntwo\\tthree"
+    print("READY", flush=True)
+    while True:
+        time.sleep(0.05)
+wait()
+"""
+
+
+def test_backtrace_text_keeps_a_reprs_lines_off_a_terminal(spawn, python):
+    """Piped or in an editor's document, a repr of several lines (a module,
+    a tensor) is printed as lines under its first one, not with literal
+    \\n; a str's repr has its escapes as Python writes them."""
+    t = spawn(python, MULTILINE)
+    t.wait_line("READY")
+    t.wait_agent()
+    r = probing("backtrace", "--locals", target=t.pid)
+    assert r.rc == 0, r
+    assert ("        multi = M(\n"
+            "                  a=1,\n"
+            "                  b=2\n"
+            "                )\n") in r.out, r.out
+    assert "        text = 'one\\ntwo\\tthree'\n" in r.out, r.out

@@ -142,7 +142,7 @@ export function exitMeaning(code: number | null): string {
 	case 5: return 'the agent is not answering';
 	case 6: return 'connection refused';
 	case 8: return 'not allowed to ptrace the process';
-	case 9: return 'not a CPython 3.11 process, or Python is not ready';
+	case 9: return 'not a CPython version this install supports (3.9 to 3.13), or Python is not ready';
 	case 10: return 'the agent library is missing, or dlopen failed in the process';
 	case 11: return 'the injection failed';
 	case 12: return 'the agent refused the token (set "token" in the configuration, or PROBING_TOKEN)';
