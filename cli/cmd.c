@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "target.h"
+#include "units.h"
 
 #define DISCONNECT_WAIT_MS 2000
 
@@ -131,30 +132,14 @@ int cli_parse_ms(const char *text, int *out)
 
 int cli_parse_duration(const char *text, int bare_ms, int *ms)
 {
-	static const struct {
-		const char *unit;
-		double ms;
-	} units[] = {
-		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000},
-		{"h", 3600000},
+	const struct unit units[] = {
+		{"ms", 1},	   {"s", 1000},	  {"m", 60000},
+		{"min", 60000}, {"h", 3600000}, {"", bare_ms},
 	};
-	char *end;
-	double v, scale = bare_ms;
+	size_t n = sizeof(units) / sizeof(units[0]) - (bare_ms <= 0);
+	double v;
 
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || !isfinite(v) || v <= 0)
-		return -1;
-	if (*end) {
-		scale = 0;
-		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-			if (!strcmp(end, units[i].unit))
-				scale = units[i].ms;
-	}
-	if (scale <= 0)
-		return -1;
-	v *= scale;
-	if (v < 1 || v > 86400000)
+	if (units_parse(text, units, n, &v) || v < 1 || v > 86400000)
 		return -1;
 	*ms = (int)v;
 	return 0;

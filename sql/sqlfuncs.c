@@ -3,12 +3,10 @@
  */
 #include "sqlfuncs.h"
 
-#include <errno.h>
 #include <sqlite3.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include <time.h>
+
+#include "units.h"
 
 static double wall_s(void)
 {
@@ -20,32 +18,21 @@ static double wall_s(void)
 
 int sqlfuncs_duration(const char *text, double *out)
 {
-	static const struct {
-		const char *unit;
-		double seconds;
-	} units[] = {
-		{"", 1},	    {"s", 1},		{"sec", 1},
-		{"second", 1},	    {"seconds", 1},	{"ms", 1e-3},
-		{"m", 60},	    {"min", 60},	{"mins", 60},
-		{"minute", 60},	    {"minutes", 60},	{"h", 3600},
-		{"hour", 3600},	    {"hours", 3600},	{"d", 86400},
-		{"day", 86400},	    {"days", 86400},
+	static const struct unit units[] = {
+		{"", 1},	{"s", 1},	    {"sec", 1},
+		{"second", 1},	{"seconds", 1},	    {"ms", 1e-3},
+		{"m", 60},	{"min", 60},	    {"mins", 60},
+		{"minute", 60}, {"minutes", 60},    {"h", 3600},
+		{"hour", 3600}, {"hours", 3600},    {"d", 86400},
+		{"day", 86400}, {"days", 86400},
 	};
-	char *end;
 	double v;
 
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || !(v >= 0) || v > 1e12)
+	if (units_parse(text, units, sizeof(units) / sizeof(units[0]), &v) ||
+	    v > 1e12 * 86400)
 		return -1;
-	while (*end == ' ')
-		end++;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (!strcasecmp(end, units[i].unit)) {
-			*out = v * units[i].seconds;
-			return 0;
-		}
-	return -1;
+	*out = v;
+	return 0;
 }
 
 static void fn_now(sqlite3_context *ctx, int argc, sqlite3_value **argv)

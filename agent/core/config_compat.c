@@ -17,6 +17,7 @@
 #include "fdown.h"
 #include "log.h"
 #include "nearest.h"
+#include "units.h"
 
 #define SETTINGS_MAX 128	      /* names compared for a suggestion */
 #define ENVIRON_READ_MAX (1 << 20) /* of the starting environment */
@@ -46,30 +47,18 @@ static int set_sample_rate(const char *value, int apply, char *err,
 /* "1GB", "512MiB", "1000000": bytes, or -1. */
 static long long parse_bytes(const char *text)
 {
-	static const struct {
-		const char *unit;
-		double scale;
-	} units[] = {
-		{"", 1},	  {"B", 1},	      {"K", 1e3},
-		{"KB", 1e3},	  {"KiB", 1024.0},    {"M", 1e6},
-		{"MB", 1e6},	  {"MiB", 1048576.0}, {"G", 1e9},
-		{"GB", 1e9},	  {"GiB", 1073741824.0},
+	static const struct unit units[] = {
+		{"", 1},	    {"B", 1},		{"K", 1e3},
+		{"KB", 1e3},	    {"KiB", 1024.0},	{"M", 1e6},
+		{"MB", 1e6},	    {"MiB", 1048576.0}, {"G", 1e9},
+		{"GB", 1e9},	    {"GiB", 1073741824.0},
 	};
-	char *end;
 	double v;
 
-	errno = 0;
-	v = strtod(text, &end);
-	if (errno || end == text || !(v > 0))
+	if (units_parse(text, units, sizeof(units) / sizeof(units[0]), &v) ||
+	    !(v > 0) || v >= 9e18)
 		return -1;
-	while (*end == ' ')
-		end++;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (!strcasecmp(end, units[i].unit)) {
-			v *= units[i].scale;
-			return v < 9e18 ? (long long)v : -1;
-		}
-	return -1;
+	return (long long)v;
 }
 
 /* probing.max_memory: the caps of the recorded tables. */

@@ -45,9 +45,6 @@ static cJSON *value_json(const struct store_value *v)
 	return cJSON_CreateNull();
 }
 
-/* Is the recorder of a table off?  1 with why in out. */
-typedef int (*off_fn)(char *out, size_t outlen);
-
 static int setting_is(const char *name, const char *value)
 {
 	char v[CONFIG_VALUE_MAX];
@@ -55,79 +52,62 @@ static int setting_is(const char *name, const char *value)
 	return config_get(name, v, sizeof(v)) == 0 && !strcmp(v, value);
 }
 
-static int torch_off(char *out, size_t outlen)
-{
-	if (!setting_is("torch.profiling", "off"))
-		return 0;
-	snprintf(out, outlen, "torch tracing is off: probing config "
-			      "torch.profiling=on (or PROBING_TORCH_PROFILING=on)");
-	return 1;
-}
-
-static int watch_off(char *out, size_t outlen)
-{
-	if (!setting_is("torch.watch", ""))
-		return torch_off(out, outlen);
-	snprintf(out, outlen, "no variables are watched: probing config "
-			      "torch.profiling=on,exprs=loss@train (VAR@FUNC)");
-	return 1;
-}
-
-static int profile_off(char *out, size_t outlen)
+static int sampler_never_ran(void)
 {
 	struct sampler_status s;
 
 	sampler_status(&s);
-	if (s.running || s.started > 0)
-		return 0;
-	snprintf(out, outlen, "the sampler never ran: probing perf --start "
-			      "(or flamegraph DURATION)");
-	return 1;
+	return !s.running && !(s.started > 0);
 }
 
-static int hangs_off(char *out, size_t outlen)
-{
-	if (!setting_is("hang.timeout", "off"))
-		return 0;
-	snprintf(out, outlen, "the hang watchdog is off: probing config "
-			      "hang.timeout=300s");
-	return 1;
-}
-
-static int memory_off(char *out, size_t outlen)
-{
-	if (!setting_is("memory.interval_ms", "0"))
-		return 0;
-	snprintf(out, outlen, "memory is not recorded: probing config "
-			      "memory.interval_ms=1000");
-	return 1;
-}
-
+/* Why a recorded table is empty: its recorder is off.  The first entry of
+ * a table that holds is said. */
 static const struct {
 	const char *table;
-	off_fn off;
+	const char *setting, *off; /* off when setting reads off */
+	int (*is_off)(void);	   /* or when this says so */
+	const char *why;
 } recorders[] = {
-	{"python.torch_trace", torch_off}, {"python.variables", watch_off},
-	{"profile.", profile_off},	   {"process.hangs", hangs_off},
-	{"process.memory", memory_off},
+	{"python.torch_trace", "torch.profiling", "off", NULL,
+	 "torch tracing is off: probing config torch.profiling=on (or "
+	 "PROBING_TORCH_PROFILING=on)"},
+	{"python.variables", "torch.profiling", "off", NULL,
+	 "torch tracing is off: probing config "
+	 "torch.profiling=on,exprs=loss@train (VAR@FUNC)"},
+	{"python.variables", "torch.watch", "", NULL,
+	 "no variables are watched: probing config "
+	 "torch.profiling=on,exprs=loss@train (VAR@FUNC)"},
+	{"profile.", NULL, NULL, sampler_never_ran,
+	 "the sampler never ran: probing perf --start (or flamegraph "
+	 "DURATION)"},
+	{"process.hangs", "hang.timeout", "off", NULL,
+	 "the hang watchdog is off: probing config hang.timeout=300s"},
+	{"process.memory", "memory.interval_ms", "0", NULL,
+	 "memory is not recorded: probing config memory.interval_ms=1000"},
 };
 
 /* An empty result from a table whose recorder is off says so: notes. */
 static void add_notes(cJSON *body, const char *sql)
 {
+	const char *said = NULL;
 	cJSON *notes = NULL;
-	char why[256], text[320];
+	char text[320];
 
 	for (size_t i = 0; i < sizeof(recorders) / sizeof(recorders[0]); i++) {
 		const char *t = recorders[i].table;
+		int off = recorders[i].is_off
+				  ? recorders[i].is_off()
+				  : setting_is(recorders[i].setting,
+					       recorders[i].off);
 
-		if (!strcasestr(sql, t) || !recorders[i].off(why, sizeof(why)))
+		if ((said && !strcmp(said, t)) || !strcasestr(sql, t) || !off)
 			continue;
 		if (!notes && !(notes = cJSON_AddArrayToObject(body, "notes")))
 			return;
 		snprintf(text, sizeof(text), "%s%s is empty: %s", t,
-			 t[strlen(t) - 1] == '.' ? "*" : "", why);
+			 t[strlen(t) - 1] == '.' ? "*" : "", recorders[i].why);
 		cJSON_AddItemToArray(notes, cJSON_CreateString(text));
+		said = t;
 	}
 }
 
