@@ -184,6 +184,19 @@ int fdown_take(struct fdown *o, int fd)
 	return 0;
 }
 
+int fdown_adopt(struct fdown *o, int fd)
+{
+	struct stat st;
+
+	o->fd = -1;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -EBADF;
+	o->fd = fd;
+	o->dev = st.st_dev;
+	o->ino = st.st_ino;
+	return 0;
+}
+
 int fdown_ours(const struct fdown *o)
 {
 	struct stat st;

@@ -74,6 +74,11 @@ FILE *fdown_fopen(const char *path);
  * 0, or -errno (fd closed when it was still ours, o->fd = -1). */
 int fdown_take(struct fdown *o, int fd);
 
+/* Takes fd, a file the caller just opened by a path it made unique (as
+ * crash reports are: O_CREAT | O_EXCL), into o with the identity it has
+ * now.  0, or -errno (o->fd -1, fd left alone). */
+int fdown_adopt(struct fdown *o, int fd);
+
 /* 1 while o's number still refers to the open file it was taken with. */
 int fdown_ours(const struct fdown *o);
 

@@ -179,17 +179,16 @@ static void write_thread(struct crash_out *o, const struct pystack_thread *t,
 	crash_report_thread_end(o);
 }
 
-/* Writes the report of the hang of main (a thread of ps) to fd (may be
- * -1) and W.report. */
-static void write_report(int fd, const struct pystack *ps,
-			 const struct pystack_thread *main, int64_t stuck_ms)
+/* Writes the report of the hang of main (a thread of ps) into W.report;
+ * returns its length. */
+static size_t write_report(const struct pystack *ps,
+			   const struct pystack_thread *main, int64_t stuck_ms)
 {
 	struct crash_out o;
 	char reason[160], when[13 + 32];
 	int native = config_bool("hang.native");
 
 	crash_out_init(&o);
-	crash_out_fd(&o, fd);
 	crash_out_mem(&o, W.report, HANG_REPORT_MAX);
 	snprintf(reason, sizeof(reason),
 		 "the main thread's Python stack has not changed for %s%.1f s",
@@ -219,6 +218,7 @@ static void write_report(int fd, const struct pystack *ps,
 	}
 	crash_sym_end(&W.sym);
 	crash_report_end(&o);
+	return o.memlen;
 }
 
 static void record(int64_t stuck_ms)
@@ -229,6 +229,8 @@ static void record(int64_t stuck_ms)
 	struct store_stmt *s = recorder_stmt(rec);
 	char err[256];
 	double now = real_s();
+	struct fdown f;
+	size_t len;
 	int fd;
 
 	W.hang_started = now - (double)stuck_ms / 1000;
@@ -238,12 +240,18 @@ static void record(int64_t stuck_ms)
 	for (size_t i = 0; i < ps.nthreads; i++)
 		if (ps.threads[i].is_main)
 			main = &ps.threads[i];
+	/* Written whole into memory, then into the file while its number
+	 * is still ours (the report takes a while: the program may close
+	 * and reuse it meanwhile). */
+	len = write_report(&ps, main, stuck_ms);
 	fd = crash_report_open("hang", W.path, sizeof(W.path));
-	if (fd < 0)
+	if (fd < 0 || fdown_adopt(&f, fd)) {
 		W.path[0] = '\0';
-	write_report(fd, &ps, main, stuck_ms);
-	if (fd >= 0)
-		close(fd);
+	} else {
+		if (!fdown_ours(&f) || write(f.fd, W.report, len) != (ssize_t)len)
+			W.path[0] = '\0';
+		fdown_close(&f);
+	}
 	if (main && main->nframes)
 		log_warn("hang: the main thread has been stuck for %.0f s in "
 			 "%s (%s:%d); %s%s",
