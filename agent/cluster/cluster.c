@@ -4,6 +4,7 @@
  * the store cluster_store.c, the choice of address cluster_addr.c.
  */
 #include "cluster.h"
+#include "core/env.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -95,7 +96,7 @@ void cluster_status(const char *fmt, ...)
 
 static int env_int(const char *name, int64_t *out)
 {
-	const char *v = getenv(name);
+	const char *v = env_get(name);
 	char *end;
 	long long x;
 
@@ -113,7 +114,7 @@ static int env_int(const char *name, int64_t *out)
 static int read_env(void)
 {
 	struct cluster_job *j = &job;
-	const char *master = getenv("MASTER_ADDR"), *run;
+	const char *master = env_get("MASTER_ADDR"), *run;
 	int64_t port;
 
 	memset(j, 0, sizeof(*j));
@@ -128,7 +129,7 @@ static int read_env(void)
 	env_int("LOCAL_WORLD_SIZE", &j->local_world);
 	snprintf(j->id.master, sizeof(j->id.master), "%s", master);
 	j->id.master_port = (int)port;
-	run = getenv("TORCHELASTIC_RUN_ID");
+	run = env_get("TORCHELASTIC_RUN_ID");
 	snprintf(j->id.run_id, sizeof(j->id.run_id), "%s",
 		 run && *run && !strchr(run, '/') ? run : "none");
 	if (gethostname(j->id.host, sizeof(j->id.host)) < 0)
@@ -412,7 +413,7 @@ int cluster_start(struct server *srv, struct store *st, char *err,
 		  size_t errlen)
 {
 	pthread_condattr_t ca;
-	const char *file = getenv("PROBING_NODES");
+	const char *file = env_get("PROBING_NODES");
 	char why[256];
 	int rc;
 

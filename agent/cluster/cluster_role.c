@@ -2,6 +2,7 @@
  * cluster_role: see cluster_role.h.
  */
 #include "cluster_role.h"
+#include "core/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,7 +105,7 @@ static int same_job(pid_t pid)
 	if (len < 0)
 		return 0;
 	for (size_t i = 0; i < sizeof(job_vars) / sizeof(*job_vars); i++) {
-		const char *ours = getenv(job_vars[i]);
+		const char *ours = env_get(job_vars[i]);
 		const char *theirs = environ_get(env, (size_t)len, job_vars[i]);
 
 		if ((ours == NULL) != (theirs == NULL) ||
@@ -152,7 +153,7 @@ int cluster_role_child_of_rank(pid_t *rank_pid)
 		*rank_pid = forked_rank;
 		return 1;
 	}
-	if (!getenv("RANK"))
+	if (!env_get("RANK"))
 		return 0;
 	for (int i = 0; i < ANCESTORS_MAX; i++) {
 		pid_t up = parent_of(pid);

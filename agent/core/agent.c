@@ -18,6 +18,7 @@
 #include "auth.h"
 #include "cluster/cluster.h"
 #include "config.h"
+#include "env.h"
 #include "cpython/cpython.h"
 #include "dap_addr.h"
 #include "debugger/debugger.h"
@@ -532,6 +533,7 @@ struct store *agent_store(void)
  * thread stopped by ptrace anywhere, so nothing else happens here. */
 __attribute__((constructor)) static void probing_constructor(void)
 {
+	env_snapshot(); /* before any thread of ours reads it (env.h) */
 	agent_start();
 }
 
@@ -545,5 +547,6 @@ probing_agent_restart(const char *path, int mode)
 {
 	(void)path;
 	(void)mode;
+	env_snapshot();
 	return agent_start() == 0 ? (void *)&agent_thread : NULL;
 }

@@ -2,6 +2,7 @@
  * auth: the agent's access token.  See auth.h.
  */
 #include "auth.h"
+#include "env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +52,7 @@ static int set_locked(const char *t, const char *src)
 
 int auth_init(char *err, size_t errlen)
 {
-	const char *v = getenv("PROBING_TOKEN");
+	const char *v = env_get("PROBING_TOKEN");
 	char why[200];
 	int rc;
 

@@ -2,6 +2,7 @@
  * config: a fixed table of settings.  See config.h.
  */
 #include "config.h"
+#include "env.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -589,7 +590,7 @@ int config_load_env(char *err, size_t errlen)
 		if (settings[i].kind == K_INFO)
 			continue;
 		config_env_name(settings[i].name, envname, sizeof(envname));
-		v = getenv(envname);
+		v = env_get(envname);
 		if (v && config_set(settings[i].name, v, msg, sizeof(msg))) {
 			if (!rc)
 				snprintf(err, errlen, "%s: %s", envname, msg);
@@ -598,17 +599,17 @@ int config_load_env(char *err, size_t errlen)
 	}
 	/* Shorthands: PROBING_READONLY=1 (server.readonly), PROBING_LISTEN=addr,
 	 * PROBING_PORT=n (127.0.0.1:n). */
-	v = getenv("PROBING_READONLY");
+	v = env_get("PROBING_READONLY");
 	if (v && *v && config_set("server.readonly", v, msg, sizeof(msg))) {
 		if (!rc)
 			snprintf(err, errlen, "PROBING_READONLY: %s", msg);
 		rc = -EINVAL;
 	}
-	v = getenv("PROBING_LISTEN");
-	if (!v && (v = getenv("PROBING_PORT")) && *v) {
+	v = env_get("PROBING_LISTEN");
+	if (!v && (v = env_get("PROBING_PORT")) && *v) {
 		/* In a torchrun job, n + LOCAL_RANK: the ranks of a node
 		 * take consecutive ports. */
-		const char *lr = getenv("LOCAL_RANK");
+		const char *lr = env_get("LOCAL_RANK");
 		char *end;
 		long port = strtol(v, &end, 10), local;
 
@@ -632,7 +633,7 @@ int config_load_env(char *err, size_t errlen)
 		rc = -EINVAL;
 	}
 	/* PROBING_CRASH=1: crash.enabled. */
-	v = getenv("PROBING_CRASH");
+	v = env_get("PROBING_CRASH");
 	if (v && *v && config_set("crash.enabled", v, msg, sizeof(msg))) {
 		if (!rc)
 			snprintf(err, errlen, "PROBING_CRASH: %s", msg);

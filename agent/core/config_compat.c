@@ -2,25 +2,22 @@
  * config_compat: see config_compat.h.
  */
 #include "config_compat.h"
+#include "env.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "errbuf.h"
-#include "fdown.h"
 #include "log.h"
 #include "nearest.h"
 #include "units.h"
 
 #define SETTINGS_MAX 128	      /* names compared for a suggestion */
-#define ENVIRON_READ_MAX (1 << 20) /* of the starting environment */
 
 /* probing.sample_rate: the share of steps traced. */
 static int set_sample_rate(const char *value, int apply, char *err,
@@ -143,46 +140,18 @@ static const char *const known_env[] = {
 
 #define ENV_NAMES_MAX (SETTINGS_MAX + 32)
 
-/*
- * The environment the process started with (/proc/self/environ), NUL-
- * separated and NUL-terminated, into a malloc'd buffer (*len bytes), or
- * NULL.  Not environ:
- * the program's threads may setenv() or unsetenv() while we walk it
- * (Python's os.environ does, and the probing package's autostart takes
- * PROBING out), which shifts or frees the array under us.
- */
-static char *starting_environ(size_t *len)
-{
-	char *buf = malloc(ENVIRON_READ_MAX + 1);
-	struct fdown f;
-	ssize_t n;
-
-	*len = 0;
-	if (!buf || fdown_open_take(&f, "/proc/self/environ", O_RDONLY, 0)) {
-		free(buf);
-		return NULL;
-	}
-	while (*len < ENVIRON_READ_MAX &&
-	       ((n = read(f.fd, buf + *len, ENVIRON_READ_MAX - *len)) > 0 ||
-		(n < 0 && errno == EINTR)))
-		if (n > 0)
-			*len += (size_t)n;
-	fdown_close(&f);
-	buf[*len] = '\0'; /* the last entry ends, even when cut */
-	return buf;
-}
-
 int config_compat_env(char *err, size_t errlen)
 {
 	static char setting_env[SETTINGS_MAX][96];
 	const char *names[ENV_NAMES_MAX], *tails[ENV_NAMES_MAX], *doc, *sname,
 		*near, *v;
-	char value[CONFIG_VALUE_MAX], name[96], msg[256], *env;
-	size_t n = 0, envlen;
+	char value[CONFIG_VALUE_MAX], name[96], msg[256];
+	const char *e;
+	size_t n = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < NORIGINALS; i++) {
-		v = getenv(originals[i].env);
+		v = env_get(originals[i].env);
 		if (v && *v && originals[i].set(v, 1, msg, sizeof(msg))) {
 			if (!rc)
 				errbuf_set(err, errlen, "%s: %s",
@@ -201,10 +170,7 @@ int config_compat_env(char *err, size_t errlen)
 		names[n++] = originals[i].env;
 	for (size_t i = 0; i < sizeof(known_env) / sizeof(known_env[0]); i++)
 		names[n++] = known_env[i];
-	env = starting_environ(&envlen);
-	for (size_t off = 0; env && off < envlen;
-	     off += strnlen(env + off, envlen - off) + 1) {
-		const char *e = env + off;
+	for (unsigned i = 0; (e = env_entry(i)); i++) {
 		size_t len = strcspn(e, "="), k;
 
 		if (strncmp(e, "PROBING_", 8) || len >= sizeof(name))
@@ -235,6 +201,5 @@ int config_compat_env(char *err, size_t errlen)
 				 "PROBING_<NAME>)",
 				 name);
 	}
-	free(env);
 	return rc;
 }

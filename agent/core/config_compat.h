@@ -13,8 +13,8 @@
  *                          torch.max_mb = N in MiB (the recorded tables'
  *                          caps)
  *
- * Environment variables named PROBING_* (of the environment the process
- * started with: /proc/self/environ) that are neither settings nor
+ * Environment variables named PROBING_* (of the environment the agent was
+ * loaded into: env.h) that are neither settings nor
  * one of the variables Probing's tools read are said once, on the
  * program's stderr, with the nearest name when one is near.
  */

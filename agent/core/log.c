@@ -2,6 +2,7 @@
  * log: see log.h.
  */
 #include "log.h"
+#include "env.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@ static int current_level(void)
 	if (level >= 0)
 		return level;
 	level = LOG_WARN;
-	env = getenv("PROBING_LOG");
+	env = env_get("PROBING_LOG");
 	for (int i = 0; env && i < 4; i++)
 		if (strcasecmp(env, names[i]) == 0)
 			level = i;

@@ -5,6 +5,7 @@
  * (torch_vars.c for the watched variables): torch_intern.h.
  */
 #include "torch_hooks.h"
+#include "core/env.h"
 
 #include "cpython/pycompat.h"
 #include <errno.h>
@@ -293,7 +294,7 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 		return rc;
 	}
 	torch_backward_install();
-	env_rank = getenv("RANK");
+	env_rank = env_get("RANK");
 	rank = env_rank ? strtoll(env_rank, NULL, 10) : 0;
 	cuda = 0;
 	installed = 1;
