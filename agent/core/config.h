@@ -3,7 +3,8 @@
  *
  * Names are dotted ("query.max_rows").  Every setting has a default, a
  * one-line doc and a parser that validates a new value.  Sources, later
- * ones winning: defaults; the environment (PROBING_<NAME> with dots and
+ * ones winning: defaults; the environment the agent was loaded into
+ * (env.h: PROBING_<NAME> with dots and
  * letters upper-cased to '_', e.g. PROBING_QUERY_MAX_ROWS, plus the
  * shorthands PROBING_PORT, PROBING_LISTEN and PROBING_READONLY, and the
  * original Probing's names: config_compat.h);
