@@ -90,19 +90,41 @@ class Editor {
 		await this.page.keyboard.press(k);
 	}
 
-	// Runs a command by its title through the command palette.
+	// Runs a command by its title through the command palette.  A quick
+	// input still closing (the previous pick) is waited out or closed, and
+	// the palette opened again when it did not come.
 	async command(title) {
 		const p = this.page;
-		await p.keyboard.press('Control+Shift+P');
 		const input = p.locator('.quick-input-widget input');
-		await input.waitFor({ state: 'visible', timeout: 20000 });
-		await input.fill('>' + title);
 		const row = p.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-		await row.waitFor({ state: 'visible', timeout: 20000 });
-		await p.keyboard.press('Enter');
-		// The palette closes before what the command opens (another quick
-		// pick, an input box) takes the same widget.
-		await sleep(800);
+		let last;
+		for (let attempt = 0; attempt < 4; attempt++) {
+			if (await input.isVisible().catch(() => false)) {
+				await p.keyboard.press('Escape');
+				await sleep(300);
+			}
+			await p.keyboard.press('Control+Shift+P');
+			try {
+				await input.waitFor({ state: 'visible', timeout: 5000 });
+				// Typed only where it belongs: into the palette while it
+				// has the focus (a palette closing hands it back to the
+				// editor, which would take the text into the file).
+				if (!(await input.evaluate((el) => el === document.activeElement)))
+					throw new Error('the palette does not have the focus');
+				await input.fill('>' + title, { timeout: 5000 });
+				await row.waitFor({ state: 'visible', timeout: 10000 });
+			} catch (e) {
+				last = e;
+				continue;
+			}
+			await p.keyboard.press('Enter');
+			// The palette closes before what the command opens (another
+			// quick pick, an input box) takes the same widget.
+			await sleep(800);
+			return;
+		}
+		await this.photo('no-command');
+		throw new Error(`cannot run '${title}' from the palette: ${last && last.message}`);
 	}
 
 	// Picks the row with text in the quick pick that is opening: waits for
@@ -140,6 +162,8 @@ class Editor {
 		await this.page.keyboard.press('Control+G');
 		const input = this.page.locator('.quick-input-widget input');
 		await input.waitFor({ state: 'visible', timeout: 20000 });
+		await this.page.waitForFunction((el) => el === document.activeElement, await input.elementHandle(),
+			{ timeout: 10000 });
 		await input.fill(`:${n}`);
 		await this.page.keyboard.press('Enter');
 		await sleep(300);
@@ -188,6 +212,16 @@ class Editor {
 		}
 		await this.photo(`timeout-${what.replace(/\W+/g, '-')}`);
 		throw new Error(`timed out waiting for ${what}`);
+	}
+
+	// No editor with unsaved changes: the test never edits a file, so one
+	// means a keystroke went astray (and lines moved under breakpoints).
+	async assertNothingEdited() {
+		const dirty = await this.page.locator('.tab.dirty').allInnerTexts();
+		if (dirty.length) {
+			await this.photo('edited');
+			throw new Error(`a file was edited by a stray keystroke: ${dirty.join(', ')}`);
+		}
 	}
 
 	// The visible lines of the active editor.
