@@ -34,6 +34,14 @@ SUBSET = ["test_threading", "test_signal", "test_subprocess", "test_os",
           "test_bdb", "test_traceback"]
 RERUNS = 2
 RUN_TIMEOUT = 1800  # seconds for one run of the subset
+# CPython's own test cases that hang now and then on a loaded machine,
+# without any agent: left out of both runs.
+#   test_print_exception_gh_102056 (test_threading, 3.12.1): a child
+#   recursing in `except RecursionError: f()` under `except*` until
+#   _thread.interrupt_main() comes; when the interrupt lands inside the
+#   handlers it recurses again and again — seen spinning for 10 minutes in
+#   the run *without* the agent (make test, 2026-11-24).
+IGNORE = ["test_print_exception_gh_102056"]
 
 
 def agent_listening(pid):
@@ -70,7 +78,8 @@ def run(python, build, tests, agent, log):
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = os.path.join(tmp, "result.xml")
         p = subprocess.Popen(
-            [python, "-m", "test", "--junit-xml", xml_path, *tests],
+            [python, "-m", "test", "--junit-xml", xml_path,
+             *[a for pat in IGNORE for a in ("-i", pat)], *tests],
             stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
             env=environment(build, agent))
         seen = not agent
