@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "dap_addr.h"
 #include "dap_token.h"
 #include "nearest.h"
 #include "target.h"
@@ -182,19 +183,12 @@ static int unknown_command(const char *name)
 }
 
 /* Does word name a target (a pid, HOST:PORT, @name, a socket path)
- * rather than a command?  For `probing 1234 backtrace`. */
+ * rather than a command?  For `probing 1234 backtrace`: what -t takes. */
 static int looks_like_target(const char *word)
 {
-	const char *colon = strrchr(word, ':');
-	size_t n = strspn(word, "0123456789");
+	struct dap_addr a;
 
-	if (n && !word[n])
-		return 1;
-	if (word[0] == '@' || strchr(word, '/'))
-		return 1;
-	if (colon && colon[1] && !colon[1 + strspn(colon + 1, "0123456789")])
-		return 1;
-	return 0;
+	return dap_addr_parse(word, &a, NULL, 0) == 0;
 }
 
 static int cmd_help(int argc, char **argv)
