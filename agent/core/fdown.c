@@ -81,6 +81,14 @@ int fdown_new(int fd)
 	return new_checked(fd, &st);
 }
 
+/* o holds fd, whose open file is *st. */
+static void own(struct fdown *o, int fd, const struct stat *st)
+{
+	o->fd = fd;
+	o->dev = st->st_dev;
+	o->ino = st->st_ino;
+}
+
 /* fdown_open, giving the identity of what it returns. */
 static int open_checked(const char *path, int flags, mode_t mode,
 			struct stat *st)
@@ -115,9 +123,7 @@ int fdown_open_take(struct fdown *o, const char *path, int flags,
 	o->fd = -1;
 	if (fd < 0)
 		return fd;
-	o->fd = fd;
-	o->dev = st.st_dev;
-	o->ino = st.st_ino;
+	own(o, fd, &st);
 	return 0;
 }
 
@@ -178,9 +184,7 @@ int fdown_take(struct fdown *o, int fd)
 		return -EBADF;
 	/* The identity checked across the move, not a new look: the number
 	 * may have changed hands since. */
-	o->fd = fd;
-	o->dev = st.st_dev;
-	o->ino = st.st_ino;
+	own(o, fd, &st);
 	return 0;
 }
 
@@ -191,9 +195,7 @@ int fdown_adopt(struct fdown *o, int fd)
 	o->fd = -1;
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -EBADF;
-	o->fd = fd;
-	o->dev = st.st_dev;
-	o->ino = st.st_ino;
+	own(o, fd, &st);
 	return 0;
 }
 
