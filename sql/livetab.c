@@ -219,6 +219,9 @@ static int vt_connect(sqlite3 *db, void *paux, int argc,
 					 sqlite3_errmsg(db));
 		return rc;
 	}
+	/* A snapshot has no side effect a view could hide: views of the
+	 * built-in schemas may read live tables (trusted_schema is off). */
+	sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
 	vt = sqlite3_malloc(sizeof(*vt));
 	if (!vt)
 		return SQLITE_NOMEM;

@@ -34,6 +34,7 @@
 #include "store.h"
 #include "tables.h"
 #include "thread.h"
+#include "comm/comm.h"
 #include "torch/torch.h"
 
 enum state { NONE, STARTING, READY, FAILED, DUPLICATE, STOPPED };
@@ -134,7 +135,9 @@ static void fork_store(void)
 
 static int start_torch(char *err, size_t errlen)
 {
-	return torch_init(store, err, errlen);
+	int rc = torch_init(store, err, errlen);
+
+	return rc ? rc : comm_init(store, err, errlen);
 }
 
 static int start_sampler(char *err, size_t errlen)
@@ -204,7 +207,7 @@ static const struct subsystem {
 	{"server", start_server, stop_server, fork_server, 0},
 	{"debugger", start_debugger, NULL, debugger_atfork_child, 0},
 	{"store", start_store, NULL, fork_store, 0},
-	{"torch", start_torch, NULL, NULL, 0},
+	{"torch", start_torch, NULL, comm_atfork_child, 0},
 	{"gil", pygil_start, pygil_stop, pygil_atfork_child, AT_EXIT},
 	/* after the GIL threads: it stops first, its recorder may use them */
 	{"sampler", start_sampler, sampler_shutdown, sampler_atfork_child,

@@ -134,6 +134,21 @@ static struct setting settings[] = {
 	 "megabytes kept in python.torch_trace and python.variables", "", 0, 0},
 	{"torch.status", K_INFO, "off", 0, 0, "what torch tracing does now", "",
 	 0, 0},
+	{"comm.record", K_BOOL, "on", 0, 0,
+	 "record torch.distributed collectives and point-to-point calls "
+	 "into python.comm_collective (once the program imports "
+	 "torch.distributed)",
+	 "", 0, 0},
+	{"comm.ddp", K_BOOL, "on", 0, 0,
+	 "record DistributedDataParallel's gradient all-reduces (through a "
+	 "communication hook given to models made while recording is on)",
+	 "", 0, 0},
+	{"comm.max_rows", K_INT, "16384", 64, 4194304,
+	 "calls kept in python.comm_collective (the oldest go first; read "
+	 "when recording first starts)",
+	 "", 0, 0},
+	{"comm.status", K_INFO, "off", 0, 0,
+	 "what torch.distributed recording does now", "", 0, 0},
 	{"memory.interval_ms", K_INT, "1000", 0, 3600000,
 	 "record process.memory this often (0: never)", "", 0, 0},
 	{"memory.max_rows", K_INT, "86400", 10, 10000000,

@@ -121,7 +121,7 @@ static void wait_while(int val, int64_t deadline)
 	}
 }
 
-int hang_native_capture(long tid, uintptr_t *ips, size_t max, size_t *n)
+static int capture(long tid, uintptr_t *ips, size_t max, size_t *n)
 {
 	siginfo_t si;
 	int64_t deadline;
@@ -166,4 +166,15 @@ int hang_native_capture(long tid, uintptr_t *ips, size_t max, size_t *n)
 	memcpy(ips, slot.ips, *n * sizeof(*ips));
 	atomic_store(&slot.state, FREE);
 	return 0;
+}
+
+int hang_native_capture(long tid, uintptr_t *ips, size_t max, size_t *n)
+{
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+	int rc;
+
+	pthread_mutex_lock(&one); /* one slot: one request at a time */
+	rc = capture(tid, ips, max, n);
+	pthread_mutex_unlock(&one);
+	return rc;
 }

@@ -23,7 +23,7 @@
  * kernel can (SA_RESTART); sleeps, poll and select return EINTR, which
  * CPython retries (PEP 475): see native.h.
  *
- * Threads: hang_native_capture from one thread at a time.
+ * Threads: any; calls wait for each other (one request at a time).
  */
 #ifndef HANG_NATIVE_H
 #define HANG_NATIVE_H

@@ -1,12 +1,17 @@
 /*
  * req_backtrace: probing/backtrace — every thread's stack now, without
- * pausing anything; with locals on request.
+ * pausing anything; with locals, and native frames, on request.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/config.h"
+#include "forensics/crash_sym.h"
+#include "forensics/hang_native.h"
+#include "profiler/native_sym.h"
+#include "python/pygil.h"
 #include "python/snapshot.h"
 #include "server/handler.h"
 
@@ -14,6 +19,7 @@ struct backtrace_args {
 	uint64_t *threads;
 	size_t nthreads;
 	int locals;
+	int native;
 };
 
 /* The edge: JSON arguments into typed ones. */
@@ -24,9 +30,11 @@ static int parse_args(struct request *req, struct backtrace_args *a)
 	size_t n = 0;
 
 	a->locals = 0;
+	a->native = 0;
 	a->threads = NULL;
 	a->nthreads = 0;
 	if (dap_arg_bool(req->args, "locals", &a->locals, err, sizeof(err)) < 0 ||
+	    dap_arg_bool(req->args, "native", &a->native, err, sizeof(err)) < 0 ||
 	    dap_arg_array(req->args, "threads", &arr, err, sizeof(err)) < 0) {
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
 		return -EINVAL;
@@ -110,11 +118,48 @@ static cJSON *thread_json(const struct pystack_thread *th)
 	return t;
 }
 
+/* The thread's native stack now (hang_native.h: a signal to it), as
+ * nativeFrames [{func, object, offset}], or nativeError. */
+static void add_native(cJSON *t, long tid, struct crash_sym_cache *c)
+{
+	uintptr_t ips[HANG_NATIVE_DEPTH_MAX];
+	struct crash_sym s;
+	char name[CRASH_SYM_FUNC_MAX];
+	cJSON *arr, *f;
+	size_t n = 0;
+	int rc = hang_native_capture(tid, ips, HANG_NATIVE_DEPTH_MAX, &n);
+
+	if (rc) {
+		cJSON_AddStringToObject(t, "nativeError",
+					rc == -ETIMEDOUT
+						? "the thread did not answer "
+						  "(it blocks signals)"
+						: strerror(-rc));
+		return;
+	}
+	arr = cJSON_AddArrayToObject(t, "nativeFrames");
+	for (size_t i = 0; arr && i < n; i++) {
+		const char *obj;
+
+		crash_sym_lookup(c, ips[i], 1, &s);
+		native_sym_demangle(s.func, name, sizeof(name));
+		obj = strrchr(s.object, '/');
+		f = cJSON_CreateObject();
+		if (!f)
+			break;
+		cJSON_AddStringToObject(f, "func", name);
+		cJSON_AddStringToObject(f, "object", obj ? obj + 1 : s.object);
+		cJSON_AddNumberToObject(f, "offset", (double)s.obj_off);
+		cJSON_AddItemToArray(arr, f);
+	}
+}
+
 static void run_backtrace(struct request *req)
 {
 	struct backtrace_args a;
 	struct pystack_opts o = {0};
 	struct snapshot_gil gil;
+	struct crash_sym_cache *sym = NULL;
 	struct pystack st;
 	cJSON *body, *threads, *g, *t;
 	char err[256];
@@ -135,12 +180,21 @@ static void run_backtrace(struct request *req)
 	}
 	body = request_ok(req);
 	threads = body ? cJSON_AddArrayToObject(body, "threads") : NULL;
+	if (a.native && !(sym = malloc(sizeof(*sym))))
+		a.native = 0;
+	if (a.native)
+		crash_sym_begin(sym);
 	for (size_t i = 0; threads && i < st.nthreads; i++) {
 		t = thread_json(&st.threads[i]);
 		if (!t)
 			break;
+		if (a.native && !pygil_is_own_thread(st.threads[i].native_id))
+			add_native(t, st.threads[i].native_id, sym);
 		cJSON_AddItemToArray(threads, t);
 	}
+	if (a.native)
+		crash_sym_end(sym);
+	free(sym);
 	g = body ? cJSON_AddObjectToObject(body, "gil") : NULL;
 	if (g) {
 		cJSON_AddBoolToObject(g, "acquired", gil.acquired);

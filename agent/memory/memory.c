@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/config.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "livetab.h"
 #include "memory_objects.h"
@@ -237,7 +238,7 @@ static const struct livetab tensors_tab = {
 
 static void *rec_main(void *arg)
 {
-	int64_t next_mem = 0, next_torch = 0, t, until;
+	int64_t next_mem = 0, next_torch = 0, next_comm = 0, t, until;
 	struct timespec dl;
 
 	(void)arg;
@@ -261,11 +262,19 @@ static void *rec_main(void *arg)
 			pthread_mutex_lock(&lock);
 			next_torch = d < 0 ? -1 : now_ms() + d;
 		}
+		if ((next_comm >= 0 && t >= next_comm) || comm_pending()) {
+			pthread_mutex_unlock(&lock);
+			int d = comm_tick();
+			pthread_mutex_lock(&lock);
+			next_comm = d < 0 ? -1 : now_ms() + d;
+		}
 		until = t + 3600 * 1000;
 		if (interval > 0 && next_mem < until)
 			until = next_mem;
 		if (next_torch >= 0 && next_torch < until)
 			until = next_torch;
+		if (next_comm >= 0 && next_comm < until)
+			until = next_comm;
 		if (stop || woken)
 			continue;
 		int64_t wait = until - now_ms();

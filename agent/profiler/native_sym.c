@@ -4,6 +4,7 @@
 #include "native_sym.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -240,23 +241,25 @@ static void drop_parameters(char *s)
 		s[n] = '\0';
 }
 
-static void put_name(char *out, size_t len, const char *name)
+static demangle_fn demangle;
+static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
+
+static void find_demangle(void)
 {
-	static demangle_fn demangle;
-	static int looked;
+	/* C++ libraries are usually loaded RTLD_LOCAL (Python's extension
+	 * modules): ask libstdc++ itself when it is in the process, never
+	 * load it. */
+	void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+
+	demangle = (demangle_fn)dlsym(h ? h : RTLD_DEFAULT, "__cxa_demangle");
+}
+
+void native_sym_demangle(const char *name, char *out, size_t len)
+{
 	char *d = NULL;
 	int status = -1;
 
-	if (!looked) {
-		/* C++ libraries are usually loaded RTLD_LOCAL (Python's
-		 * extension modules): ask libstdc++ itself when it is in the
-		 * process, never load it. */
-		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
-
-		demangle = (demangle_fn)dlsym(h ? h : RTLD_DEFAULT,
-					      "__cxa_demangle");
-		looked = 1;
-	}
+	pthread_once(&demangle_once, find_demangle);
 	if (demangle && name[0] == '_' && name[1] == 'Z')
 		d = demangle(name, NULL, NULL, &status);
 	snprintf(out, len, "%s", d && status == 0 ? d : name);
@@ -292,7 +295,7 @@ int native_sym_lookup(uintptr_t ip, struct native_symbol *out)
 		 o ? o->path : info.dli_fname ? info.dli_fname : "");
 	s = o && o->nsyms ? find(o, at - o->bias) : NULL;
 	if (s) {
-		put_name(out->func, sizeof(out->func), o->strtab + s->name);
+		native_sym_demangle(o->strtab + s->name, out->func, sizeof(out->func));
 		out->offset = at - o->bias - s->value;
 		return 0;
 	}

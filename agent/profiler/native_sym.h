@@ -38,6 +38,11 @@ struct native_symbol {
  * -ENOENT when no loaded object holds it (func then reads "0x..."). */
 int native_sym_lookup(uintptr_t ip, struct native_symbol *out);
 
+/* A raw symbol name as shown: C++ names demangled (with the process's
+ * own __cxa_demangle, when loaded) and their parameter lists dropped.
+ * Any thread. */
+void native_sym_demangle(const char *name, char *out, size_t len);
+
 /* Frees the cached tables (tests, shutdown). */
 void native_sym_release(void);
 

@@ -313,8 +313,8 @@ void torch_backward_install(void)
 {
 	PyObject *dict;
 
-	function_cls = torch_hooks_attr("torch.autograd.function", "Function");
-	odict_type = torch_hooks_attr("collections", "OrderedDict");
+	function_cls = pymods_attr("torch.autograd.function", "Function");
+	odict_type = pymods_attr("collections", "OrderedDict");
 	if (!function_cls || !odict_type || !PyType_Check(function_cls))
 		goto fail;
 	orig_register = PyObject_GetAttr(function_cls, s_register_hook);

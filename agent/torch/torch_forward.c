@@ -111,9 +111,9 @@ static PyMethodDef post_def = {"probing_forward_hook",
 
 int torch_forward_install(void)
 {
-	reg_pre = torch_hooks_attr("torch.nn.modules.module",
+	reg_pre = pymods_attr("torch.nn.modules.module",
 				   "register_module_forward_pre_hook");
-	reg_post = torch_hooks_attr("torch.nn.modules.module",
+	reg_post = pymods_attr("torch.nn.modules.module",
 				    "register_module_forward_hook");
 	if (reg_pre && reg_post)
 		return 0;

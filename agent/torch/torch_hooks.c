@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "python/pymods.h"
 #include "torch_backward.h"
 #include "torch_forward.h"
 #include "torch_intern.h"
@@ -183,62 +184,13 @@ static int make_statics(void)
 	return 0;
 }
 
-/* sys.modules[name] (new reference) without importing; NULL when absent. */
-static PyObject *get_module(const char *name)
-{
-	PyObject *n = PyUnicode_FromString(name), *m;
-
-	m = n ? PyImport_GetModule(n) : NULL;
-	Py_XDECREF(n);
-	if (!m)
-		PyErr_Clear();
-	return m;
-}
-
-/* Is module name imported and done initialising? */
-static int imported(const char *name)
-{
-	PyObject *m = get_module(name), *spec, *init;
-	int ok = 0;
-
-	if (m) {
-		spec = PyObject_GetAttrString(m, "__spec__");
-		init = spec && spec != Py_None
-			       ? PyObject_GetAttrString(spec, "_initializing")
-			       : NULL;
-		ok = !init || !PyObject_IsTrue(init);
-		Py_XDECREF(init);
-		Py_XDECREF(spec);
-	}
-	PyErr_Clear();
-	Py_XDECREF(m);
-	return ok;
-}
-
 int torch_hooks_ready(void)
 {
-	return imported("torch") && imported("torch.nn.modules.module") &&
-			       imported("torch.optim.optimizer")
+	return pymods_ready("torch") &&
+			       pymods_ready("torch.nn.modules.module") &&
+			       pymods_ready("torch.optim.optimizer")
 		       ? 0
 		       : -EAGAIN;
-}
-
-PyObject *torch_hooks_attr(const char *module, const char *path)
-{
-	PyObject *o = get_module(module), *next;
-	char part[64];
-
-	while (o && *path) {
-		size_t n = strcspn(path, ".");
-		snprintf(part, sizeof(part), "%.*s", (int)n, path);
-		next = PyObject_GetAttrString(o, part);
-		Py_DECREF(o);
-		o = next;
-		path += n + (path[n] == '.');
-	}
-	if (!o)
-		PyErr_Clear();
-	return o;
 }
 
 static void drop_refs(void)
@@ -275,7 +227,7 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	opts = *o;
-	tensor = torch_hooks_attr("torch", "Tensor");
+	tensor = pymods_attr("torch", "Tensor");
 	if (torch_forward_install() || !tensor || !PyType_Check(tensor)) {
 		Py_XDECREF(tensor);
 		drop_refs();
@@ -283,11 +235,11 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 		return -ENOTSUP;
 	}
 	tensor_type = (PyTypeObject *)tensor;
-	engine = torch_hooks_attr("torch.autograd.variable",
+	engine = pymods_attr("torch.autograd.variable",
 				  "Variable._execution_engine");
-	cuda_is_init = torch_hooks_attr("torch", "cuda.is_initialized");
-	cuda_stats = torch_hooks_attr("torch", "_C._cuda_memoryStats");
-	cuda_device = torch_hooks_attr("torch", "_C._cuda_getDevice");
+	cuda_is_init = pymods_attr("torch", "cuda.is_initialized");
+	cuda_stats = pymods_attr("torch", "_C._cuda_memoryStats");
+	cuda_device = pymods_attr("torch", "_C._cuda_getDevice");
 	rc = torch_step_install(err, errlen);
 	if (rc) {
 		drop_refs();

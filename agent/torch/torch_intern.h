@@ -29,6 +29,7 @@
 #include "cpython/pycompat.h"
 #include <stdint.h>
 
+#include "python/pymods.h"
 #include "torch_hooks.h"
 
 /* The monotonic clock in seconds. */
@@ -60,9 +61,5 @@ void torch_hooks_emit_var(const struct torch_var_rec *r);
 
 /* Publishes the step and whether it is traced for torch_hooks_info(). */
 void torch_hooks_publish_step(int64_t step, int traced);
-
-/* module.path.to.attr (new reference) from sys.modules without importing;
- * NULL (no exception set) when any part is missing. */
-PyObject *torch_hooks_attr(const char *module, const char *path);
 
 #endif

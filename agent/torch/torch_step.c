@@ -153,9 +153,9 @@ static PyMethodDef step_pre_def = {"probing_step_pre_hook",
 
 int torch_step_install(char *err, size_t errlen)
 {
-	PyObject *reg = torch_hooks_attr("torch.optim.optimizer",
+	PyObject *reg = pymods_attr("torch.optim.optimizer",
 					 "register_optimizer_step_post_hook");
-	PyObject *reg_pre = torch_hooks_attr(
+	PyObject *reg_pre = pymods_attr(
 		"torch.optim.optimizer", "register_optimizer_step_pre_hook");
 
 	if (reg) {
@@ -170,7 +170,7 @@ int torch_step_install(char *err, size_t errlen)
 		return step_handle ? 0 : -EIO;
 	}
 	Py_XDECREF(reg_pre);
-	optimizer_cls = torch_hooks_attr("torch.optim.optimizer", "Optimizer");
+	optimizer_cls = pymods_attr("torch.optim.optimizer", "Optimizer");
 	orig_step_code = optimizer_cls
 				 ? PyObject_GetAttr(optimizer_cls, s_step_code)
 				 : NULL;

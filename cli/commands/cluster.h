@@ -47,6 +47,22 @@ int cluster_backtrace(const struct cluster_opts *o,
 		      const struct fanout_node *nodes, size_t n, int lines,
 		      enum cli_format fmt);
 
+/* The stacks of probing/backtrace answers res[0..n), grouped and printed
+ * as `cluster backtrace` does (with each group's native frames when the
+ * answers have them); ok[i] set for the nodes whose stack is in.  0 or
+ * -ENOMEM. */
+int cluster_bt_show(const struct fanout_node *nodes, size_t n,
+		    const struct fanout_result *res, int lines,
+		    enum cli_format fmt, int *ok);
+
+/* `probing cluster hang` (cluster_hang.c): each rank's last collective,
+ * a verdict, then the stacks with native frames. */
+int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
+		 size_t n, enum cli_format fmt);
+
+/* Why node result r failed ("no answer", the agent's message, ...). */
+const char *cluster_why_failed(const struct fanout_result *r);
+
 /* `probing cluster flamegraph` (cluster_fg.c): argv from "flamegraph". */
 int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *o,
 		       const struct fanout_node *nodes, size_t n, int argc,

@@ -9,8 +9,12 @@
 #include "cluster.h"
 #include "render/stackgroup.h"
 
-/* The main thread's frames of a probing/backtrace body into s. */
-static int main_stack(const cJSON *body, struct sg_stack *s)
+#define NATIVE_SHOWN 16 /* native frames shown per group */
+
+/* The main thread's frames of a probing/backtrace body into s; *thread
+ * its JSON. */
+static int main_stack(const cJSON *body, struct sg_stack *s,
+		      const cJSON **thread)
 {
 	const cJSON *threads =
 		cJSON_GetObjectItemCaseSensitive(body, "threads");
@@ -26,6 +30,7 @@ static int main_stack(const cJSON *body, struct sg_stack *s)
 	}
 	if (!th)
 		th = cJSON_GetArrayItem(threads, 0); /* no main: the first */
+	*thread = th;
 	frames = cJSON_GetObjectItemCaseSensitive(th, "frames");
 	v = calloc((size_t)cJSON_GetArraySize(frames) + 1, sizeof(*v));
 	if (!v)
@@ -66,8 +71,41 @@ static void lines_of(const struct sg_stack *st, const struct sg_group *g,
 	}
 }
 
+/* A thread's native frames (probing/backtrace with native), innermost
+ * first, at most NATIVE_SHOWN. */
+static void print_native(const cJSON *thread)
+{
+	const cJSON *frames =
+		cJSON_GetObjectItemCaseSensitive(thread, "nativeFrames");
+	const cJSON *err =
+		cJSON_GetObjectItemCaseSensitive(thread, "nativeError");
+	const cJSON *f;
+	int k = 0, n = cJSON_GetArraySize(frames);
+
+	if (cJSON_IsString(err))
+		printf("  native: %s\n", err->valuestring);
+	if (!n)
+		return;
+	printf("  native (innermost first):\n");
+	cJSON_ArrayForEach(f, frames)
+	{
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(f, "func");
+		const cJSON *ob = cJSON_GetObjectItemCaseSensitive(f, "object");
+
+		if (k++ == NATIVE_SHOWN) {
+			printf("    ... %d more\n", n - NATIVE_SHOWN);
+			break;
+		}
+		printf("    %s (%s)\n",
+		       cJSON_IsString(fn) && *fn->valuestring ? fn->valuestring
+							     : "?",
+		       cJSON_IsString(ob) ? ob->valuestring : "?");
+	}
+}
+
 static void print_groups(const struct sg_stack *st, size_t nst,
-			 const struct sg_group *g, size_t ng)
+			 const struct sg_group *g, size_t ng,
+			 const cJSON *const *threads)
 {
 	char ranges[4096], lines[256];
 	int64_t *ranks = malloc((nst ? nst : 1) * sizeof(*ranks));
@@ -92,6 +130,7 @@ static void print_groups(const struct sg_stack *st, size_t nst,
 		}
 		if (!first->n)
 			printf("  (no Python frames)\n");
+		print_native(threads[g[i].members[0]]);
 	}
 	free(ranks);
 }
@@ -132,50 +171,64 @@ static void json_groups(const struct sg_stack *st, const struct sg_group *g,
 	cJSON_Delete(arr);
 }
 
-int cluster_backtrace(const struct cluster_opts *o,
-		      const struct fanout_node *nodes, size_t n, int lines,
-		      enum cli_format fmt)
+int cluster_bt_show(const struct fanout_node *nodes, size_t n,
+		    const struct fanout_result *res, int lines,
+		    enum cli_format fmt, int *ok)
 {
-	struct fanout_result *res = calloc(n, sizeof(*res));
-	struct sg_stack *st = calloc(n, sizeof(*st));
-	int *ok = calloc(n, sizeof(*ok));
+	struct sg_stack *st = calloc(n ? n : 1, sizeof(*st));
+	const cJSON **threads = calloc(n ? n : 1, sizeof(*threads));
 	struct sg_group *g = NULL;
 	size_t nst = 0, ng = 0;
-	int rc;
+	int rc = -ENOMEM;
 
-	if (!res || !st || !ok) {
-		free(res);
-		free(st);
-		free(ok);
-		return cli_error(CLI_EFAIL, "out of memory");
-	}
-	fanout_run(nodes, n, "probing/backtrace", NULL, o->node_timeout_ms,
-		   res);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; st && threads && i < n; i++) {
+		ok[i] = 0;
 		if (res[i].rc != CLI_OK || !res[i].resp ||
 		    !res[i].resp->success)
 			continue;
-		if (main_stack(res[i].resp->body, &st[nst]) == 0) {
+		if (main_stack(res[i].resp->body, &st[nst], &threads[nst]) ==
+		    0) {
 			st[nst].rank = nodes[i].rank;
 			nst++;
 			ok[i] = 1;
 		}
 	}
-	rc = stackgroup_build(st, nst, lines, &g, &ng);
+	if (st && threads)
+		rc = stackgroup_build(st, nst, lines, &g, &ng);
 	if (rc == 0 && fmt == CLI_FORMAT_JSON)
 		json_groups(st, g, ng);
 	else if (rc == 0)
-		print_groups(st, nst, g, ng);
+		print_groups(st, nst, g, ng, threads);
 	fflush(stdout);
-	rc = rc ? cli_error(CLI_EFAIL, "out of memory")
-		: cluster_report(nodes, n, res, ok, "backtrace");
 	stackgroup_free(g, ng);
 	for (size_t i = 0; i < nst; i++)
 		free((void *)st[i].frames);
+	free(st);
+	free(threads);
+	return rc;
+}
+
+int cluster_backtrace(const struct cluster_opts *o,
+		      const struct fanout_node *nodes, size_t n, int lines,
+		      enum cli_format fmt)
+{
+	struct fanout_result *res = calloc(n, sizeof(*res));
+	int *ok = calloc(n, sizeof(*ok));
+	int rc;
+
+	if (!res || !ok) {
+		free(res);
+		free(ok);
+		return cli_error(CLI_EFAIL, "out of memory");
+	}
+	fanout_run(nodes, n, "probing/backtrace", NULL, o->node_timeout_ms,
+		   res);
+	rc = cluster_bt_show(nodes, n, res, lines, fmt, ok)
+		     ? cli_error(CLI_EFAIL, "out of memory")
+		     : cluster_report(nodes, n, res, ok, "backtrace");
 	for (size_t i = 0; i < n; i++)
 		fanout_result_release(&res[i]);
 	free(res);
-	free(st);
 	free(ok);
 	return rc;
 }

@@ -156,8 +156,7 @@ static void who(const struct fanout_node *nd, char *out, size_t outlen)
 		snprintf(out, outlen, "%s", nd->addr);
 }
 
-/* Why node i failed. */
-static const char *why_failed(const struct fanout_result *r)
+const char *cluster_why_failed(const struct fanout_result *r)
 {
 	if (r->rc != CLI_OK)
 		return r->err;
@@ -171,9 +170,9 @@ static const char *same_failure(const struct fanout_result *res,
 {
 	for (size_t i = 0; i < n; i++)
 		if (ok[i] || (res[i].rc != res[0].rc) ||
-		    strcmp(why_failed(&res[i]), why_failed(&res[0])))
+		    strcmp(cluster_why_failed(&res[i]), cluster_why_failed(&res[0])))
 			return NULL;
-	return n ? why_failed(&res[0]) : NULL;
+	return n ? cluster_why_failed(&res[0]) : NULL;
 }
 
 int cluster_report(const struct fanout_node *nodes, size_t n,
@@ -201,7 +200,7 @@ int cluster_report(const struct fanout_node *nodes, size_t n,
 		}
 		who(&nodes[i], name, sizeof(name));
 		rc = res[i].rc != CLI_OK ? res[i].rc : CLI_EFAIL;
-		cli_error(rc, "%s: %s", name, why_failed(&res[i]));
+		cli_error(rc, "%s: %s", name, cluster_why_failed(&res[i]));
 		common = common == -1 || common == rc ? rc : -2;
 	}
 	if (good == n)
@@ -350,7 +349,8 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (argc < 2)
 		return cli_usage_error(ctx->entry,
 				       "give a subcommand: nodes, "
-				       "add, query, backtrace or flamegraph");
+				       "add, query, backtrace, hang or "
+				       "flamegraph");
 	sub = argv[1];
 	argc--;
 	argv++;
@@ -407,21 +407,24 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (!strcmp(sub, "add"))
 		return do_add(ctx, argc, argv);
-	if (strcmp(sub, "query") && strcmp(sub, "backtrace"))
+	if (strcmp(sub, "query") && strcmp(sub, "backtrace") &&
+	    strcmp(sub, "hang"))
 		return cli_usage_error(ctx->entry,
 				       "unknown subcommand '%s' (nodes, add, "
-				       "query, backtrace, flamegraph)",
+				       "query, backtrace, hang, flamegraph)",
 				       sub);
 	if (!strcmp(sub, "query") && argc != 1)
 		return cli_usage_error(ctx->entry, "query: give the SQL as "
 						   "one argument");
-	if (!strcmp(sub, "backtrace") && argc)
-		return cli_usage_error(ctx->entry, "backtrace: no arguments");
+	if ((!strcmp(sub, "backtrace") || !strcmp(sub, "hang")) && argc)
+		return cli_usage_error(ctx->entry, "%s: no arguments", sub);
 	rc = get_nodes(ctx, &o, &nodes, &n);
 	if (rc != CLI_OK)
 		return rc;
 	if (!strcmp(sub, "query"))
 		rc = cluster_query(&o, nodes, n, argv[0], merge, max_rows, fmt);
+	else if (!strcmp(sub, "hang"))
+		rc = cluster_hang(&o, nodes, n, fmt);
 	else
 		rc = cluster_backtrace(&o, nodes, n, lines, fmt);
 	free(nodes);
@@ -431,7 +434,7 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_cluster_entry = {
 	.name = "cluster",
 	.usage = "[--nodes FILE] nodes | add HOST:PORT[=RANK]... | query SQL "
-		 "[--merge SQL] | backtrace [--lines] | flamegraph [DURATION] "
+		 "[--merge SQL] | backtrace [--lines] | hang | flamegraph [DURATION] "
 		 "[-o FILE] [--as FORMAT] [--per-rank]",
 	.summary = "Every rank of a distributed job at once",
 	.help = "The nodes are what the target agent lists in cluster.nodes "
@@ -462,6 +465,12 @@ const struct cmd_entry cmd_cluster_entry = {
 		"                       odd ones out first\n"
 		"    --lines            stacks differing only in line numbers "
 		"are different\n"
+		"  hang                 for a stuck job: each rank's last "
+		"collective (from\n"
+		"                       python.comm_collective), a verdict "
+		"on who waits for\n"
+		"                       whom, then the stacks with native "
+		"frames\n"
 		"  flamegraph [DURATION]  record every rank at once (default "
 		"10s), put the\n"
 		"                       profiles together\n"
@@ -492,7 +501,8 @@ const struct cmd_entry cmd_cluster_entry = {
 		"python.backtrace\" \\\n"
 		"      --merge 'SELECT func, count(*) FROM result GROUP BY "
 		"func'\n"
-		"  probing -t 4242 cluster backtrace\n",
+		"  probing -t 4242 cluster backtrace\n"
+		"  probing -t 4242 cluster hang\n",
 	.flags = CMD_TARGET,
 	.exec = cmd_cluster_exec,
 };

@@ -1,0 +1,310 @@
+/*
+ * comm: settings, tables and the installation of the torch.distributed
+ * recording.  See comm.h; the wrappers are in comm_wrap.c, the records in
+ * comm_log.c.
+ */
+#include "comm.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm_ddp.h"
+#include "comm_log.h"
+#include "comm_wrap.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "livetab.h"
+#include "memory/memory.h"
+#include "python/pygil.h"
+#include "store.h"
+
+#define WAIT_FAST_MS 100  /* waiting for torch.distributed: poll this often */
+#define WAIT_SLOW_MS 1000 /* ... and after WAIT_FAST_FOR ms, this often */
+#define WAIT_FAST_FOR 10000
+#define STATUS_MS 1000 /* installed: refresh comm.status this often */
+#define READ_TRIES 8   /* a record being written: read it again */
+
+static struct comm_log log_;
+static _Atomic int log_ready;
+static _Atomic int changed;
+static int installed, waiting, waited_ms, listening;
+static int ddp_waiting; /* recording, DDP's module not imported yet */
+static char error_text[200];
+
+static const char *const state_names[] = {"running", "done", "failed"};
+
+static void on_change(const char *name)
+{
+	(void)name;
+	atomic_store(&changed, 1);
+	memory_wake();
+}
+
+int comm_pending(void)
+{
+	return atomic_load(&changed);
+}
+
+void comm_atfork_child(void)
+{
+	if (atomic_load(&log_ready))
+		comm_log_forget(&log_);
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int read_rec(uint64_t id, struct comm_rec *r)
+{
+	int rc = -EAGAIN;
+
+	for (int i = 0; i < READ_TRIES && rc == -EAGAIN; i++)
+		rc = comm_log_read(&log_, id, r);
+	return rc;
+}
+
+static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
+		   double now)
+{
+	const struct comm_group *g = comm_log_group_at(&log_, r->group);
+	int rank = r->rank >= 0 ? r->rank : comm_wrap_rank();
+	int ended = r->state != COMM_RUNNING;
+	int rc;
+
+#define V(x)                     \
+	do {                     \
+		if ((rc = (x)))  \
+			return rc; \
+	} while (0)
+	V(livetab_rows_begin(rows));
+	V(livetab_rows_int(rows, (int64_t)r->id));
+	V(livetab_rows_real(rows, r->ts));
+	V(rank >= 0 ? livetab_rows_int(rows, rank) : livetab_rows_null(rows));
+	V(livetab_rows_text(rows, g ? g->name : NULL));
+	V(livetab_rows_text(rows, g ? g->ranks : NULL));
+	V(livetab_rows_text(rows, comm_wrap_op_name(r->op)));
+	V(r->seq > 0 ? livetab_rows_int(rows, r->seq) : livetab_rows_null(rows));
+	V(livetab_rows_text(rows, r->shape[0] ? r->shape : NULL));
+	V(livetab_rows_text(rows, r->dtype[0] ? r->dtype : NULL));
+	V(r->bytes >= 0 ? livetab_rows_int(rows, r->bytes)
+			: livetab_rows_null(rows));
+	V(livetab_rows_int(rows, r->async));
+	V(r->peer >= 0 ? livetab_rows_int(rows, r->peer)
+		       : livetab_rows_null(rows));
+	V(livetab_rows_text(rows, r->state >= 0 && r->state <= COMM_FAILED
+					  ? state_names[r->state]
+					  : "?"));
+	V(ended && r->t1 > 0 ? livetab_rows_real(rows, r->t1 - r->t0)
+			     : livetab_rows_null(rows));
+	V(!ended ? livetab_rows_real(rows, now - r->t0)
+		 : livetab_rows_null(rows));
+	V(livetab_rows_int(rows, r->thread));
+	V(livetab_rows_text(rows, r->error[0] ? r->error : NULL));
+#undef V
+	return 0;
+}
+
+static int comm_snapshot(void *ctx, struct livetab_rows *rows, char *err,
+			 size_t errlen)
+{
+	uint64_t first, end;
+	struct comm_rec r;
+	double now = mono_now();
+	int rc = 0;
+
+	(void)ctx;
+	if (!atomic_load(&log_ready))
+		return 0;
+	comm_log_span(&log_, &first, &end);
+	for (uint64_t id = first; id < end && !rc; id++)
+		if (read_rec(id, &r) == 0)
+			rc = add_row(rows, &r, now);
+	if (rc)
+		snprintf(err, errlen, "python.comm_collective: %s",
+			 rc == -E2BIG ? "too many rows" : "out of memory");
+	return rc;
+}
+
+static const struct livetab comm_tab = {
+	.schema = "python",
+	.name = "comm_collective",
+	.doc = "torch.distributed collectives and point-to-point calls, "
+	       "from their start (state running/done/failed; seconds)",
+	.columns = "id INTEGER, ts REAL, rank INTEGER, pg TEXT, pg_ranks TEXT, "
+		   "op TEXT, seq INTEGER, shape TEXT, dtype TEXT, "
+		   "bytes INTEGER, async INTEGER, peer INTEGER, state TEXT, "
+		   "duration REAL, waited REAL, thread_id INTEGER, error TEXT",
+	.snapshot = comm_snapshot,
+};
+
+/* The original Probing's comm_metrics, as a view. */
+static const char metrics_view[] =
+	"CREATE VIEW IF NOT EXISTS python.comm_metrics AS SELECT ts, op, pg, "
+	"seq, CASE WHEN op IN ('recv', 'irecv') THEN peer ELSE rank END "
+	"AS src_rank, CASE WHEN op IN ('recv', 'irecv') THEN rank ELSE peer "
+	"END AS dst_rank, bytes, duration AS latency, "
+	"CASE WHEN duration > 0 THEN bytes / duration END AS bandwidth, state "
+	"FROM comm_collective";
+
+int comm_init(struct store *st, char *err, size_t errlen)
+{
+	int rc = store_add_livetab(st, &comm_tab, NULL, err, errlen);
+
+	if (!rc)
+		rc = store_exec(st, metrics_view, err, errlen);
+	if (!rc)
+		rc = store_catalog_add(
+			st, "python", "comm_metrics", "view",
+			"python.comm_collective as the original Probing's "
+			"comm_metrics (latency s, bandwidth bytes/s)");
+	if (rc)
+		return rc;
+	/* Once per process: listeners outlive a fork, agents do not. */
+	if (!listening && config_on_change("comm.", on_change)) {
+		snprintf(err, errlen, "comm: no room for a config listener");
+		return -ENOSPC;
+	}
+	listening = 1;
+	atomic_store(&changed, 1);
+	return 0;
+}
+
+/* ---- applying the settings (GIL thread) -------------------------------- */
+
+struct apply {
+	int want, ddp;
+	int rc, ddp_rc;
+	char err[200];
+};
+
+/* One at a time; static because a GIL call that overruns its hard limit
+ * goes on after pygil_run returned. */
+static struct apply A;
+static _Atomic int A_busy;
+
+static void apply_fn(void *arg)
+{
+	struct apply *a = arg;
+
+	a->rc = 0;
+	if (!a->want) {
+		comm_ddp_remove();
+		comm_wrap_remove();
+	} else {
+		a->rc = comm_wrap_install(&log_, a->err, sizeof(a->err));
+		if (!a->rc && a->ddp)
+			a->ddp_rc = comm_ddp_install(a->err, sizeof(a->err));
+		else if (!a->rc)
+			comm_ddp_remove();
+	}
+	atomic_store(&A_busy, 0);
+}
+
+static void apply(void)
+{
+	struct pygil_limits lim = {.start_ms = 200, .run_ms = 5000};
+	int rc;
+
+	if (atomic_load(&A_busy)) {
+		atomic_store(&changed, 1);
+		return;
+	}
+	memset(&A, 0, sizeof(A));
+	A.want = config_bool("comm.record");
+	A.ddp = config_bool("comm.ddp");
+	if (A.want && !atomic_load(&log_ready)) {
+		rc = comm_log_init(&log_, (size_t)config_int("comm.max_rows"));
+		if (rc) {
+			snprintf(error_text, sizeof(error_text),
+				 "no memory for %lld records",
+				 (long long)config_int("comm.max_rows"));
+			return;
+		}
+		atomic_store(&log_ready, 1);
+	}
+	if (!A.want && !installed && !waiting)
+		return;
+	atomic_store(&A_busy, 1);
+	rc = pygil_run(apply_fn, &A, &lim, NULL);
+	if (rc == -EINPROGRESS) {
+		atomic_store(&changed, 1);
+		return;
+	}
+	atomic_store(&A_busy, 0);
+	if (rc) {
+		if (rc != -ESHUTDOWN)
+			atomic_store(&changed, 1);
+		return;
+	}
+	waiting = A.want && A.rc == -EAGAIN;
+	installed = A.want && A.rc == 0;
+	ddp_waiting = installed && A.ddp && A.ddp_rc == -EAGAIN;
+	error_text[0] = '\0';
+	if (A.want && A.rc && A.rc != -EAGAIN) {
+		snprintf(error_text, sizeof(error_text), "%s", A.err);
+		log_warn("torch.distributed calls not recorded: %s", A.err);
+	} else if (installed && A.ddp && A.ddp_rc && A.ddp_rc != -EAGAIN) {
+		log_warn("DDP's all-reduces not recorded: %s", A.err);
+	}
+	if (!waiting)
+		waited_ms = 0;
+}
+
+static void set_status(void)
+{
+	char text[CONFIG_VALUE_MAX];
+	uint64_t first = 0, end = 0, running = 0;
+	struct comm_rec r;
+
+	if (atomic_load(&log_ready)) {
+		comm_log_span(&log_, &first, &end);
+		for (uint64_t id = first; id < end; id++)
+			running += read_rec(id, &r) == 0 &&
+				   r.state == COMM_RUNNING;
+	}
+	if (installed)
+		snprintf(text, sizeof(text),
+			 "on: %d functions of torch.distributed wrapped%s, "
+			 "%llu calls recorded (%llu kept), %llu running",
+			 comm_wrap_count(),
+			 comm_ddp_count() ? ", DDP all-reduces recorded" : "",
+			 (unsigned long long)(end ? end - 1 : 0),
+			 (unsigned long long)(end - first),
+			 (unsigned long long)running);
+	else if (waiting)
+		snprintf(text, sizeof(text),
+			 "waiting for torch.distributed to be imported");
+	else if (error_text[0] && config_bool("comm.record"))
+		snprintf(text, sizeof(text), "error: %s", error_text);
+	else
+		snprintf(text, sizeof(text), "off");
+	config_set_info("comm.status", text);
+}
+
+int comm_tick(void)
+{
+	int interval;
+
+	if (atomic_exchange(&changed, 0) || waiting || ddp_waiting)
+		apply();
+	set_status();
+	if (waiting || ddp_waiting) {
+		interval =
+			waited_ms < WAIT_FAST_FOR ? WAIT_FAST_MS : WAIT_SLOW_MS;
+		waited_ms += interval;
+		return interval;
+	}
+	if (atomic_load(&changed))
+		return WAIT_FAST_MS;
+	return installed ? STATUS_MS : -1;
+}

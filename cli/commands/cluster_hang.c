@@ -1,0 +1,267 @@
+/*
+ * cluster_hang: `probing cluster hang` — for a stuck job, each rank's
+ * last collective on each process group (python.comm_collective), the
+ * verdict (render/hangverdict.h), then every rank's main thread grouped
+ * as `cluster backtrace` shows it, with native frames (the wait inside
+ * gloo or NCCL shows).
+ *
+ * Two requests to every node at once: a probing/query for the calls, a
+ * probing/backtrace with native frames.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "render/hangverdict.h"
+
+/* Each group's newest call, newest first: one scan of the live table. */
+#define HANG_SQL                                                               \
+	"SELECT pg, pg_ranks, op, seq, state, waited FROM (SELECT *, "         \
+	"row_number() OVER (PARTITION BY pg ORDER BY id DESC) AS k FROM "      \
+	"python.comm_collective) WHERE k = 1 ORDER BY id DESC LIMIT 16"
+
+#define WHERE_MAX 300
+
+static const char *const kind_names[] = {
+	"none", "mismatch", "behind", "missing", "all_wait", "other"};
+
+static void copy_text(char *out, size_t len, const cJSON *v)
+{
+	snprintf(out, len, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+/* The rows of a HANG_SQL answer into r->last. */
+static void take_calls(const struct fanout_result *q, struct hv_rank *r)
+{
+	const cJSON *rows, *row;
+
+	if (q->rc != CLI_OK || !q->resp || !q->resp->success)
+		return;
+	rows = cJSON_GetObjectItemCaseSensitive(q->resp->body, "rows");
+	cJSON_ArrayForEach(row, rows)
+	{
+		struct hv_call *c = &r->last[r->nlast];
+		const cJSON *seq = cJSON_GetArrayItem(row, 3);
+		const cJSON *st = cJSON_GetArrayItem(row, 4);
+		const cJSON *w = cJSON_GetArrayItem(row, 5);
+
+		if (r->nlast == HV_GROUPS_MAX)
+			break;
+		copy_text(c->pg, sizeof(c->pg), cJSON_GetArrayItem(row, 0));
+		copy_text(c->pg_ranks, sizeof(c->pg_ranks),
+			  cJSON_GetArrayItem(row, 1));
+		copy_text(c->op, sizeof(c->op), cJSON_GetArrayItem(row, 2));
+		c->seq = cJSON_IsNumber(seq) ? (int64_t)seq->valuedouble : 0;
+		c->running = cJSON_IsString(st) &&
+			     !strcmp(st->valuestring, "running");
+		c->waited = cJSON_IsNumber(w) ? w->valuedouble : 0;
+		r->nlast++;
+	}
+}
+
+/* Is this frame the program's own (not Python's, not a library's)? */
+static int own_code(const char *file)
+{
+	static const char *const libs[] = {"/torch/", "/lib/python",
+					   "site-packages/", "dist-packages/"};
+
+	if (!file || file[0] == '<')
+		return 0;
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (strstr(file, libs[i]))
+			return 0;
+	return 1;
+}
+
+/* "load_batch (train.py:88)": the innermost frame of the program's own
+ * code in the main thread (else the innermost frame); "" when none. */
+static void where_of(const struct fanout_result *b, char *out, size_t len)
+{
+	const cJSON *threads, *th, *frames, *f, *pick = NULL;
+
+	out[0] = '\0';
+	if (b->rc != CLI_OK || !b->resp || !b->resp->success)
+		return;
+	threads = cJSON_GetObjectItemCaseSensitive(b->resp->body, "threads");
+	cJSON_ArrayForEach(th, threads)
+	{
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "isMain")))
+			break;
+	}
+	frames = cJSON_GetObjectItemCaseSensitive(
+		th ? th : cJSON_GetArrayItem(threads, 0), "frames");
+	cJSON_ArrayForEach(f, frames)
+	{
+		const cJSON *file = cJSON_GetObjectItemCaseSensitive(f, "file");
+
+		if (!pick)
+			pick = f;
+		if (cJSON_IsString(file) && own_code(file->valuestring)) {
+			pick = f;
+			break;
+		}
+	}
+	if (pick) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(pick, "func");
+		const cJSON *fl = cJSON_GetObjectItemCaseSensitive(pick, "file");
+		const cJSON *ln = cJSON_GetObjectItemCaseSensitive(pick, "line");
+		const char *file = cJSON_IsString(fl) ? fl->valuestring : "?";
+		const char *base = strrchr(file, '/');
+
+		snprintf(out, len, "%s (%s:%d)",
+			 cJSON_IsString(fn) ? fn->valuestring : "?",
+			 base ? base + 1 : file,
+			 cJSON_IsNumber(ln) ? (int)ln->valuedouble : 0);
+	}
+}
+
+static void print_table(const struct hv_rank *r, size_t n)
+{
+	static const char *const names[] = {"rank", "group", "last call",
+					    "seq", "state", "main thread"};
+	struct cli_table *t = cli_table_new(6, names);
+	char rank[24], seq[24], state[48];
+
+	for (size_t i = 0; t && i < n; i++) {
+		const struct hv_call *c = r[i].nlast ? &r[i].last[0] : NULL;
+		const char *cells[6];
+
+		snprintf(rank, sizeof(rank), "%lld", (long long)r[i].rank);
+		cells[0] = rank;
+		if (!r[i].answered) {
+			cells[1] = cells[2] = cells[3] = "";
+			snprintf(state, sizeof(state), "no answer");
+			cells[4] = state;
+			cells[5] = r[i].why ? r[i].why : "";
+			cli_table_add(t, cells);
+			continue;
+		}
+		snprintf(seq, sizeof(seq), "%lld", c ? (long long)c->seq : 0LL);
+		if (c && c->running)
+			snprintf(state, sizeof(state), "waiting %.1f s",
+				 c->waited);
+		else
+			snprintf(state, sizeof(state), "%s",
+				 c ? "done" : "no calls");
+		cells[1] = c ? c->pg : "";
+		cells[2] = c ? c->op : "";
+		cells[3] = c ? seq : "";
+		cells[4] = state;
+		cells[5] = r[i].where ? r[i].where : "";
+		cli_table_add(t, cells);
+	}
+	if (t)
+		cli_table_print(t, stdout, CLI_FORMAT_TABLE,
+				cli_isatty(stdout));
+	cli_table_free(t);
+}
+
+static void print_json(const struct hv_rank *r, size_t n,
+		       const struct hv_verdict *v)
+{
+	cJSON *o = cJSON_CreateObject(), *ranks, *e, *calls, *c;
+	char *text;
+
+	cJSON_AddStringToObject(o, "verdict", v->text);
+	cJSON_AddStringToObject(o, "kind", kind_names[v->kind]);
+	ranks = cJSON_AddArrayToObject(o, "ranks");
+	for (size_t i = 0; i < n; i++) {
+		e = cJSON_CreateObject();
+		cJSON_AddNumberToObject(e, "rank", (double)r[i].rank);
+		cJSON_AddBoolToObject(e, "answered", r[i].answered);
+		if (!r[i].answered)
+			cJSON_AddStringToObject(e, "why",
+						r[i].why ? r[i].why : "");
+		if (r[i].where)
+			cJSON_AddStringToObject(e, "where", r[i].where);
+		calls = cJSON_AddArrayToObject(e, "last");
+		for (size_t k = 0; k < r[i].nlast; k++) {
+			c = cJSON_CreateObject();
+			cJSON_AddStringToObject(c, "pg", r[i].last[k].pg);
+			cJSON_AddStringToObject(c, "op", r[i].last[k].op);
+			cJSON_AddNumberToObject(c, "seq",
+						(double)r[i].last[k].seq);
+			cJSON_AddStringToObject(c, "state",
+						r[i].last[k].running ? "running"
+								     : "done");
+			if (r[i].last[k].running)
+				cJSON_AddNumberToObject(c, "waited",
+							r[i].last[k].waited);
+			cJSON_AddItemToArray(calls, c);
+		}
+		cJSON_AddItemToArray(ranks, e);
+	}
+	text = cJSON_Print(o);
+	if (text)
+		printf("%s\n", text);
+	free(text);
+	cJSON_Delete(o);
+}
+
+int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
+		 size_t n, enum cli_format fmt)
+{
+	struct fanout_result *q = calloc(n ? n : 1, sizeof(*q));
+	struct fanout_result *b = calloc(n ? n : 1, sizeof(*b));
+	struct hv_rank *r = calloc(n ? n : 1, sizeof(*r));
+	char (*where)[WHERE_MAX] = calloc(n ? n : 1, WHERE_MAX);
+	int *ok = calloc(n ? n : 1, sizeof(*ok));
+	struct hv_verdict *v = calloc(1, sizeof(*v));
+	cJSON *args;
+	int rc = CLI_OK;
+
+	if (!q || !b || !r || !where || !ok || !v) {
+		rc = cli_error(CLI_EFAIL, "out of memory");
+		goto out;
+	}
+	args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "sql", HANG_SQL);
+	fanout_run(nodes, n, "probing/query", args, o->node_timeout_ms, q);
+	cJSON_Delete(args);
+	args = cJSON_CreateObject();
+	cJSON_AddBoolToObject(args, "native", 1);
+	fanout_run(nodes, n, "probing/backtrace", args, o->node_timeout_ms, b);
+	cJSON_Delete(args);
+	for (size_t i = 0; i < n; i++) {
+		int q_ok = q[i].rc == CLI_OK && q[i].resp && q[i].resp->success;
+		int b_ok = b[i].rc == CLI_OK && b[i].resp && b[i].resp->success;
+
+		r[i].rank = nodes[i].rank;
+		r[i].answered = q_ok || b_ok;
+		r[i].why = cluster_why_failed(q_ok ? &b[i] : &q[i]);
+		take_calls(&q[i], &r[i]);
+		where_of(&b[i], where[i], WHERE_MAX);
+		r[i].where = where[i][0] ? where[i] : NULL;
+	}
+	if (hangverdict(r, n, v))
+		rc = cli_error(CLI_EFAIL, "out of memory");
+	else if (fmt == CLI_FORMAT_JSON)
+		print_json(r, n, v);
+	else {
+		printf("verdict: %s\n\n", v->text);
+		print_table(r, n);
+		printf("\nstacks (main threads):\n");
+		fflush(stdout);
+		if (cluster_bt_show(nodes, n, b, 0, fmt, ok))
+			rc = cli_error(CLI_EFAIL, "out of memory");
+	}
+	fflush(stdout);
+	if (rc == CLI_OK) {
+		for (size_t i = 0; i < n; i++)
+			ok[i] = r[i].answered;
+		rc = cluster_report(nodes, n, q, ok, "hang");
+	}
+out:
+	for (size_t i = 0; q && b && i < n; i++) {
+		fanout_result_release(&q[i]);
+		fanout_result_release(&b[i]);
+	}
+	free(q);
+	free(b);
+	free(r);
+	free(where);
+	free(ok);
+	free(v);
+	return rc;
+}

@@ -1,0 +1,254 @@
+/*
+ * hangverdict: the one-line verdict of `probing cluster hang`.  See
+ * hangverdict.h.
+ */
+#include "hangverdict.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stackgroup.h"
+
+enum role { R_WAITER, R_MISSING, R_MISMATCH, R_ELSEWHERE, R_BEHIND, R_PAST };
+
+struct out {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (o->len + 1 >= o->cap)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		o->len += (size_t)k < o->cap - o->len ? (size_t)k
+						      : o->cap - o->len - 1;
+}
+
+/* Is rank in the comma-separated list ("" or NULL: unknown, yes)? */
+static int member_of(const char *list, int64_t rank)
+{
+	const char *s = list;
+	char *end;
+
+	if (!s || !*s)
+		return 1;
+	while (*s) {
+		long long r = strtoll(s, &end, 10);
+
+		if (end == s)
+			return 0;
+		if (r == rank)
+			return 1;
+		s = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return 0;
+	}
+	return 0;
+}
+
+static const struct hv_call *on_group(const struct hv_rank *r, const char *pg)
+{
+	for (size_t i = 0; i < r->nlast && i < HV_GROUPS_MAX; i++)
+		if (!strcmp(r->last[i].pg, pg))
+			return &r->last[i];
+	return NULL;
+}
+
+static int waits_in(const struct hv_rank *r, const struct hv_call *f)
+{
+	const struct hv_call *c = r->answered ? on_group(r, f->pg) : NULL;
+
+	return c && c->running && c->seq == f->seq && !strcmp(c->op, f->op);
+}
+
+/* The call most ranks wait in (ties: the longest wait); NULL: none. */
+static const struct hv_call *focus(const struct hv_rank *ranks, size_t n)
+{
+	const struct hv_call *best = NULL;
+	size_t best_n = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; ranks[i].answered && j < ranks[i].nlast &&
+				   j < HV_GROUPS_MAX;
+		     j++) {
+			const struct hv_call *c = &ranks[i].last[j];
+			size_t k = 0;
+
+			if (!c->running)
+				continue;
+			for (size_t m = 0; m < n; m++)
+				k += waits_in(&ranks[m], c);
+			if (k > best_n ||
+			    (k == best_n && best && c->waited > best->waited)) {
+				best = c;
+				best_n = k;
+			}
+		}
+	}
+	return best;
+}
+
+static enum role role_of(const struct hv_rank *r, const struct hv_call *f)
+{
+	const struct hv_call *c;
+
+	if (!r->answered)
+		return R_MISSING;
+	if (waits_in(r, f))
+		return R_WAITER;
+	c = on_group(r, f->pg);
+	if (c && c->running && c->seq == f->seq)
+		return R_MISMATCH;
+	if (c && c->running)
+		return R_ELSEWHERE;
+	if (c && c->seq >= f->seq)
+		return R_PAST;
+	return R_BEHIND;
+}
+
+/* "rank 3" / "ranks 0-2" of the ranks of role in members. */
+static size_t name_ranks(const struct hv_rank *ranks, const int *roles,
+			 size_t n, enum role role, char *out, size_t outlen)
+{
+	int64_t *v = malloc((n ? n : 1) * sizeof(*v));
+	char text[1024];
+	size_t k = 0;
+
+	out[0] = '\0';
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (roles[i] == (int)role)
+			v[k++] = ranks[i].rank;
+	stackgroup_ranges(v, k, text, sizeof(text));
+	if (k)
+		snprintf(out, outlen, "%s %s", k == 1 ? "rank" : "ranks", text);
+	free(v);
+	return k;
+}
+
+static void say_none(const struct hv_rank *ranks, size_t n, struct out *o)
+{
+	size_t any = 0;
+
+	for (size_t i = 0; i < n; i++)
+		any += ranks[i].answered && ranks[i].nlast;
+	if (!any)
+		put(o, "no collectives recorded on any rank that answered "
+		       "(comm.record off, or no torch.distributed calls "
+		       "through its Python API)");
+	else
+		put(o, "no rank waits in a collective: not a communication "
+		       "hang");
+	for (size_t i = 0; i < n; i++)
+		if (!ranks[i].answered)
+			put(o, "; rank %lld did not answer (%s)",
+			    (long long)ranks[i].rank,
+			    ranks[i].why ? ranks[i].why : "?");
+}
+
+int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
+{
+	struct out o = {v->text, 0, sizeof(v->text)};
+	const struct hv_call *f;
+	int *roles;
+	char waiters[1100];
+	size_t count[R_PAST + 1] = {0};
+
+	v->text[0] = '\0';
+	v->kind = HV_NONE;
+	f = focus(ranks, n);
+	if (!f) {
+		say_none(ranks, n, &o);
+		return 0;
+	}
+	roles = calloc(n ? n : 1, sizeof(*roles));
+	if (!roles) {
+		put(&o, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		roles[i] = member_of(f->pg_ranks, ranks[i].rank)
+				   ? (int)role_of(&ranks[i], f)
+				   : -1;
+		if (roles[i] >= 0)
+			count[roles[i]]++;
+	}
+	name_ranks(ranks, roles, n, R_WAITER, waiters, sizeof(waiters));
+	if (count[R_MISMATCH]) {
+		v->kind = HV_MISMATCH;
+		for (size_t i = 0; i < n; i++) {
+			const struct hv_call *c;
+
+			if (roles[i] != R_MISMATCH)
+				continue;
+			c = on_group(&ranks[i], f->pg);
+			put(&o, "%srank %lld is in %s #%lld on group %s", o.len ? "; " : "",
+			    (long long)ranks[i].rank, c->op,
+			    (long long)c->seq, c->pg);
+		}
+		put(&o, " while %s %s in %s #%lld: mismatched collectives",
+		    waiters, count[R_WAITER] == 1 ? "is" : "are", f->op,
+		    (long long)f->seq);
+	} else {
+		put(&o, "%s %s in %s #%lld on group %s (for %.1f s)", waiters,
+		    count[R_WAITER] == 1 ? "waits" : "wait", f->op,
+		    (long long)f->seq, f->pg, f->waited);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct hv_rank *r = &ranks[i];
+		const struct hv_call *c = on_group(r, f->pg);
+
+		switch (roles[i]) {
+		case R_BEHIND:
+			put(&o, "; rank %lld has not reached it", (long long)r->rank);
+			if (r->where)
+				put(&o, " (it is in %s)", r->where);
+			break;
+		case R_MISSING:
+			put(&o, "; rank %lld did not answer (%s)",
+			    (long long)r->rank, r->why ? r->why : "?");
+			break;
+		case R_ELSEWHERE:
+			put(&o, "; rank %lld is in %s #%lld on group %s",
+			    (long long)r->rank, c->op, (long long)c->seq,
+			    c->pg);
+			break;
+		case R_PAST:
+			put(&o, "; rank %lld finished %s #%lld and went on",
+			    (long long)r->rank, c->op, (long long)c->seq);
+			if (r->where)
+				put(&o, " (it is in %s)", r->where);
+			break;
+		default:
+			break;
+		}
+	}
+	if (v->kind == HV_NONE) {
+		if (count[R_BEHIND])
+			v->kind = HV_BEHIND;
+		else if (count[R_MISSING])
+			v->kind = HV_MISSING;
+		else if (count[R_ELSEWHERE] || count[R_PAST])
+			v->kind = HV_OTHER;
+		else
+			v->kind = HV_ALL_WAIT;
+	}
+	if (v->kind == HV_ALL_WAIT)
+		put(&o, "; every member of group %s waits in it: the "
+			"collective itself does not complete (the transport, "
+			"or a member outside these nodes)",
+		    f->pg);
+	free(roles);
+	return 0;
+}

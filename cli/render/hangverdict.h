@@ -1,0 +1,74 @@
+/*
+ * hangverdict: what each rank of a stuck job is in, told in one line, for
+ * `probing cluster hang`.
+ *
+ * The input is per rank: whether it answered, the last call it started on
+ * each process group (python.comm_collective: op, sequence number, state,
+ * time waited), and where its main thread is (a function and file:line).
+ * The focus is the collective most ranks wait in (the same group,
+ * sequence number and op; ties: the longest wait).  Every other member of
+ * its group is then one of:
+ *
+ *   missing     did not answer (dead, or unreachable)
+ *   mismatched  waits in another op with the same sequence number
+ *   elsewhere   waits in another call of the group (another seq)
+ *   behind      has not reached it (its last call on the group is
+ *               earlier, or it has none): where it is instead
+ *   past        finished that call and went on
+ *
+ * and the verdict names them, e.g.
+ *   "rank 3 is in broadcast #5 on group 0 while ranks 0-2 are in
+ *    all_reduce #5: mismatched collectives"
+ *   "ranks 0-2 wait in all_reduce #812 on group 0 (for 31.0 s); rank 3
+ *    has not reached it (it is in load_batch, train.py:88)"
+ *
+ * Pure: no I/O.  Caps: HV_GROUPS_MAX groups per rank are looked at.
+ */
+#ifndef CLI_HANGVERDICT_H
+#define CLI_HANGVERDICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HV_GROUPS_MAX 16
+#define HV_TEXT_MAX 64
+
+/* A rank's last call on one process group. */
+struct hv_call {
+	char pg[HV_TEXT_MAX];
+	char pg_ranks[1024]; /* "0,1,2,3": global ranks; "" unknown */
+	char op[HV_TEXT_MAX];
+	int64_t seq;
+	int running;
+	double waited; /* s, when running */
+};
+
+struct hv_rank {
+	int64_t rank;
+	int answered;
+	const char *why;       /* when not answered */
+	struct hv_call last[HV_GROUPS_MAX]; /* newest first */
+	size_t nlast;
+	const char *where;     /* "load_batch (train.py:88)", or NULL */
+};
+
+enum hv_kind {
+	HV_NONE = 0,	/* no rank waits in a call */
+	HV_MISMATCH,	/* a member in another op at the same seq */
+	HV_BEHIND,	/* members that have not reached it */
+	HV_MISSING,	/* members that did not answer */
+	HV_ALL_WAIT,	/* every member waits in it */
+	HV_OTHER,	/* members elsewhere or past it */
+};
+
+struct hv_verdict {
+	enum hv_kind kind; /* the first that applies, in the order above
+			      (mismatch first: it explains the others) */
+	char text[4096];
+};
+
+/* The verdict on n ranks (rank order not required).  Always fills v;
+ * -ENOMEM only when it could not work (v says so). */
+int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v);
+
+#endif
