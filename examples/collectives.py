@@ -13,7 +13,10 @@ then waits in a final barrier-free sleep so that it can be looked at.  With
   die       it exits (os._exit(3)) before the all_reduce
 
 and the other ranks wait in their all_reduce for ever (gloo's timeout is
-set to an hour).  `probing -t PID cluster hang` says which rank is where.
+set to an hour) — except after `die`, where gloo sees the connection to
+the dead rank close and their all_reduce fails: they report the error and
+stay up (--linger) as a job that catches it would.  `probing -t PID
+cluster hang` says which rank is where.
 """
 import argparse
 import datetime
@@ -66,9 +69,13 @@ def main():
     args = p.parse_args()
     dist.init_process_group("gloo", timeout=datetime.timedelta(hours=1))
     rank, world = dist.get_rank(), dist.get_world_size()
-    for step in range(args.rounds):
-        one_round(step, rank, world, args)
-    print(f"rank {rank}: {args.rounds} rounds done", flush=True)
+    print(f"rank {rank} of {world}: pid {os.getpid()}", flush=True)
+    try:
+        for step in range(args.rounds):
+            one_round(step, rank, world, args)
+        print(f"rank {rank}: {args.rounds} rounds done", flush=True)
+    except RuntimeError as e:
+        print(f"rank {rank}: {e}", flush=True)
     time.sleep(args.linger)
 
 

@@ -17,14 +17,14 @@
 
 /* Each group's newest call, newest first: one scan of the live table. */
 #define HANG_SQL                                                               \
-	"SELECT pg, pg_ranks, op, seq, state, waited FROM (SELECT *, "         \
+	"SELECT pg, pg_ranks, op, seq, state, waited, error FROM (SELECT *, "         \
 	"row_number() OVER (PARTITION BY pg ORDER BY id DESC) AS k FROM "      \
 	"python.comm_collective) WHERE k = 1 ORDER BY id DESC LIMIT 16"
 
 #define WHERE_MAX 300
 
 static const char *const kind_names[] = {
-	"none", "mismatch", "behind", "missing", "all_wait", "other"};
+	"none", "mismatch", "missing", "behind", "failed", "all_wait", "other"};
 
 static void copy_text(char *out, size_t len, const cJSON *v)
 {
@@ -55,6 +55,9 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 		c->seq = cJSON_IsNumber(seq) ? (int64_t)seq->valuedouble : 0;
 		c->running = cJSON_IsString(st) &&
 			     !strcmp(st->valuestring, "running");
+		c->failed = cJSON_IsString(st) &&
+			    !strcmp(st->valuestring, "failed");
+		copy_text(c->error, sizeof(c->error), cJSON_GetArrayItem(row, 6));
 		c->waited = cJSON_IsNumber(w) ? w->valuedouble : 0;
 		r->nlast++;
 	}
@@ -143,7 +146,7 @@ static void print_table(const struct hv_rank *r, size_t n)
 				 c->waited);
 		else
 			snprintf(state, sizeof(state), "%s",
-				 c ? "done" : "no calls");
+				 !c ? "no calls" : c->failed ? "failed" : "done");
 		cells[1] = c ? c->pg : "";
 		cells[2] = c ? c->op : "";
 		cells[3] = c ? seq : "";
@@ -182,9 +185,14 @@ static void print_json(const struct hv_rank *r, size_t n,
 			cJSON_AddStringToObject(c, "op", r[i].last[k].op);
 			cJSON_AddNumberToObject(c, "seq",
 						(double)r[i].last[k].seq);
-			cJSON_AddStringToObject(c, "state",
-						r[i].last[k].running ? "running"
-								     : "done");
+			cJSON_AddStringToObject(
+				c, "state",
+				r[i].last[k].running	  ? "running"
+				: r[i].last[k].failed ? "failed"
+						      : "done");
+			if (r[i].last[k].failed)
+				cJSON_AddStringToObject(c, "error",
+							r[i].last[k].error);
 			if (r[i].last[k].running)
 				cJSON_AddNumberToObject(c, "waited",
 							r[i].last[k].waited);

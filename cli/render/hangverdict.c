@@ -12,7 +12,15 @@
 
 #include "stackgroup.h"
 
-enum role { R_WAITER, R_MISSING, R_MISMATCH, R_ELSEWHERE, R_BEHIND, R_PAST };
+enum role {
+	R_WAITER,
+	R_MISSING,
+	R_MISMATCH,
+	R_FAILED,
+	R_BEHIND,
+	R_ELSEWHERE,
+	R_PAST
+};
 
 struct out {
 	char *p;
@@ -109,6 +117,8 @@ static enum role role_of(const struct hv_rank *r, const struct hv_call *f)
 	c = on_group(r, f->pg);
 	if (c && c->running && c->seq == f->seq)
 		return R_MISMATCH;
+	if (c && c->failed && c->seq >= f->seq)
+		return R_FAILED;
 	if (c && c->running)
 		return R_ELSEWHERE;
 	if (c && c->seq >= f->seq)
@@ -137,13 +147,66 @@ static size_t name_ranks(const struct hv_rank *ranks, const int *roles,
 	return k;
 }
 
-static void say_none(const struct hv_rank *ranks, size_t n, struct out *o)
+/* Ranks whose newest call failed, grouped by the call: said with the
+ * first one's error.  Returns how many. */
+static size_t say_failed(const struct hv_rank *ranks, size_t n,
+			 const int *roles, struct out *o)
+{
+	int64_t *v = malloc((n ? n : 1) * sizeof(*v));
+	char text[1024];
+	size_t total = 0;
+	char *done = calloc(n ? n : 1, 1);
+
+	for (size_t i = 0; v && done && i < n; i++) {
+		const struct hv_call *c = ranks[i].answered && ranks[i].nlast
+						  ? &ranks[i].last[0]
+						  : NULL;
+		size_t k = 0;
+
+		if (roles && roles[i] != R_FAILED)
+			continue;
+		if (roles)
+			c = on_group(&ranks[i], c ? c->pg : "");
+		if (!c || !c->failed || done[i])
+			continue;
+		for (size_t m = i; m < n; m++) {
+			const struct hv_call *d =
+				ranks[m].answered && ranks[m].nlast
+					? &ranks[m].last[0]
+					: NULL;
+
+			if (roles && roles[m] != R_FAILED)
+				continue;
+			if (roles && d)
+				d = on_group(&ranks[m], c->pg);
+			if (d && d->failed && !done[m] &&
+			    !strcmp(d->pg, c->pg) && d->seq == c->seq &&
+			    !strcmp(d->op, c->op)) {
+				v[k++] = ranks[m].rank;
+				done[m] = 1;
+			}
+		}
+		stackgroup_ranges(v, k, text, sizeof(text));
+		put(o, "%s%s %s: %s #%lld on group %s failed (%s)",
+		    o->len ? "; " : "", k == 1 ? "rank" : "ranks", text, c->op,
+		    (long long)c->seq, c->pg, c->error);
+		total += k;
+	}
+	free(v);
+	free(done);
+	return total;
+}
+
+static void say_none(const struct hv_rank *ranks, size_t n, struct out *o,
+		     struct hv_verdict *v)
 {
 	size_t any = 0;
 
 	for (size_t i = 0; i < n; i++)
 		any += ranks[i].answered && ranks[i].nlast;
-	if (!any)
+	if (say_failed(ranks, n, NULL, o))
+		v->kind = HV_FAILED;
+	else if (!any)
 		put(o, "no collectives recorded on any rank that answered "
 		       "(comm.record off, or no torch.distributed calls "
 		       "through its Python API)");
@@ -155,6 +218,46 @@ static void say_none(const struct hv_rank *ranks, size_t n, struct out *o)
 			put(o, "; rank %lld did not answer (%s)",
 			    (long long)ranks[i].rank,
 			    ranks[i].why ? ranks[i].why : "?");
+}
+
+/* The members not waiting in f, in the order that explains most first:
+ * missing, failed, behind, elsewhere, past. */
+static void say_others(const struct hv_rank *ranks, size_t n,
+		       const int *roles, const struct hv_call *f,
+		       struct out *o)
+{
+	for (size_t i = 0; i < n; i++)
+		if (roles[i] == R_MISSING)
+			put(o, "; rank %lld did not answer (%s)",
+			    (long long)ranks[i].rank,
+			    ranks[i].why ? ranks[i].why : "?");
+	say_failed(ranks, n, roles, o);
+	for (size_t i = 0; i < n; i++) {
+		const struct hv_rank *r = &ranks[i];
+		const struct hv_call *c = on_group(r, f->pg);
+
+		switch (roles[i]) {
+		case R_BEHIND:
+			put(o, "; rank %lld has not reached it",
+			    (long long)r->rank);
+			if (r->where)
+				put(o, " (it is in %s)", r->where);
+			break;
+		case R_ELSEWHERE:
+			put(o, "; rank %lld is in %s #%lld on group %s",
+			    (long long)r->rank, c->op, (long long)c->seq,
+			    c->pg);
+			break;
+		case R_PAST:
+			put(o, "; rank %lld finished %s #%lld and went on",
+			    (long long)r->rank, c->op, (long long)c->seq);
+			if (r->where)
+				put(o, " (it is in %s)", r->where);
+			break;
+		default:
+			break;
+		}
+	}
 }
 
 int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
@@ -169,7 +272,7 @@ int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
 	v->kind = HV_NONE;
 	f = focus(ranks, n);
 	if (!f) {
-		say_none(ranks, n, &o);
+		say_none(ranks, n, &o, v);
 		return 0;
 	}
 	roles = calloc(n ? n : 1, sizeof(*roles));
@@ -205,40 +308,14 @@ int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
 		    count[R_WAITER] == 1 ? "waits" : "wait", f->op,
 		    (long long)f->seq, f->pg, f->waited);
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct hv_rank *r = &ranks[i];
-		const struct hv_call *c = on_group(r, f->pg);
-
-		switch (roles[i]) {
-		case R_BEHIND:
-			put(&o, "; rank %lld has not reached it", (long long)r->rank);
-			if (r->where)
-				put(&o, " (it is in %s)", r->where);
-			break;
-		case R_MISSING:
-			put(&o, "; rank %lld did not answer (%s)",
-			    (long long)r->rank, r->why ? r->why : "?");
-			break;
-		case R_ELSEWHERE:
-			put(&o, "; rank %lld is in %s #%lld on group %s",
-			    (long long)r->rank, c->op, (long long)c->seq,
-			    c->pg);
-			break;
-		case R_PAST:
-			put(&o, "; rank %lld finished %s #%lld and went on",
-			    (long long)r->rank, c->op, (long long)c->seq);
-			if (r->where)
-				put(&o, " (it is in %s)", r->where);
-			break;
-		default:
-			break;
-		}
-	}
+	say_others(ranks, n, roles, f, &o);
 	if (v->kind == HV_NONE) {
-		if (count[R_BEHIND])
-			v->kind = HV_BEHIND;
-		else if (count[R_MISSING])
+		if (count[R_MISSING])
 			v->kind = HV_MISSING;
+		else if (count[R_BEHIND])
+			v->kind = HV_BEHIND;
+		else if (count[R_FAILED])
+			v->kind = HV_FAILED;
 		else if (count[R_ELSEWHERE] || count[R_PAST])
 			v->kind = HV_OTHER;
 		else

@@ -16,6 +16,10 @@
  *               earlier, or it has none): where it is instead
  *   past        finished that call and went on
  *
+ * With no rank waiting, ranks whose last call failed (a peer that died:
+ * "Connection reset by peer") are named with the error, with the ranks
+ * that did not answer.
+ *
  * and the verdict names them, e.g.
  *   "rank 3 is in broadcast #5 on group 0 while ranks 0-2 are in
  *    all_reduce #5: mismatched collectives"
@@ -40,7 +44,9 @@ struct hv_call {
 	char op[HV_TEXT_MAX];
 	int64_t seq;
 	int running;
+	int failed;
 	double waited; /* s, when running */
+	char error[256]; /* when failed */
 };
 
 struct hv_rank {
@@ -53,17 +59,19 @@ struct hv_rank {
 };
 
 enum hv_kind {
-	HV_NONE = 0,	/* no rank waits in a call */
-	HV_MISMATCH,	/* a member in another op at the same seq */
-	HV_BEHIND,	/* members that have not reached it */
-	HV_MISSING,	/* members that did not answer */
-	HV_ALL_WAIT,	/* every member waits in it */
-	HV_OTHER,	/* members elsewhere or past it */
+	HV_NONE = 0, /* no rank waits in a call (nor failed in one) */
+	HV_MISMATCH, /* a member in another op at the same seq */
+	HV_MISSING,  /* members that did not answer */
+	HV_BEHIND,   /* members that have not reached it */
+	HV_FAILED,   /* members whose call failed (alone: none waits) */
+	HV_ALL_WAIT, /* every member waits in it */
+	HV_OTHER,    /* members elsewhere or past it */
 };
 
 struct hv_verdict {
 	enum hv_kind kind; /* the first that applies, in the order above
-			      (mismatch first: it explains the others) */
+			      (mismatch first: it explains the others);
+			      HV_FAILED also when no rank waits */
 	char text[4096];
 };
 

@@ -48,7 +48,7 @@ class Job:
 
     def __init__(self, tmp, *args, env=None, prefix=(), nproc=4, nnodes=1,
                  node_rank=0, master_addr=None, master_port=None,
-                 name="job"):
+                 name="job", script=EXAMPLE):
         self.out = os.path.join(tmp, name + ".out")
         self.sanitizer = os.path.join(tmp, name + "-sanitizer")
         self.master_port = master_port or free_port()
@@ -80,7 +80,7 @@ class Job:
             cmd += ["--nnodes", str(nnodes), "--node_rank", str(node_rank)]
         if master_addr:
             cmd += ["--master_addr", master_addr]
-        cmd += [EXAMPLE, *args]
+        cmd += [script, *args]
         self.proc = subprocess.Popen(cmd, stdout=open(self.out, "w"),
                                      stderr=subprocess.STDOUT, env=e,
                                      cwd=tmp, start_new_session=True)
