@@ -11,19 +11,68 @@
 
 #define CONFIG_SET_MAX 64 /* key=value pairs at once */
 
-/* Whether setting s is one of the keys in set (every one when set is
- * NULL). */
-static int listed(const cJSON *s, const cJSON *set)
+/* Does a bare KEY ask for setting name: the name itself, or its family
+ * ("comm" or "comm." for comm.*)? */
+static int asks_for(const char *key, const char *name)
 {
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+	size_t n = strlen(key);
 
-	if (!set)
+	if (!strcmp(key, name))
 		return 1;
-	return cJSON_IsString(name) &&
-	       cJSON_GetObjectItemCaseSensitive(set, name->valuestring);
+	if (n && key[n - 1] == '.')
+		n--;
+	return n && !strncmp(key, name, n) && name[n] == '.';
 }
 
-static int show(const cJSON *body, const cJSON *set, enum cli_format fmt)
+/* Whether setting s is one of the keys in set or asked for in want
+ * (every one when both are NULL). */
+static int listed(const cJSON *s, const cJSON *set, const cJSON *want)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+	const cJSON *w;
+
+	if (!set && !want)
+		return 1;
+	if (!cJSON_IsString(name))
+		return 0;
+	if (set && cJSON_GetObjectItemCaseSensitive(set, name->valuestring))
+		return 1;
+	cJSON_ArrayForEach(w, want)
+	{
+		if (asks_for(w->valuestring, name->valuestring))
+			return 1;
+	}
+	return 0;
+}
+
+/* A bare KEY that names no setting: refused. */
+static int check_wanted(const cJSON *settings, const cJSON *want)
+{
+	const cJSON *w, *s;
+
+	cJSON_ArrayForEach(w, want)
+	{
+		int found = 0;
+
+		cJSON_ArrayForEach(s, settings)
+		{
+			const cJSON *name =
+				cJSON_GetObjectItemCaseSensitive(s, "name");
+
+			found |= cJSON_IsString(name) &&
+				 asks_for(w->valuestring, name->valuestring);
+		}
+		if (!found)
+			return cli_error(CLI_EUSAGE,
+					 "no setting '%s' (probing config "
+					 "lists them all)",
+					 w->valuestring);
+	}
+	return CLI_OK;
+}
+
+static int show(const cJSON *body, const cJSON *set, const cJSON *want,
+		enum cli_format fmt)
 {
 	static const char *const cols[] = {"name", "value", "doc"};
 	const cJSON *settings =
@@ -34,6 +83,8 @@ static int show(const cJSON *body, const cJSON *set, enum cli_format fmt)
 	if (!cJSON_IsArray(settings))
 		return cli_error(CLI_EFAIL,
 				 "probing/config: reply without settings");
+	if (check_wanted(settings, want) != CLI_OK)
+		return CLI_EUSAGE;
 	t = cli_table_new(set ? 2 : 3, cols);
 	if (!t)
 		return cli_error(CLI_EFAIL, "out of memory");
@@ -45,7 +96,7 @@ static int show(const cJSON *body, const cJSON *set, enum cli_format fmt)
 		char *value;
 		const char *row[3];
 
-		if (!listed(s, set))
+		if (!listed(s, set, want))
 			continue;
 		value = cli_json_text(
 			cJSON_GetObjectItemCaseSensitive(s, "value"));
@@ -68,7 +119,7 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	};
 	enum cli_format fmt = ctx->format;
 	struct dap_message *resp = NULL;
-	cJSON *args, *set = NULL;
+	cJSON *args, *set = NULL, *want = NULL;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, ":f:", opts, NULL)) != -1) {
@@ -87,16 +138,25 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 				       "at most %d settings at once",
 				       CONFIG_SET_MAX);
 	args = cJSON_CreateObject();
-	if (optind < argc)
-		set = cJSON_AddObjectToObject(args, "set");
+	for (int i = optind; i < argc && !set; i++)
+		if (strchr(argv[i], '='))
+			set = cJSON_AddObjectToObject(args, "set");
 	for (int i = optind; i < argc; i++) {
 		char *eq = strchr(argv[i], '=');
 
-		if (!eq || eq == argv[i]) {
+		if (eq == argv[i]) {
 			cJSON_Delete(args);
+			cJSON_Delete(want);
 			return cli_usage_error(&cmd_config_entry,
-					       "'%s' is not key=value",
+					       "'%s' is not KEY or KEY=VALUE",
 					       argv[i]);
+		}
+		if (!eq) { /* a setting (or family) to show */
+			if (!want)
+				want = cJSON_CreateArray();
+			cJSON_AddItemToArray(want,
+					     cJSON_CreateString(argv[i]));
+			continue;
 		}
 		*eq = '\0';
 		/* Strings: the agent converts and validates every value
@@ -107,6 +167,7 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	rc = cli_connect(ctx, 1);
 	if (rc != CLI_OK) {
 		cJSON_Delete(args);
+		cJSON_Delete(want);
 		return rc;
 	}
 	/* Keep the keys to show after the reply; args goes to the client. */
@@ -115,8 +176,9 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (rc == CLI_OK && !resp->success)
 		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
 	else if (rc == CLI_OK)
-		rc = show(resp->body, set, fmt);
+		rc = show(resp->body, set, want, fmt);
 	cJSON_Delete(set);
+	cJSON_Delete(want);
 	if (resp)
 		dap_message_free(resp);
 	return rc;
@@ -125,7 +187,7 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_config_entry = {
 	.name = "config",
 	.alias = NULL,
-	.usage = "[-f table|json|csv] [KEY=VALUE...]",
+	.usage = "[-f table|json|csv] [KEY[=VALUE]...]",
 	.summary = "Show the agent's settings, or change some",
 	.help = "Without arguments, lists every setting with its value and "
 		"what it does.\n"
@@ -133,13 +195,16 @@ const struct cmd_entry cmd_config_entry = {
 		"any is\n"
 		"applied; a bad one changes nothing and exits 1) and shows "
 		"the resulting\n"
-		"values of those keys.\n"
+		"values of those keys.  A bare KEY shows that setting; a "
+		"family name\n"
+		"(comm, or comm.) shows all of its settings.\n"
 		"\n"
 		"Options:\n"
 		"  -f, --format FORMAT  table (default), json or csv\n"
 		"\n"
-		"Example:\n"
-		"  probing -t 1234 config query.max_rows=5000\n",
+		"Examples:\n"
+		"  probing -t 1234 config query.max_rows=5000\n"
+		"  probing -t 1234 config comm\n",
 	.flags = CMD_TARGET,
 	.exec = cmd_config_exec,
 };
