@@ -1,11 +1,13 @@
 /*
  * req_query: probing/query — one SQL statement against the agent's store.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "cluster/cluster_global.h"
 #include "core/agent.h"
 #include "core/config.h"
 #include "core/readonly.h"
@@ -90,7 +92,7 @@ static const struct {
 static void add_notes(cJSON *body, const char *sql)
 {
 	const char *said = NULL;
-	cJSON *notes = NULL;
+	cJSON *notes = cJSON_GetObjectItemCaseSensitive(body, "notes");
 	char text[320];
 
 	for (size_t i = 0; i < sizeof(recorders) / sizeof(recorders[0]); i++) {
@@ -119,9 +121,10 @@ static void run_query(struct request *req)
 	struct store_limits lim = {0};
 	struct store_result res = {0};
 	struct store *st = agent_store();
-	cJSON *body, *cols, *rows, *row, *c;
+	struct global_query gq = {0};
+	cJSON *body, *cols, *rows, *row, *c, *gnotes = NULL, *missing = NULL;
 	char err[1024];
-	int rc;
+	int rc, global = 0;
 
 	rc = dap_arg_string(req->args, "sql", &sql, err, sizeof(err));
 	if (rc == 1) {
@@ -147,16 +150,40 @@ static void run_query(struct request *req)
 	lim.max_rows = (size_t)max_rows;
 	lim.timeout_ms = (int)timeout;
 	lim.read_only = readonly_on();
-	rc = store_query(st, sql, &lim, &res, err, sizeof(err));
+	/* global.<schema>.<table>: every rank's rows, asked for first. */
+	gnotes = cJSON_CreateArray();
+	missing = cJSON_CreateArray();
+	rc = gnotes && missing
+		     ? global_prepare(st, sql, (int)max_rows, (int)timeout,
+				      &gq, gnotes, missing, err, sizeof(err))
+		     : -ENOMEM;
+	global = rc == 1;
+	if (rc >= 0)
+		rc = store_query(st, global ? gq.sql : sql, &lim, &res, err,
+				 sizeof(err));
+	if (global)
+		global_done(st, &gq);
 	if (rc) {
 		/* DAP_ERROR_SQL: SQLite refused the statement; the rest
 		 * (time, size, memory) fail as any request does. */
 		request_fail(req, rc == STORE_ESQL ? DAP_ERROR_SQL : DAP_ERROR_FAILED,
 			     "%s", err);
 		store_result_release(&res);
+		cJSON_Delete(gnotes);
+		cJSON_Delete(missing);
 		return;
 	}
 	body = request_ok(req);
+	if (body && cJSON_GetArraySize(gnotes) > 0) {
+		cJSON_AddItemToObject(body, "notes", gnotes);
+		gnotes = NULL;
+	}
+	if (body && cJSON_GetArraySize(missing) > 0) {
+		cJSON_AddItemToObject(body, "missingRanks", missing);
+		missing = NULL;
+	}
+	cJSON_Delete(gnotes);
+	cJSON_Delete(missing);
 	cols = body ? cJSON_AddArrayToObject(body, "columns") : NULL;
 	for (size_t i = 0; cols && i < res.ncols; i++) {
 		c = cJSON_CreateObject();

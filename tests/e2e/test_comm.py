@@ -114,6 +114,18 @@ def test_late_rank(tmp_path):
         assert len(got) == 1, got
         assert got[0]["op"] == "all_reduce" and got[0]["seq"] == seq
         assert got[0]["waited"] > 0 and got[0]["duration"] is None
+        # Across ranks in one statement: the global schema.
+        got = rows(job.pids[3], "SELECT _rank, _host, op, seq FROM "
+                   "global.python.comm_collective WHERE state = 'running' "
+                   "ORDER BY _rank")
+        assert got == [{"_rank": r, "_host": tc.HOST, "op": "all_reduce",
+                        "seq": seq} for r in range(3)], got
+        got = rows(job.pids[0], "SELECT g.seq - l.seq AS behind FROM "
+                   "global.python.comm_collective g JOIN "
+                   "global.python.comm_collective l ON l._rank = 3 AND "
+                   "l.id = (SELECT max(id) FROM global.python.comm_collective "
+                   "WHERE _rank = 3) WHERE g.state = 'running' LIMIT 1")
+        assert got == [{"behind": 1}], got
         # The text form: the verdict, the table, the stacks with the
         # native wait.
         r = probing("cluster", "hang", target=job.pids[2])
@@ -164,6 +176,14 @@ def test_dead_rank(tmp_path):
         r = last["r"]
         assert r.rc == tc.PARTIAL, r
         assert "rank 3" in r.err, r
+        # A global query says rank 3 is missing, and exits 13.
+        r = probing("query", "SELECT DISTINCT _rank FROM "
+                    "global.python.comm_collective ORDER BY _rank",
+                    target=job.pids[1])
+        assert r.rc == tc.PARTIAL, r
+        assert r.out.split() == ["_rank", "0", "1", "2"], r
+        assert "note: global.python.comm_collective: rank 3 (" in r.err, r
+        assert "did not answer" in r.err, r
         # Gloo sees the connection close: survivors' all_reduce failed
         # (or still waits, for a rank whose peer is not the dead one).
         for rank in range(3):

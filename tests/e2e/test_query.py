@@ -116,3 +116,22 @@ def test_readonly_session_creates_no_tables(spawn, python):
     r = probing("query", "-f", "json",
                 "SELECT count(*) AS n FROM sqlite_schema", target=t.pid)
     assert r.rc == 0 and r.json() == [{"n": 0}], r
+
+
+def test_global_schema_outside_a_job_is_this_process(spawn, python):
+    """global.<schema>.<table> without a node list: this process's rows,
+    tagged with its host (no rank); the temporary table is gone after."""
+    import socket
+    t = start(spawn, python)
+    r = probing("query", "-f", "json",
+                "SELECT _rank, _host, count(*) AS n FROM "
+                "GLOBAL.python.backtrace WHERE func = '<module>' "
+                "AND 'global.x.y' = 'global.x.y'", target=t.pid)
+    assert r.rc == 0, r
+    assert r.json() == [{"_rank": None, "_host": socket.gethostname(),
+                         "n": 1}], r
+    r = probing("query", "-f", "json", "SELECT count(*) AS n FROM "
+                "temp.sqlite_master", target=t.pid)
+    assert r.json() == [{"n": 0}], r
+    r = probing("query", "SELECT * FROM global.python.nope", target=t.pid)
+    assert r.rc == 7 and "global.python.nope: no such table" in r.err, r
