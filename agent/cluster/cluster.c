@@ -337,12 +337,18 @@ static int nap(int ms)
 	return stop;
 }
 
+/* Our workers as registered last (the registration thread's). */
+static pid_t workers[CLUSTER_WORKERS_MAX];
+static int nworkers;
+
 /* Ourselves in the list, before the store has us. */
 static void put_self(void)
 {
 	struct cluster_node self;
 
 	cluster_node_init(&self);
+	for (int i = 0; i < nworkers; i++)
+		self.workers[self.nworkers++] = workers[i];
 	self.rank = job.id.rank;
 	self.local_rank = job.id.local_rank;
 	self.pid = getpid();
@@ -353,6 +359,30 @@ static void put_self(void)
 	snprintf(self.addr, sizeof(self.addr), "%s", job.addr);
 	pthread_mutex_unlock(&addr_lock);
 	cluster_nodes_put(&self);
+}
+
+/* Registered: registers again whenever our workers change (DataLoader
+ * workers come with each epoch's iterator), looking every
+ * CLUSTER_REFRESH_MS, until the agent stops. */
+static void watch_workers(const struct cluster_job *j)
+{
+	pid_t now[CLUSTER_WORKERS_MAX];
+	char err[256];
+	int n;
+
+	while (!nap(CLUSTER_REFRESH_MS)) {
+		n = cluster_role_workers(now, CLUSTER_WORKERS_MAX);
+		if (n == nworkers &&
+		    !memcmp(now, workers, (size_t)n * sizeof(*now)))
+			continue;
+		memcpy(workers, now, (size_t)n * sizeof(*now));
+		nworkers = n;
+		put_self();
+		if (cluster_store_register(j->addr, workers, nworkers, err,
+					   sizeof(err)))
+			log_info("cluster: registering %d workers: %s", n,
+				 err);
+	}
 }
 
 static void *register_main(void *arg)
@@ -379,8 +409,8 @@ static void *register_main(void *arg)
 			}
 			cluster_status("rank %lld: not listening on %s yet: %s",
 				       (long long)j->id.rank, j->bind, err);
-		} else if (cluster_store_register(j->addr, err, sizeof(err)) ==
-			   0) {
+		} else if (cluster_store_register(j->addr, workers, nworkers,
+						  err, sizeof(err)) == 0) {
 			cluster_status(
 				"rank %lld of %lld: registered in the "
 				"store at %s (run %s) as %s%s",
@@ -389,6 +419,7 @@ static void *register_main(void *arg)
 				j->remote ? ", with the job's token" : "");
 			log_info("cluster: rank %lld registered at %s as %s",
 				 (long long)j->id.rank, where, j->addr);
+			watch_workers(j);
 			return NULL;
 		} else {
 			cluster_status("rank %lld: waiting for the store at "

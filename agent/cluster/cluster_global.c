@@ -17,7 +17,9 @@
 #include "sqlglobal.h"
 #include "store.h"
 
-#define NODES_SQL "SELECT rank, host, addr, pid FROM cluster.nodes ORDER BY rank"
+#define NODES_SQL                                                              \
+	"SELECT rank, host, addr, pid FROM cluster.nodes WHERE role = 'rank' " \
+	"ORDER BY rank"
 
 struct node {
 	int64_t rank;

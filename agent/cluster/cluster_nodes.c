@@ -281,8 +281,22 @@ static int nodes_snapshot(void *ctx, struct livetab_rows *rows, char *err,
 		    (rc = livetab_rows_text(rows, status_names[nd->status])) ||
 		    (rc = nd->last_seen > 0
 				  ? livetab_rows_real(rows, nd->last_seen)
-				  : livetab_rows_null(rows)))
+				  : livetab_rows_null(rows)) ||
+		    (rc = livetab_rows_text(rows, "rank")))
 			break;
+		for (int w = 0; !rc && w < nd->nworkers &&
+				w < CLUSTER_WORKERS_MAX;
+		     w++)
+			if ((rc = livetab_rows_begin(rows)) ||
+			    (rc = add_int(rows, nd->rank)) ||
+			    (rc = add_int(rows, nd->local_rank)) ||
+			    (rc = livetab_rows_text(rows, nd->host)) ||
+			    (rc = add_int(rows, nd->workers[w])) ||
+			    (rc = livetab_rows_null(rows)) ||
+			    (rc = livetab_rows_null(rows)) ||
+			    (rc = livetab_rows_null(rows)) ||
+			    (rc = livetab_rows_text(rows, "worker")))
+				break;
 	}
 	free(copy);
 	if (rc)
@@ -295,9 +309,10 @@ static const struct livetab nodes_tab = {
 	.name = "nodes",
 	.doc = "the agents of this job: from the rendezvous store, the node "
 	       "file (PROBING_NODES) and `probing cluster add`; status and "
-	       "last_seen from a TCP connect when read",
+	       "last_seen from a TCP connect when read; each rank's "
+	       "DataLoader workers follow it (role worker)",
 	.columns = "rank INTEGER, local_rank INTEGER, host TEXT, pid INTEGER, "
-		   "addr TEXT, status TEXT, last_seen REAL",
+		   "addr TEXT, status TEXT, last_seen REAL, role TEXT",
 	.snapshot = nodes_snapshot,
 };
 

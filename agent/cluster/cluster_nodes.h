@@ -1,6 +1,11 @@
 /*
  * cluster_nodes: the node list, and the live table cluster.nodes(rank,
- * local_rank, host, pid, addr, status, last_seen) that shows it.
+ * local_rank, host, pid, addr, status, last_seen, role) that shows it.
+ *
+ * role is "rank" for the nodes; each rank's workers (its DataLoader
+ * workers: forked children, as the rank registered them) follow it as
+ * rows of role "worker" with the rank's rank, their own pid and no
+ * address or status: they are the rank's, never a rank themselves.
  *
  * Nodes are keyed by rank; putting a rank again replaces its node (its
  * status and last_seen kept when the address is the same).  Nodes come
@@ -31,8 +36,12 @@ enum cluster_node_status {
 	CLUSTER_NODE_UNREACHABLE,
 };
 
+#define CLUSTER_WORKERS_MAX 32 /* workers listed per rank */
+
 struct cluster_node {
 	int64_t rank, local_rank, pid; /* -1: not known */
+	int64_t workers[CLUSTER_WORKERS_MAX]; /* pids (cluster_role.h) */
+	int nworkers;
 	char host[256];
 	char addr[DAP_ADDR_TEXT_MAX];
 	enum cluster_node_status status;

@@ -167,3 +167,32 @@ int cluster_role_child_of_rank(pid_t *rank_pid)
 	*rank_pid = rank;
 	return 1;
 }
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int cluster_role_workers(pid_t *out, int max)
+{
+	char path[64], *text = NULL, *p, *end;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children",
+		 (int)getpid());
+	if (read_all(path, &text, 1u << 16) < 0)
+		return 0;
+	for (p = text; n < max; p = end) {
+		long pid = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (pid > 0 && same_exe((pid_t)pid))
+			out[n++] = (pid_t)pid;
+	}
+	free(text);
+	qsort(out, (size_t)n, sizeof(*out), cmp_pid);
+	return n;
+}

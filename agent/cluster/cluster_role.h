@@ -42,4 +42,9 @@ int cluster_role_child_of_rank(pid_t *rank_pid);
  * the rank that process was or descended from.  Async-signal-safe. */
 void cluster_role_forked(pid_t rank_pid);
 
+/* This process's workers: children of its main thread that run the same
+ * executable (DataLoader workers, multiprocessing's forked children),
+ * at most max into out, in pid order.  How many. */
+int cluster_role_workers(pid_t *out, int max);
+
 #endif

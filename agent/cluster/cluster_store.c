@@ -150,7 +150,7 @@ int cluster_store_share_token(char *err, size_t errlen)
 static int parse_node(const char *text, struct cluster_node *n)
 {
 	cJSON *j = cJSON_Parse(text);
-	const cJSON *v;
+	const cJSON *v, *w;
 	int rc = -EINVAL;
 
 	cluster_node_init(n);
@@ -173,6 +173,12 @@ static int parse_node(const char *text, struct cluster_node *n)
 	if (!cJSON_IsString(v) || !*v->valuestring)
 		goto out;
 	snprintf(n->addr, sizeof(n->addr), "%s", v->valuestring);
+	v = cJSON_GetObjectItemCaseSensitive(j, "workers");
+	cJSON_ArrayForEach(w, v)
+	{
+		if (cJSON_IsNumber(w) && n->nworkers < CLUSTER_WORKERS_MAX)
+			n->workers[n->nworkers++] = (int64_t)w->valuedouble;
+	}
 	rc = 0;
 out:
 	cJSON_Delete(j);
@@ -251,16 +257,26 @@ void cluster_store_refresh(void)
 }
 
 /* Our registration, as JSON. */
-static int registration(const char *addr, char *out, size_t outlen)
+static int registration(const char *addr, const pid_t *workers, int nworkers,
+			char *out, size_t outlen)
 {
-	return snprintf(out, outlen,
-			"{\"rank\":%lld,\"local_rank\":%lld,\"world_size\":"
-			"%lld,\"host\":\"%s\",\"pid\":%d,\"addr\":\"%s\"}",
-			(long long)job.rank, (long long)job.local_rank,
-			(long long)job.world, job.host, (int)getpid(), addr);
+	int n = snprintf(out, outlen,
+			 "{\"rank\":%lld,\"local_rank\":%lld,\"world_size\":"
+			 "%lld,\"host\":\"%s\",\"pid\":%d,\"addr\":\"%s\","
+			 "\"workers\":[",
+			 (long long)job.rank, (long long)job.local_rank,
+			 (long long)job.world, job.host, (int)getpid(), addr);
+
+	for (int i = 0; i < nworkers && n > 0 && (size_t)n + 16 < outlen; i++)
+		n += snprintf(out + n, outlen - (size_t)n, "%s%d", i ? "," : "",
+			      (int)workers[i]);
+	if (n > 0 && (size_t)n + 3 < outlen)
+		n += snprintf(out + n, outlen - (size_t)n, "]}");
+	return n;
 }
 
-int cluster_store_register(const char *addr, char *err, size_t errlen)
+int cluster_store_register(const char *addr, const pid_t *workers,
+			   int nworkers, char *err, size_t errlen)
 {
 	struct tcpstore *ts;
 	char key[192], value[1024];
@@ -270,7 +286,7 @@ int cluster_store_register(const char *addr, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	rank_key(job.rank, key, sizeof(key));
-	n = registration(addr, value, sizeof(value));
+	n = registration(addr, workers, nworkers, value, sizeof(value));
 	rc = tcpstore_set(ts, key, value, (size_t)n, err, errlen);
 	if (!rc && refresh_with(ts, err, errlen))
 		log_info("cluster: reading the store: %s", err);

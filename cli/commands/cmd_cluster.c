@@ -18,11 +18,12 @@
 #include "cluster.h"
 
 #define CLUSTER_NODES_SQL                                                      \
-	"SELECT rank, host, addr FROM cluster.nodes ORDER BY rank"
+	"SELECT rank, host, addr FROM cluster.nodes WHERE role = 'rank' "      \
+	"ORDER BY rank"
 #define CLUSTER_SHOW_SQL                                                       \
-	"SELECT rank, local_rank, host, pid, addr, status, "                   \
+	"SELECT rank, role, local_rank, host, pid, addr, status, "             \
 	"datetime(last_seen, 'unixepoch', 'localtime') AS last_seen "          \
-	"FROM cluster.nodes ORDER BY rank"
+	"FROM cluster.nodes"
 #define LOCAL_AGENTS_MAX 4096
 
 static const struct option common_opts[] = {
@@ -452,7 +453,9 @@ const struct cmd_entry cmd_cluster_entry = {
 		"\n"
 		"Subcommands:\n"
 		"  nodes                the node list with status and last "
-		"answer (also:\n"
+		"answer, each rank's\n"
+		"                       DataLoader workers under it (role "
+		"worker; also:\n"
 		"                       attach, the original Probing's name)\n"
 		"  add HOST:PORT[=RANK]...  add nodes to the target's list\n"
 		"  query SQL            SQL on every node; rows tagged with "

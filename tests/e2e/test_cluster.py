@@ -105,7 +105,8 @@ class Job:
                  "%d ranks" % self.world)
         # Every rank registered and seen by rank 0.
         def registered():
-            r = probing("query", "SELECT count(*) AS n FROM cluster.nodes",
+            r = probing("query", "SELECT count(*) AS n FROM cluster.nodes "
+                        "WHERE role = 'rank'",
                         target=self.pids[0], env={"PROBING_TIMEOUT": "5000"})
             return r.rc == 0 and r.out.split()[-1] == "4"
         wait_for(registered, 120, "4 ranks in cluster.nodes")
@@ -151,7 +152,7 @@ def hung_job(tmp_path_factory):
 def test_torchrun_discovery(hung_job):
     r = probing("cluster", "nodes", "-f", "json", target=hung_job.pids[3])
     assert r.rc == 0, r
-    nodes = r.json()
+    nodes = [n for n in r.json() if n["role"] == "rank"]
     assert [int(n["rank"]) for n in nodes] == [0, 1, 2, 3]
     for n in nodes:
         assert int(n["pid"]) == hung_job.pids[int(n["rank"])]
@@ -161,6 +162,34 @@ def test_torchrun_discovery(hung_job):
         assert n["status"] == "up" and n["last_seen"]
     r = probing("config", target=hung_job.pids[2])
     assert "rank 2 of 4: registered in the store" in r.out, r
+
+
+@needs_torch
+def test_torchrun_loader_workers_listed_under_their_rank(hung_job):
+    """Each rank's DataLoader worker follows it in cluster.nodes as a
+    worker (pid its own, rank its rank's, no address), on every rank's
+    list; the fan-out commands never ask it."""
+    want = [(rank, children(pid)[0]) for rank, pid in
+            sorted(hung_job.pids.items())]
+    last = {}
+
+    def listed():
+        r = probing("cluster", "nodes", "-f", "json",
+                    target=hung_job.pids[1])
+        last["r"] = r
+        got = [(int(n["rank"]), int(n["pid"])) for n in r.json()
+               if n["role"] == "worker"] if r.rc == 0 else None
+        return got == want
+    wait_for(listed, 30, "workers listed: %s" % last.get("r"))
+    rows = last["r"].json()
+    for n in rows:
+        if n["role"] == "worker":
+            assert n["addr"] is None and n["status"] is None, n
+    # Workers right after their rank.
+    assert [n["role"] for n in rows] == ["rank", "worker"] * 4, rows
+    r = probing("cluster", "query", "SELECT 1 AS one", "-f", "json",
+                target=hung_job.pids[0])
+    assert r.rc == 0 and len(r.json()) == 4, r
 
 
 def children(pid):
@@ -188,8 +217,8 @@ def test_torchrun_loader_worker_is_not_the_rank(hung_job):
     time.sleep(2.5)
     r = probing("cluster", "nodes", "-f", "json", target=hung_job.pids[0])
     assert r.rc == 0, r
-    assert {int(n["rank"]): int(n["pid"]) for n in r.json()} == \
-        hung_job.pids
+    assert {int(n["rank"]): int(n["pid"]) for n in r.json()
+            if n["role"] == "rank"} == hung_job.pids
     r = probing("cluster", "backtrace", target=hung_job.pids[0])
     assert r.rc == 0 and r.out.startswith("rank 2 (1 of 4): load_batch"), r
 
@@ -199,7 +228,8 @@ def test_torchrun_any_rank_knows_all(hung_job):
     lists = []
     for rank in range(4):
         r = probing("query", "SELECT rank, pid, addr FROM cluster.nodes "
-                    "ORDER BY rank", "-f", "json", target=hung_job.pids[rank])
+                    "WHERE role = 'rank' ORDER BY rank", "-f", "json",
+                    target=hung_job.pids[rank])
         assert r.rc == 0, r
         lists.append(r.json())
     assert all(l == lists[0] for l in lists) and len(lists[0]) == 4, lists
@@ -491,7 +521,7 @@ def test_cluster_errors(nodes_of, python, tmp_path):
     head = nodes[0][0]
     r = probing("cluster", "nodes", target=head.pid)
     assert r.rc == 0 and r.out.strip() == \
-        "rank\tlocal_rank\thost\tpid\taddr\tstatus\tlast_seen", r
+        "rank\trole\tlocal_rank\thost\tpid\taddr\tstatus\tlast_seen", r
     r = probing("cluster", "query", "SELECT 1", target=head.pid)
     assert r.rc == 1 and "knows no nodes" in r.err and "cluster add" in r.err
     r = probing("cluster", "add", "not-an-address", target=head.pid)

@@ -88,7 +88,7 @@ def test_torchrun_token_beyond_loopback(tmp_path):
         r = probing("cluster", "nodes", "-f", "json", target=job.pids[0],
                     env=dirs)
         assert r.rc == 0, r
-        nodes = r.json()
+        nodes = [n for n in r.json() if n["role"] == "rank"]
         addrs = [n["addr"] for n in nodes]
         assert all(a.startswith(ip + ":") for a in addrs), addrs
         assert len(set(addrs)) == 4
@@ -230,14 +230,15 @@ def test_torchrun_two_hosts_netns(two_hosts, tmp_path):
 
         def registered():
             r = in_ns(host_a, "query", "SELECT count(*) AS n FROM "
-                      "cluster.nodes", target=pids[0], env=dirs[0])
+                      "cluster.nodes WHERE role = 'rank'", target=pids[0],
+                      env=dirs[0])
             return r.rc == 0 and r.out.split()[-1] == "4"
         wait_for(registered, 120, "4 ranks in cluster.nodes")
         # Each rank listens on its host's address, found by itself.
         r = in_ns(host_a, "cluster", "nodes", "-f", "json", target=pids[0],
                   env=dirs[0])
         assert r.rc == 0, r.stderr
-        nodes = {int(n["rank"]): n for n in r.json()}
+        nodes = {int(n["rank"]): n for n in r.json() if n["role"] == "rank"}
         for rank in range(4):
             host = NET + ("1" if rank in jobs[0].pids else "2")
             assert nodes[rank]["addr"].startswith(host + ":"), nodes
