@@ -111,7 +111,7 @@ _probing()
 		COMPREPLY=($(compgen -W "$(_probing_settings "$prog" "$target")" -- "$cur"))
 		;;
 	cluster)
-		COMPREPLY=($(compgen -W "nodes attach add query backtrace flamegraph" -- "$cur"))
+		COMPREPLY=($(compgen -W "nodes attach add query backtrace hang flamegraph" -- "$cur"))
 		;;
 	report)
 		COMPREPLY=($(compgen -f -- "$cur"))

@@ -124,7 +124,7 @@ static void add_native(cJSON *t, long tid, struct crash_sym_cache *c)
 {
 	uintptr_t ips[HANG_NATIVE_DEPTH_MAX];
 	struct crash_sym s;
-	char name[CRASH_SYM_FUNC_MAX];
+	char name[4096]; /* demangled: longer than the raw name */
 	cJSON *arr, *f;
 	size_t n = 0;
 	int rc = hang_native_capture(tid, ips, HANG_NATIVE_DEPTH_MAX, &n);
