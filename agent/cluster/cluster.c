@@ -380,8 +380,7 @@ static void watch_workers(const struct cluster_job *j)
 		put_self();
 		if (cluster_store_register(j->addr, workers, nworkers, err,
 					   sizeof(err)))
-			log_info("cluster: registering %d workers: %s", n,
-				 err);
+			log_info("cluster: registering %d workers: %s", n, err);
 	}
 }
 

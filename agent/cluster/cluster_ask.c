@@ -138,8 +138,7 @@ static int send_request(struct conn *c, int64_t seq, const char *command,
 }
 
 /* The next message whose response answers seq; events skipped. */
-static int read_response(struct conn *c, int64_t seq,
-			 struct dap_message **out)
+static int read_response(struct conn *c, int64_t seq, struct dap_message **out)
 {
 	char buf[65536];
 
@@ -153,7 +152,8 @@ static int read_response(struct conn *c, int64_t seq,
 		if (rc < 0)
 			return rc;
 		if (rc > 0) {
-			rc = dap_message_parse(body, len, &m, NULL, NULL, NULL, 0);
+			rc = dap_message_parse(body, len, &m, NULL, NULL, NULL,
+					       0);
 			free(body);
 			if (rc)
 				return rc;

@@ -52,8 +52,8 @@ static const char *text_of(const struct store_value *v)
 }
 
 /* cluster.nodes, or this process alone when it is empty. */
-static int read_nodes(struct store *st, struct node **out, size_t *n,
-		      char *err, size_t errlen)
+static int read_nodes(struct store *st, struct node **out, size_t *n, char *err,
+		      size_t errlen)
 {
 	struct store_limits lim = {.max_rows = GLOBAL_NODES_MAX};
 	struct store_result res = {0};
@@ -181,11 +181,13 @@ static int columns(const struct node *nodes, size_t n, const char **names,
 							"columns");
 		cJSON_ArrayForEach(c, cols)
 		{
-			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "name");
+			const cJSON *nm =
+				cJSON_GetObjectItemCaseSensitive(c, "name");
 
 			if (k < max)
-				names[k++] = cJSON_IsString(nm) ? nm->valuestring
-								: "?";
+				names[k++] = cJSON_IsString(nm)
+						     ? nm->valuestring
+						     : "?";
 		}
 		return k;
 	}
@@ -196,8 +198,9 @@ static void bind_json(struct store_stmt *s, int i, const cJSON *v)
 {
 	if (cJSON_IsString(v))
 		store_stmt_text(s, i, v->valuestring);
-	else if (cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble &&
-		 v->valuedouble >= -9.0e15 && v->valuedouble <= 9.0e15)
+	else if (cJSON_IsNumber(v) && v->valuedouble >= -9.0e15 &&
+		 v->valuedouble <= 9.0e15 && /* in range before the cast */
+		 v->valuedouble == (double)(int64_t)v->valuedouble)
 		store_stmt_int(s, i, (int64_t)v->valuedouble);
 	else if (cJSON_IsNumber(v))
 		store_stmt_real(s, i, v->valuedouble);
@@ -244,11 +247,12 @@ static int insert_rows(struct store *st, struct store_stmt *s,
 		for (size_t r = 0; !rc && r < nd->local.nrows; r++) {
 			bind_rank(s, nd->rank);
 			store_stmt_text(s, 2, nd->host);
-			for (int c = 0; c < ncols && (size_t)c < nd->local.ncols;
-			     c++)
-				bind_value(s, 3 + c,
-					   &nd->local.cells[r * nd->local.ncols +
-							    (size_t)c]);
+			for (int c = 0;
+			     c < ncols && (size_t)c < nd->local.ncols; c++)
+				bind_value(
+					s, 3 + c,
+					&nd->local.cells[r * nd->local.ncols +
+							 (size_t)c]);
 			rc = store_stmt_run(s, err, errlen);
 		}
 		return rc;
@@ -280,8 +284,8 @@ static void note(cJSON *notes, const char *fmt, const char *table,
 {
 	char text[2048];
 
-	snprintf(text, sizeof(text), fmt, table, (long long)nd->rank,
-		 nd->addr, extra);
+	snprintf(text, sizeof(text), fmt, table, (long long)nd->rank, nd->addr,
+		 extra);
 	cJSON_AddItemToArray(notes, cJSON_CreateString(text));
 }
 
@@ -321,8 +325,8 @@ static int make_table(struct store *st, const char *name, const char *table,
 		free(sql);
 		return STORE_ESQL;
 	}
-	len = (size_t)snprintf(sql, cap, "CREATE TEMP TABLE \"%s\"(_rank, _host",
-			       name);
+	len = (size_t)snprintf(sql, cap,
+			       "CREATE TEMP TABLE \"%s\"(_rank, _host", name);
 	for (int c = 0; c < ncols && len < cap; c++) {
 		char q[80];
 		size_t k = 0;
@@ -340,7 +344,8 @@ static int make_table(struct store *st, const char *name, const char *table,
 		snprintf(sql + len, cap - len, ")");
 	rc = store_exec(st, sql, err, errlen);
 	if (!rc) {
-		len = (size_t)snprintf(sql, cap, "INSERT INTO temp.\"%s\" VALUES (?1, ?2",
+		len = (size_t)snprintf(sql, cap,
+				       "INSERT INTO temp.\"%s\" VALUES (?1, ?2",
 				       name);
 		for (int c = 0; c < ncols && len < cap; c++)
 			len += (size_t)snprintf(sql + len, cap - len, ", ?%d",
@@ -353,7 +358,8 @@ static int make_table(struct store *st, const char *name, const char *table,
 		rc = store_begin(st, err, errlen);
 	for (size_t i = 0; !rc && i < n; i++) {
 		if (!answered(&nodes[i])) {
-			note(notes, "global.%s: rank %lld (%s) did not answer: %s",
+			note(notes,
+			     "global.%s: rank %lld (%s) did not answer: %s",
 			     table, &nodes[i],
 			     nodes[i].err[0] ? nodes[i].err : "no answer");
 			add_missing(missing, nodes[i].rank);
@@ -361,8 +367,9 @@ static int make_table(struct store *st, const char *name, const char *table,
 		}
 		rc = insert_rows(st, s, &nodes[i], ncols, err, errlen);
 		if (!rc && truncated(&nodes[i]))
-			note(notes, "global.%s: rank %lld (%s) sent only its "
-				    "first rows%s",
+			note(notes,
+			     "global.%s: rank %lld (%s) sent only its "
+			     "first rows%s",
 			     table, &nodes[i], " (maxRows)");
 	}
 	if (!rc)
@@ -410,9 +417,12 @@ int global_prepare(struct store *st, const char *sql, int max_rows,
 		snprintf(tables[k], sizeof(tables[k]), "%s", refs[i].name);
 		snprintf(q->names[k], sizeof(q->names[k]), "probing_global_%lu",
 			 (unsigned long)atomic_fetch_add(&table_id, 1));
-		struct asking a = {.nodes = nodes, .n = n, .table = tables[k],
+		struct asking a = {.nodes = nodes,
+				   .n = n,
+				   .table = tables[k],
 				   .max_rows = max_rows,
-				   .timeout_ms = timeout_ms, .st = st};
+				   .timeout_ms = timeout_ms,
+				   .st = st};
 		q->ntables = k + 1; /* dropped by global_done, made or not */
 		ask_all(&a);
 		rc = make_table(st, q->names[k], tables[k], nodes, n, notes,
@@ -437,9 +447,10 @@ int global_prepare(struct store *st, const char *sql, int max_rows,
 		while (strcmp(tables[k], refs[i].name))
 			k++;
 		len += (size_t)snprintf(q->sql + len, cap - len, "%.*s",
-					(int)(refs[i].start - from), sql + from);
-		len += (size_t)snprintf(q->sql + len, cap - len,
-					"temp.\"%s\"", q->names[k]);
+					(int)(refs[i].start - from),
+					sql + from);
+		len += (size_t)snprintf(q->sql + len, cap - len, "temp.\"%s\"",
+					q->names[k]);
 		from = refs[i].end;
 	}
 	snprintf(q->sql + len, cap - len, "%s", sql + from);

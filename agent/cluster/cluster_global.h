@@ -34,12 +34,12 @@
 
 struct store;
 
-#define GLOBAL_TABLES_MAX 8	 /* distinct global tables in one query */
-#define GLOBAL_NODES_MAX 4096	 /* nodes asked at once, at most */
-#define GLOBAL_THREADS 32	 /* nodes asked in parallel */
+#define GLOBAL_TABLES_MAX 8   /* distinct global tables in one query */
+#define GLOBAL_NODES_MAX 4096 /* nodes asked at once, at most */
+#define GLOBAL_THREADS 32     /* nodes asked in parallel */
 
 struct global_query {
-	char *sql;		/* the query with the tables' names in */
+	char *sql; /* the query with the tables' names in */
 	char names[GLOBAL_TABLES_MAX][64]; /* temp tables made */
 	int ntables;
 };

@@ -284,9 +284,8 @@ static int nodes_snapshot(void *ctx, struct livetab_rows *rows, char *err,
 				  : livetab_rows_null(rows)) ||
 		    (rc = livetab_rows_text(rows, "rank")))
 			break;
-		for (int w = 0; !rc && w < nd->nworkers &&
-				w < CLUSTER_WORKERS_MAX;
-		     w++)
+		for (int w = 0;
+		     !rc && w < nd->nworkers && w < CLUSTER_WORKERS_MAX; w++)
 			if ((rc = livetab_rows_begin(rows)) ||
 			    (rc = add_int(rows, nd->rank)) ||
 			    (rc = add_int(rows, nd->local_rank)) ||

@@ -275,8 +275,8 @@ static int registration(const char *addr, const pid_t *workers, int nworkers,
 	return n;
 }
 
-int cluster_store_register(const char *addr, const pid_t *workers,
-			   int nworkers, char *err, size_t errlen)
+int cluster_store_register(const char *addr, const pid_t *workers, int nworkers,
+			   char *err, size_t errlen)
 {
 	struct tcpstore *ts;
 	char key[192], value[1024];

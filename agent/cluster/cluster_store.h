@@ -28,8 +28,8 @@
 #define CLUSTER_STORE_H
 
 #include <stddef.h>
-#include <sys/types.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define CLUSTER_REFRESH_MS 2000
 #define CLUSTER_STORE_TIMEOUT_MS 2000
@@ -63,8 +63,8 @@ int cluster_store_share_token(char *err, size_t errlen);
 /* Sets our registration, reachable at addr ("host:port"), with our
  * workers' pids (cluster_role_workers), and reads the other ranks'.  0
  * or -errno with err. */
-int cluster_store_register(const char *addr, const pid_t *workers,
-			   int nworkers, char *err, size_t errlen);
+int cluster_store_register(const char *addr, const pid_t *workers, int nworkers,
+			   char *err, size_t errlen);
 
 /* Reads every rank's registration into the node list when it is older
  * than CLUSTER_REFRESH_MS, or some rank is still missing.  Failures are

@@ -81,10 +81,10 @@ static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
 	int ended = r->state != COMM_RUNNING;
 	int rc;
 
-#define V(x)                     \
-	do {                     \
-		if ((rc = (x)))  \
-			return rc; \
+#define V(x)                                                                   \
+	do {                                                                   \
+		if ((rc = (x)))                                                \
+			return rc;                                             \
 	} while (0)
 	V(livetab_rows_begin(rows));
 	V(livetab_rows_int(rows, (int64_t)r->id));
@@ -93,7 +93,8 @@ static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
 	V(livetab_rows_text(rows, g ? g->name : NULL));
 	V(livetab_rows_text(rows, g ? g->ranks : NULL));
 	V(livetab_rows_text(rows, comm_wrap_op_name(r->op)));
-	V(r->seq > 0 ? livetab_rows_int(rows, r->seq) : livetab_rows_null(rows));
+	V(r->seq > 0 ? livetab_rows_int(rows, r->seq)
+		     : livetab_rows_null(rows));
 	V(livetab_rows_text(rows, r->shape[0] ? r->shape : NULL));
 	V(livetab_rows_text(rows, r->dtype[0] ? r->dtype : NULL));
 	V(r->bytes >= 0 ? livetab_rows_int(rows, r->bytes)

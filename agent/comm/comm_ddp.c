@@ -12,7 +12,8 @@
 #include "python/pymods.h"
 
 #define HOOK_ATTR "_probing_comm_hook"
-#define DEFAULT_HOOKS "torch.distributed.algorithms.ddp_comm_hooks.default_hooks"
+#define DEFAULT_HOOKS                                                          \
+	"torch.distributed.algorithms.ddp_comm_hooks.default_hooks"
 
 /* The hook of one model: the program's own hook once it registers one. */
 struct ddp_hook {
@@ -65,8 +66,7 @@ static PyObject *default_reduce(struct ddp_hook *h, PyObject *bucket)
 	r = size ? PyObject_CallMethod(buf, "div_", "O", size) : NULL;
 	fn = r ? PyObject_GetAttrString(dist, "all_reduce") : NULL;
 	args = fn ? PyTuple_Pack(1, buf) : NULL;
-	kw = args ? Py_BuildValue("{sOsO}", "group", h->pg, "async_op",
-				  Py_True)
+	kw = args ? Py_BuildValue("{sOsO}", "group", h->pg, "async_op", Py_True)
 		  : NULL;
 	work = kw ? PyObject_Call(fn, args, kw) : NULL;
 	fut = work ? PyObject_CallMethod(work, "get_future", NULL) : NULL;
@@ -139,12 +139,12 @@ static struct ddp_hook *hook_of(PyObject *model)
 static void attach(PyObject *model)
 {
 	PyObject *reducer = PyObject_GetAttrString(model, "reducer");
-	PyObject *pg = reducer ? PyObject_GetAttrString(model, "process_group")
-			       : NULL;
-	PyObject *reg = pg ? PyObject_GetAttrString(dist, "_register_comm_hook")
-			   : NULL;
-	struct ddp_hook *h = reg ? PyObject_New(struct ddp_hook, &hook_type)
-				 : NULL;
+	PyObject *pg =
+		reducer ? PyObject_GetAttrString(model, "process_group") : NULL;
+	PyObject *reg =
+		pg ? PyObject_GetAttrString(dist, "_register_comm_hook") : NULL;
+	struct ddp_hook *h =
+		reg ? PyObject_New(struct ddp_hook, &hook_type) : NULL;
 	PyObject *r = NULL;
 
 	if (h) {
@@ -152,7 +152,8 @@ static void attach(PyObject *model)
 		h->state = h->hook = NULL;
 		/* On the model first: a hook in the reducer that the model
 		 * does not name would refuse the program's own. */
-		if (PyObject_SetAttrString(model, HOOK_ATTR, (PyObject *)h) == 0)
+		if (PyObject_SetAttrString(model, HOOK_ATTR, (PyObject *)h) ==
+		    0)
 			r = PyObject_CallFunctionObjArgs(reg, reducer, Py_None,
 							 (PyObject *)h, NULL);
 		if (r)
@@ -187,8 +188,8 @@ static PyObject *ddp_init(PyObject *unused, PyObject *args, PyObject *kwargs)
 }
 
 /* The program's hook in Probing's place: as DDP would take it. */
-static PyObject *take_hook(PyObject *model, struct ddp_hook *h,
-			   PyObject *state, PyObject *hook, PyObject *name)
+static PyObject *take_hook(PyObject *model, struct ddp_hook *h, PyObject *state,
+			   PyObject *hook, PyObject *name)
 {
 	PyObject *logger, *r;
 
@@ -232,8 +233,7 @@ static PyObject *ddp_register(PyObject *unused, PyObject *args,
 	return r;
 }
 
-static PyObject *ddp_builtin(PyObject *unused, PyObject *args,
-			     PyObject *kwargs)
+static PyObject *ddp_builtin(PyObject *unused, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = {"self", "comm_hook_type", NULL};
 	PyObject *model, *type, *name, *hook = NULL, *r = NULL;
@@ -275,8 +275,9 @@ static PyMethodDef method_defs[NMETHODS] = {
 	 METH_VARARGS | METH_KEYWORDS, NULL},
 	{"register_comm_hook", (PyCFunction)(void (*)(void))ddp_register,
 	 METH_VARARGS | METH_KEYWORDS, NULL},
-	{"_register_builtin_comm_hook", (PyCFunction)(void (*)(void))ddp_builtin,
-	 METH_VARARGS | METH_KEYWORDS, NULL},
+	{"_register_builtin_comm_hook",
+	 (PyCFunction)(void (*)(void))ddp_builtin, METH_VARARGS | METH_KEYWORDS,
+	 NULL},
 };
 
 /* ---- install and remove ------------------------------------------------ */
@@ -300,7 +301,8 @@ int comm_ddp_install(char *err, size_t errlen)
 		dist = pymods_get("torch.distributed");
 	for (int m = 0; ddp_cls && dist && m < NMETHODS; m++) {
 		PyObject *f = PyObject_GetAttrString(ddp_cls, method_names[m]);
-		PyObject *fn = f ? PyCFunction_New(&method_defs[m], NULL) : NULL;
+		PyObject *fn =
+			f ? PyCFunction_New(&method_defs[m], NULL) : NULL;
 		PyObject *meth = fn ? PyInstanceMethod_New(fn) : NULL;
 
 		Py_XDECREF(fn);
@@ -320,8 +322,9 @@ int comm_ddp_install(char *err, size_t errlen)
 	}
 	if (!ddp_cls || !dist) {
 		comm_ddp_remove();
-		snprintf(err, errlen, "no DistributedDataParallel in "
-				      "torch.nn.parallel.distributed");
+		snprintf(err, errlen,
+			 "no DistributedDataParallel in "
+			 "torch.nn.parallel.distributed");
 		return -ENOTSUP;
 	}
 	on = 1;

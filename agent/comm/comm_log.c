@@ -176,8 +176,8 @@ int comm_log_group(struct comm_log *l, const char *name, const char *ranks)
 
 int64_t comm_log_next_seq(struct comm_log *l, int g)
 {
-	if (g < 0 || g >= atomic_load_explicit(&l->ngroups,
-					       memory_order_relaxed))
+	if (g < 0 ||
+	    g >= atomic_load_explicit(&l->ngroups, memory_order_relaxed))
 		return 0;
 	return l->groups[g].next_seq++;
 }

@@ -40,18 +40,18 @@
 enum comm_state { COMM_RUNNING = 0, COMM_DONE, COMM_FAILED };
 
 struct comm_rec {
-	uint64_t id;	     /* call number in this process, from 1 */
-	int64_t seq;	     /* in its group, from 1; 0: group unknown */
-	int64_t bytes;	     /* the data this rank contributes; -1 unknown */
-	int64_t thread;	     /* the caller's thread id (threading.get_ident) */
-	double ts;	     /* start, Unix seconds */
-	double t0, t1;	     /* start and end on the monotonic clock */
-	int32_t op;	     /* index into the caller's op names */
-	int32_t group;	     /* comm_log group index; -1 unknown */
-	int32_t rank;	     /* this process's global rank; -1 unknown */
-	int32_t peer;	     /* src/dst/root rank; -1 none */
-	int32_t async;	     /* async_op=True (or isend/irecv) */
-	int32_t state;	     /* enum comm_state */
+	uint64_t id;	/* call number in this process, from 1 */
+	int64_t seq;	/* in its group, from 1; 0: group unknown */
+	int64_t bytes;	/* the data this rank contributes; -1 unknown */
+	int64_t thread; /* the caller's thread id (threading.get_ident) */
+	double ts;	/* start, Unix seconds */
+	double t0, t1;	/* start and end on the monotonic clock */
+	int32_t op;	/* index into the caller's op names */
+	int32_t group;	/* comm_log group index; -1 unknown */
+	int32_t rank;	/* this process's global rank; -1 unknown */
+	int32_t peer;	/* src/dst/root rank; -1 none */
+	int32_t async;	/* async_op=True (or isend/irecv) */
+	int32_t state;	/* enum comm_state */
 	char shape[COMM_SHAPE_MAX];
 	char dtype[COMM_DTYPE_MAX];
 	char error[COMM_ERROR_MAX];
@@ -70,9 +70,9 @@ struct comm_group {
 
 struct comm_log {
 	struct comm_slot *slots;
-	size_t cap;		   /* a power of two */
-	_Atomic uint64_t next;	   /* the id the next call gets */
-	uint64_t base;		   /* ids below it are not this process's */
+	size_t cap;	       /* a power of two */
+	_Atomic uint64_t next; /* the id the next call gets */
+	uint64_t base;	       /* ids below it are not this process's */
 	struct comm_group groups[COMM_GROUPS_MAX];
 	_Atomic int ngroups;
 };

@@ -75,8 +75,8 @@ struct dtype_info {
 /* The installation. */
 static struct comm_log *log_;
 static int on;
-static PyObject *dist;	/* torch.distributed */
-static PyObject *c10d;	/* torch.distributed.distributed_c10d */
+static PyObject *dist; /* torch.distributed */
+static PyObject *c10d; /* torch.distributed.distributed_c10d */
 static PyObject *wrapped[NOPS];
 static PyTypeObject *tensor_type;
 static struct dtype_info dtypes[DTYPES_MAX];
@@ -110,8 +110,8 @@ static double clock_s(clockid_t c)
 
 /* ---- the arguments ----------------------------------------------------- */
 
-static PyObject *arg(PyObject *const *args, Py_ssize_t nargs,
-		     PyObject *kwnames, int pos, const char *kw)
+static PyObject *arg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+		     int pos, const char *kw)
 {
 	if (pos >= 0 && pos < nargs)
 		return args[pos];
@@ -386,8 +386,8 @@ static PyObject *work_cls, *work_wait_orig, *work_wait_ours;
 static PyObject *work_wait(PyObject *unused, PyObject *args, PyObject *kwargs)
 {
 	PyObject *r = PyObject_Call(work_wait_orig, args, kwargs);
-	const void *self = PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, 0)
-						  : NULL;
+	const void *self =
+		PyTuple_GET_SIZE(args) ? PyTuple_GET_ITEM(args, 0) : NULL;
 	char text[COMM_ERROR_MAX];
 
 	(void)unused;
@@ -442,8 +442,7 @@ static void unwrap_work_wait(void)
 
 	if (!work_wait_ours)
 		return;
-	cur = PyDict_GetItemString(((PyTypeObject *)work_cls)->tp_dict,
-				   "wait");
+	cur = PyDict_GetItemString(((PyTypeObject *)work_cls)->tp_dict, "wait");
 	if (cur == work_wait_ours &&
 	    PyObject_SetAttrString(work_cls, "wait", work_wait_orig))
 		PyErr_Clear();
@@ -507,8 +506,9 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args,
 	r.rank = my_rank;
 	describe(arg(args, nargs, kwnames, o->tensor, o->tensor_kw), o->list,
 		 &r);
-	a = o->async == ALWAYS ? Py_True
-			       : arg(args, nargs, kwnames, o->async, "async_op");
+	a = o->async == ALWAYS
+		    ? Py_True
+		    : arg(args, nargs, kwnames, o->async, "async_op");
 	r.async = a && PyObject_IsTrue(a) == 1;
 	a = arg(args, nargs, kwnames, o->peer, o->peer_kw);
 	r.peer = a && PyLong_Check(a) ? (int32_t)PyLong_AsLong(a) : o->peer_def;
@@ -629,9 +629,10 @@ int comm_wrap_install(struct comm_log *log, char *err, size_t errlen)
 	if (!dist || !c10d || !tensor || !PyType_Check(tensor)) {
 		Py_XDECREF(tensor);
 		drop_refs();
-		snprintf(err, errlen, "torch.distributed has no "
-				      "distributed_c10d (torch.distributed."
-				      "is_available() is false?)");
+		snprintf(err, errlen,
+			 "torch.distributed has no "
+			 "distributed_c10d (torch.distributed."
+			 "is_available() is false?)");
 		return -ENOTSUP;
 	}
 	tensor_type = (PyTypeObject *)tensor;

@@ -17,11 +17,12 @@
 
 #include "auth.h"
 #include "cluster/cluster.h"
+#include "comm/comm.h"
 #include "config.h"
-#include "env.h"
 #include "cpython/cpython.h"
 #include "dap_addr.h"
 #include "debugger/debugger.h"
+#include "env.h"
 #include "forensics/crash.h"
 #include "forensics/hang.h"
 #include "log.h"
@@ -34,7 +35,6 @@
 #include "store.h"
 #include "tables.h"
 #include "thread.h"
-#include "comm/comm.h"
 #include "torch/torch.h"
 
 enum state { NONE, STARTING, READY, FAILED, DUPLICATE, STOPPED };

@@ -33,8 +33,10 @@ static int parse_args(struct request *req, struct backtrace_args *a)
 	a->native = 0;
 	a->threads = NULL;
 	a->nthreads = 0;
-	if (dap_arg_bool(req->args, "locals", &a->locals, err, sizeof(err)) < 0 ||
-	    dap_arg_bool(req->args, "native", &a->native, err, sizeof(err)) < 0 ||
+	if (dap_arg_bool(req->args, "locals", &a->locals, err, sizeof(err)) <
+		    0 ||
+	    dap_arg_bool(req->args, "native", &a->native, err, sizeof(err)) <
+		    0 ||
 	    dap_arg_array(req->args, "threads", &arr, err, sizeof(err)) < 0) {
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
 		return -EINVAL;

@@ -154,8 +154,8 @@ static void run_query(struct request *req)
 	gnotes = cJSON_CreateArray();
 	missing = cJSON_CreateArray();
 	rc = gnotes && missing
-		     ? global_prepare(st, sql, (int)max_rows, (int)timeout,
-				      &gq, gnotes, missing, err, sizeof(err))
+		     ? global_prepare(st, sql, (int)max_rows, (int)timeout, &gq,
+				      gnotes, missing, err, sizeof(err))
 		     : -ENOMEM;
 	global = rc == 1;
 	if (rc >= 0)

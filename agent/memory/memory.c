@@ -12,9 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/config.h"
 #include "comm/comm.h"
+#include "core/config.h"
 #include "core/log.h"
+#include "core/thread.h"
 #include "livetab.h"
 #include "memory_objects.h"
 #include "memory_proc.h"
@@ -22,7 +23,6 @@
 #include "recorder.h"
 #include "store.h"
 #include "torch/torch.h"
-#include "core/thread.h"
 
 #define GIL_WAIT_MS 100
 

@@ -4,12 +4,12 @@
 #include "native_sym.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,7 +295,8 @@ int native_sym_lookup(uintptr_t ip, struct native_symbol *out)
 		 o ? o->path : info.dli_fname ? info.dli_fname : "");
 	s = o && o->nsyms ? find(o, at - o->bias) : NULL;
 	if (s) {
-		native_sym_demangle(o->strtab + s->name, out->func, sizeof(out->func));
+		native_sym_demangle(o->strtab + s->name, out->func,
+				    sizeof(out->func));
 		out->offset = at - o->bias - s->value;
 		return 0;
 	}

@@ -112,9 +112,9 @@ static PyMethodDef post_def = {"probing_forward_hook",
 int torch_forward_install(void)
 {
 	reg_pre = pymods_attr("torch.nn.modules.module",
-				   "register_module_forward_pre_hook");
+			      "register_module_forward_pre_hook");
 	reg_post = pymods_attr("torch.nn.modules.module",
-				    "register_module_forward_hook");
+			       "register_module_forward_hook");
 	if (reg_pre && reg_post)
 		return 0;
 	Py_CLEAR(reg_pre);

@@ -236,7 +236,7 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 	}
 	tensor_type = (PyTypeObject *)tensor;
 	engine = pymods_attr("torch.autograd.variable",
-				  "Variable._execution_engine");
+			     "Variable._execution_engine");
 	cuda_is_init = pymods_attr("torch", "cuda.is_initialized");
 	cuda_stats = pymods_attr("torch", "_C._cuda_memoryStats");
 	cuda_device = pymods_attr("torch", "_C._cuda_getDevice");

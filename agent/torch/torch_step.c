@@ -154,9 +154,9 @@ static PyMethodDef step_pre_def = {"probing_step_pre_hook",
 int torch_step_install(char *err, size_t errlen)
 {
 	PyObject *reg = pymods_attr("torch.optim.optimizer",
-					 "register_optimizer_step_post_hook");
-	PyObject *reg_pre = pymods_attr(
-		"torch.optim.optimizer", "register_optimizer_step_pre_hook");
+				    "register_optimizer_step_post_hook");
+	PyObject *reg_pre = pymods_attr("torch.optim.optimizer",
+					"register_optimizer_step_pre_hook");
 
 	if (reg) {
 		step_handle = PyObject_CallOneArg(reg, step_fn);

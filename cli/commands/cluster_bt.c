@@ -98,7 +98,7 @@ static void print_native(const cJSON *thread)
 		}
 		printf("    %s (%s)\n",
 		       cJSON_IsString(fn) && *fn->valuestring ? fn->valuestring
-							     : "?",
+							      : "?",
 		       cJSON_IsString(ob) ? ob->valuestring : "?");
 	}
 }

@@ -17,7 +17,7 @@
 
 /* Each group's newest call, newest first: one scan of the live table. */
 #define HANG_SQL                                                               \
-	"SELECT pg, pg_ranks, op, seq, state, waited, error FROM (SELECT *, "         \
+	"SELECT pg, pg_ranks, op, seq, state, waited, error FROM (SELECT *, "  \
 	"row_number() OVER (PARTITION BY pg ORDER BY id DESC) AS k FROM "      \
 	"python.comm_collective) WHERE k = 1 ORDER BY id DESC LIMIT 16"
 
@@ -57,7 +57,8 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 			     !strcmp(st->valuestring, "running");
 		c->failed = cJSON_IsString(st) &&
 			    !strcmp(st->valuestring, "failed");
-		copy_text(c->error, sizeof(c->error), cJSON_GetArrayItem(row, 6));
+		copy_text(c->error, sizeof(c->error),
+			  cJSON_GetArrayItem(row, 6));
 		c->waited = cJSON_IsNumber(w) ? w->valuedouble : 0;
 		r->nlast++;
 	}
@@ -89,7 +90,8 @@ static void where_of(const struct fanout_result *b, char *out, size_t len)
 	threads = cJSON_GetObjectItemCaseSensitive(b->resp->body, "threads");
 	cJSON_ArrayForEach(th, threads)
 	{
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(th, "isMain")))
+		if (cJSON_IsTrue(
+			    cJSON_GetObjectItemCaseSensitive(th, "isMain")))
 			break;
 	}
 	frames = cJSON_GetObjectItemCaseSensitive(
@@ -106,9 +108,12 @@ static void where_of(const struct fanout_result *b, char *out, size_t len)
 		}
 	}
 	if (pick) {
-		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(pick, "func");
-		const cJSON *fl = cJSON_GetObjectItemCaseSensitive(pick, "file");
-		const cJSON *ln = cJSON_GetObjectItemCaseSensitive(pick, "line");
+		const cJSON *fn =
+			cJSON_GetObjectItemCaseSensitive(pick, "func");
+		const cJSON *fl =
+			cJSON_GetObjectItemCaseSensitive(pick, "file");
+		const cJSON *ln =
+			cJSON_GetObjectItemCaseSensitive(pick, "line");
 		const char *file = cJSON_IsString(fl) ? fl->valuestring : "?";
 		const char *base = strrchr(file, '/');
 
@@ -122,7 +127,7 @@ static void where_of(const struct fanout_result *b, char *out, size_t len)
 static void print_table(const struct hv_rank *r, size_t n)
 {
 	static const char *const names[] = {"rank", "group", "last call",
-					    "seq", "state", "main thread"};
+					    "seq",  "state", "main thread"};
 	struct cli_table *t = cli_table_new(6, names);
 	char rank[24], seq[24], state[48];
 
@@ -146,7 +151,9 @@ static void print_table(const struct hv_rank *r, size_t n)
 				 c->waited);
 		else
 			snprintf(state, sizeof(state), "%s",
-				 !c ? "no calls" : c->failed ? "failed" : "done");
+				 !c	     ? "no calls"
+				 : c->failed ? "failed"
+					     : "done");
 		cells[1] = c ? c->pg : "";
 		cells[2] = c ? c->op : "";
 		cells[3] = c ? seq : "";
@@ -185,11 +192,10 @@ static void print_json(const struct hv_rank *r, size_t n,
 			cJSON_AddStringToObject(c, "op", r[i].last[k].op);
 			cJSON_AddNumberToObject(c, "seq",
 						(double)r[i].last[k].seq);
-			cJSON_AddStringToObject(
-				c, "state",
-				r[i].last[k].running	  ? "running"
-				: r[i].last[k].failed ? "failed"
-						      : "done");
+			cJSON_AddStringToObject(c, "state",
+						r[i].last[k].running ? "running"
+						: r[i].last[k].failed ? "failed"
+								      : "done");
 			if (r[i].last[k].failed)
 				cJSON_AddStringToObject(c, "error",
 							r[i].last[k].error);
@@ -213,7 +219,7 @@ int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 	struct fanout_result *q = calloc(n ? n : 1, sizeof(*q));
 	struct fanout_result *b = calloc(n ? n : 1, sizeof(*b));
 	struct hv_rank *r = calloc(n ? n : 1, sizeof(*r));
-	char (*where)[WHERE_MAX] = calloc(n ? n : 1, WHERE_MAX);
+	char(*where)[WHERE_MAX] = calloc(n ? n : 1, WHERE_MAX);
 	int *ok = calloc(n ? n : 1, sizeof(*ok));
 	struct hv_verdict *v = calloc(1, sizeof(*v));
 	cJSON *args;

@@ -171,7 +171,8 @@ static const char *same_failure(const struct fanout_result *res,
 {
 	for (size_t i = 0; i < n; i++)
 		if (ok[i] || (res[i].rc != res[0].rc) ||
-		    strcmp(cluster_why_failed(&res[i]), cluster_why_failed(&res[0])))
+		    strcmp(cluster_why_failed(&res[i]),
+			   cluster_why_failed(&res[0])))
 			return NULL;
 	return n ? cluster_why_failed(&res[0]) : NULL;
 }
@@ -435,7 +436,8 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_cluster_entry = {
 	.name = "cluster",
 	.usage = "[--nodes FILE] nodes | add HOST:PORT[=RANK]... | query SQL "
-		 "[--merge SQL] | backtrace [--lines] | hang | flamegraph [DURATION] "
+		 "[--merge SQL] | backtrace [--lines] | hang | flamegraph "
+		 "[DURATION] "
 		 "[-o FILE] [--as FORMAT] [--per-rank]",
 	.summary = "Every rank of a distributed job at once",
 	.help = "The nodes are what the target agent lists in cluster.nodes "

@@ -154,8 +154,7 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		if (!eq) { /* a setting (or family) to show */
 			if (!want)
 				want = cJSON_CreateArray();
-			cJSON_AddItemToArray(want,
-					     cJSON_CreateString(argv[i]));
+			cJSON_AddItemToArray(want, cJSON_CreateString(argv[i]));
 			continue;
 		}
 		*eq = '\0';

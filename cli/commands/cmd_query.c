@@ -182,17 +182,18 @@ static int show(const cJSON *body, enum cli_format fmt)
 			  "(--max-rows raises the cap)",
 			  n);
 	/* global.*: ranks that did not answer make the result partial. */
-	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-		    body, "missingRanks")) > 0)
-		return cli_error(CLI_EPARTIAL,
-				 "the result is partial: %d rank%s did not "
-				 "answer (notes above)",
-				 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-					 body, "missingRanks")),
-				 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-					 body, "missingRanks")) == 1
-					 ? ""
-					 : "s");
+	if (cJSON_GetArraySize(
+		    cJSON_GetObjectItemCaseSensitive(body, "missingRanks")) > 0)
+		return cli_error(
+			CLI_EPARTIAL,
+			"the result is partial: %d rank%s did not "
+			"answer (notes above)",
+			cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+				body, "missingRanks")),
+			cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+				body, "missingRanks")) == 1
+				? ""
+				: "s");
 	return CLI_OK;
 }
 

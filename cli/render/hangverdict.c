@@ -222,9 +222,8 @@ static void say_none(const struct hv_rank *ranks, size_t n, struct out *o,
 
 /* The members not waiting in f, in the order that explains most first:
  * missing, failed, behind, elsewhere, past. */
-static void say_others(const struct hv_rank *ranks, size_t n,
-		       const int *roles, const struct hv_call *f,
-		       struct out *o)
+static void say_others(const struct hv_rank *ranks, size_t n, const int *roles,
+		       const struct hv_call *f, struct out *o)
 {
 	for (size_t i = 0; i < n; i++)
 		if (roles[i] == R_MISSING)
@@ -296,8 +295,8 @@ int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
 			if (roles[i] != R_MISMATCH)
 				continue;
 			c = on_group(&ranks[i], f->pg);
-			put(&o, "%srank %lld is in %s #%lld on group %s", o.len ? "; " : "",
-			    (long long)ranks[i].rank, c->op,
+			put(&o, "%srank %lld is in %s #%lld on group %s",
+			    o.len ? "; " : "", (long long)ranks[i].rank, c->op,
 			    (long long)c->seq, c->pg);
 		}
 		put(&o, " while %s %s in %s #%lld: mismatched collectives",
@@ -322,9 +321,10 @@ int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
 			v->kind = HV_ALL_WAIT;
 	}
 	if (v->kind == HV_ALL_WAIT)
-		put(&o, "; every member of group %s waits in it: the "
-			"collective itself does not complete (the transport, "
-			"or a member outside these nodes)",
+		put(&o,
+		    "; every member of group %s waits in it: the "
+		    "collective itself does not complete (the transport, "
+		    "or a member outside these nodes)",
 		    f->pg);
 	free(roles);
 	return 0;

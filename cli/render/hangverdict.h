@@ -45,17 +45,17 @@ struct hv_call {
 	int64_t seq;
 	int running;
 	int failed;
-	double waited; /* s, when running */
+	double waited;	 /* s, when running */
 	char error[256]; /* when failed */
 };
 
 struct hv_rank {
 	int64_t rank;
 	int answered;
-	const char *why;       /* when not answered */
+	const char *why;		    /* when not answered */
 	struct hv_call last[HV_GROUPS_MAX]; /* newest first */
 	size_t nlast;
-	const char *where;     /* "load_batch (train.py:88)", or NULL */
+	const char *where; /* "load_batch (train.py:88)", or NULL */
 };
 
 enum hv_kind {

@@ -10,13 +10,12 @@ DDP keeps a hook the program registers.
 """
 import json
 import os
-import subprocess
 import textwrap
 
 import pytest
 
 import test_cluster as tc
-from conftest import ROOT, SYSTEM_PYTHON, USERBASE, probing, wait_for
+from conftest import ROOT, SYSTEM_PYTHON, probing, wait_for
 
 SCRIPT = os.path.join(ROOT, "examples", "collectives.py")
 ROUNDS = 3
@@ -281,40 +280,34 @@ ONE_PROCESS = textwrap.dedent("""
     w(torch.ones(3, 4)).sum().backward()
     out["same_grad"] = torch.equal(w.weight.grad, m2.module.weight.grad)
     print("RESULT " + __import__("json").dumps(out), flush=True)
-    sys.stdin.readline()
+    import time
+    time.sleep(600)
 """)
 
 
-def test_wrappers_are_transparent_and_ddp_keeps_program_hooks(tmp_path):
-    env = dict(os.environ, PROBING="1", PYTHONUSERBASE=USERBASE)
-    p = subprocess.Popen([SYSTEM_PYTHON, "-c", ONE_PROCESS], env=env,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("RESULT "), (line, p.stderr.read())
-        out = json.loads(line[7:])
-        assert out["name"] == "all_reduce" and out["sig"], out
-        assert out["wrapped"] and out["eq"], out
-        assert out["exc"] == out["exc_orig"], out
-        assert out["hook_calls"] == 3, out
-        assert out["same_grad"], out
-        got = rows(p.pid, "SELECT op, count(*) AS n FROM "
-                   "python.comm_collective GROUP BY op ORDER BY op")
-        # The failed call, the program's hook's 3 and the builtin's 1.
-        assert got == [{"op": "all_reduce", "n": 5}], got
-        failed = rows(p.pid, "SELECT error FROM python.comm_collective "
-                      "WHERE state = 'failed'")
-        assert len(failed) == 1 and failed[0]["error"], failed
-        # Off: the originals are back.
-        r = probing("config", "comm.record=off", target=p.pid)
-        assert r.rc == 0, r
+def test_wrappers_are_transparent_and_ddp_keeps_program_hooks(spawn):
+    t = spawn(SYSTEM_PYTHON, ONE_PROCESS)
+    t.wait_line("RESULT", timeout=120)
+    line = [x for x in t.output().splitlines() if x.startswith("RESULT ")]
+    out = json.loads(line[0][7:])
+    assert out["name"] == "all_reduce" and out["sig"], out
+    assert out["wrapped"] and out["eq"], out
+    assert out["exc"] == out["exc_orig"], out
+    assert out["hook_calls"] == 3, out
+    assert out["same_grad"], out
+    got = rows(t.pid, "SELECT op, count(*) AS n FROM "
+               "python.comm_collective GROUP BY op ORDER BY op")
+    # The failed call, the program's hook's 3 and the builtin's 1.
+    assert got == [{"op": "all_reduce", "n": 5}], got
+    failed = rows(t.pid, "SELECT error FROM python.comm_collective "
+                  "WHERE state = 'failed'")
+    assert len(failed) == 1 and failed[0]["error"], failed
+    # Off: the originals are back.
+    r = probing("config", "comm.record=off", target=t.pid)
+    assert r.rc == 0, r
 
-        def restored():
-            r = probing("eval", "type(__import__('torch.distributed')"
-                        ".distributed.all_reduce).__name__", target=p.pid)
-            return r.rc == 0 and "function" in r.out
-        wait_for(restored, 10, "the original all_reduce back")
-    finally:
-        p.stdin.close()
-        p.wait(timeout=30)
+    def restored():
+        r = probing("eval", "type(__import__('torch.distributed')"
+                    ".distributed.all_reduce).__name__", target=t.pid)
+        return r.rc == 0 and "function" in r.out
+    wait_for(restored, 10, "the original all_reduce back")

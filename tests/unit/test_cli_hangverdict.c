@@ -4,8 +4,8 @@
 #include "render/hangverdict.h"
 #include "test.h"
 
-static void call(struct hv_rank *r, const char *pg, const char *op,
-		 int64_t seq, const char *state, double waited)
+static void call(struct hv_rank *r, const char *pg, const char *op, int64_t seq,
+		 const char *state, double waited)
 {
 	struct hv_call *c = &r->last[r->nlast++];
 

@@ -140,7 +140,8 @@ static void *reader(void *arg)
 			int rc = comm_log_read(&shared, id, &out);
 
 			if (rc == 0 &&
-			    ((uint64_t)out.seq != id || out.bytes != out.seq * 3 ||
+			    ((uint64_t)out.seq != id ||
+			     out.bytes != out.seq * 3 ||
 			     (out.state == COMM_DONE && out.t1 != (double)id)))
 				bad++;
 		}
