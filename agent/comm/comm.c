@@ -95,6 +95,8 @@ static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
 	V(livetab_rows_text(rows, comm_wrap_op_name(r->op)));
 	V(r->seq > 0 ? livetab_rows_int(rows, r->seq)
 		     : livetab_rows_null(rows));
+	V(r->pg_seq > 0 ? livetab_rows_int(rows, r->pg_seq)
+			: livetab_rows_null(rows));
 	V(livetab_rows_text(rows, r->shape[0] ? r->shape : NULL));
 	V(livetab_rows_text(rows, r->dtype[0] ? r->dtype : NULL));
 	V(r->bytes >= 0 ? livetab_rows_int(rows, r->bytes)
@@ -142,7 +144,7 @@ static const struct livetab comm_tab = {
 	.doc = "torch.distributed collectives and point-to-point calls, "
 	       "from their start (state running/done/failed; seconds)",
 	.columns = "id INTEGER, ts REAL, rank INTEGER, pg TEXT, pg_ranks TEXT, "
-		   "op TEXT, seq INTEGER, shape TEXT, dtype TEXT, "
+		   "op TEXT, seq INTEGER, pg_seq INTEGER, shape TEXT, dtype TEXT, "
 		   "bytes INTEGER, async INTEGER, peer INTEGER, state TEXT, "
 		   "duration REAL, waited REAL, thread_id INTEGER, error TEXT",
 	.snapshot = comm_snapshot,

@@ -42,6 +42,8 @@ enum comm_state { COMM_RUNNING = 0, COMM_DONE, COMM_FAILED };
 struct comm_rec {
 	uint64_t id;	/* call number in this process, from 1 */
 	int64_t seq;	/* in its group, from 1; 0: group unknown */
+	int64_t pg_seq; /* torch's own number for it (the same on every rank,
+			 * counting calls made before the agent came); 0: none */
 	int64_t bytes;	/* the data this rank contributes; -1 unknown */
 	int64_t thread; /* the caller's thread id (threading.get_ident) */
 	double ts;	/* start, Unix seconds */

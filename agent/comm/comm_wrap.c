@@ -29,34 +29,35 @@ struct op_spec {
 	int8_t peer;  /* src, dst or root */
 	const char *peer_kw;
 	int8_t peer_def; /* the peer when not passed (-1: none) */
+	int8_t p2p;	 /* send, recv, isend, irecv */
 };
 
 static const struct op_spec ops[] = {
-	{"all_reduce", 0, "tensor", 0, 2, 3, -1, NULL, -1},
-	{"all_reduce_coalesced", 0, "tensors", 1, 2, 3, -1, NULL, -1},
-	{"broadcast", 0, "tensor", 0, 2, 3, 1, "src", -1},
-	{"reduce", 0, "tensor", 0, 3, 4, 1, "dst", -1},
-	{"all_gather", 1, "tensor", 0, 2, 3, -1, NULL, -1},
-	{"all_gather_coalesced", 1, "input_tensor_list", 1, 2, 3, -1, NULL, -1},
-	{"all_gather_into_tensor", 1, "input_tensor", 0, 2, 3, -1, NULL, -1},
-	{"_all_gather_base", 1, "input_tensor", 0, 2, 3, -1, NULL, -1},
-	{"reduce_scatter", 1, "input_list", 1, 3, 4, -1, NULL, -1},
-	{"reduce_scatter_tensor", 1, "input", 0, 3, 4, -1, NULL, -1},
-	{"_reduce_scatter_base", 1, "input", 0, 3, 4, -1, NULL, -1},
-	{"gather", 0, "tensor", 0, 3, 4, 2, "dst", 0},
-	{"scatter", 0, "tensor", 0, 3, 4, 2, "src", 0},
-	{"all_to_all", 1, "input_tensor_list", 1, 2, 3, -1, NULL, -1},
-	{"all_to_all_single", 1, "input", 0, 4, 5, -1, NULL, -1},
-	{"barrier", -1, NULL, 0, 0, 1, -1, NULL, -1},
-	{"monitored_barrier", -1, NULL, 0, 0, -1, -1, NULL, -1},
-	{"send", 0, "tensor", 0, 2, -1, 1, "dst", -1},
-	{"recv", 0, "tensor", 0, 2, -1, 1, "src", -1},
-	{"isend", 0, "tensor", 0, 2, ALWAYS, 1, "dst", -1},
-	{"irecv", 0, "tensor", 0, 2, ALWAYS, 1, "src", -1},
-	{"broadcast_object_list", -1, NULL, 0, 2, -1, 1, "src", 0},
-	{"all_gather_object", -1, NULL, 0, 2, -1, -1, NULL, -1},
-	{"gather_object", -1, NULL, 0, 3, -1, 2, "dst", 0},
-	{"scatter_object_list", -1, NULL, 0, 3, -1, 2, "src", 0},
+	{"all_reduce", 0, "tensor", 0, 2, 3, -1, NULL, -1, 0},
+	{"all_reduce_coalesced", 0, "tensors", 1, 2, 3, -1, NULL, -1, 0},
+	{"broadcast", 0, "tensor", 0, 2, 3, 1, "src", -1, 0},
+	{"reduce", 0, "tensor", 0, 3, 4, 1, "dst", -1, 0},
+	{"all_gather", 1, "tensor", 0, 2, 3, -1, NULL, -1, 0},
+	{"all_gather_coalesced", 1, "input_tensor_list", 1, 2, 3, -1, NULL, -1, 0},
+	{"all_gather_into_tensor", 1, "input_tensor", 0, 2, 3, -1, NULL, -1, 0},
+	{"_all_gather_base", 1, "input_tensor", 0, 2, 3, -1, NULL, -1, 0},
+	{"reduce_scatter", 1, "input_list", 1, 3, 4, -1, NULL, -1, 0},
+	{"reduce_scatter_tensor", 1, "input", 0, 3, 4, -1, NULL, -1, 0},
+	{"_reduce_scatter_base", 1, "input", 0, 3, 4, -1, NULL, -1, 0},
+	{"gather", 0, "tensor", 0, 3, 4, 2, "dst", 0, 0},
+	{"scatter", 0, "tensor", 0, 3, 4, 2, "src", 0, 0},
+	{"all_to_all", 1, "input_tensor_list", 1, 2, 3, -1, NULL, -1, 0},
+	{"all_to_all_single", 1, "input", 0, 4, 5, -1, NULL, -1, 0},
+	{"barrier", -1, NULL, 0, 0, 1, -1, NULL, -1, 0},
+	{"monitored_barrier", -1, NULL, 0, 0, -1, -1, NULL, -1, 0},
+	{"send", 0, "tensor", 0, 2, -1, 1, "dst", -1, 1},
+	{"recv", 0, "tensor", 0, 2, -1, 1, "src", -1, 1},
+	{"isend", 0, "tensor", 0, 2, ALWAYS, 1, "dst", -1, 1},
+	{"irecv", 0, "tensor", 0, 2, ALWAYS, 1, "src", -1, 1},
+	{"broadcast_object_list", -1, NULL, 0, 2, -1, 1, "src", 0, 0},
+	{"all_gather_object", -1, NULL, 0, 2, -1, -1, NULL, -1, 0},
+	{"gather_object", -1, NULL, 0, 3, -1, 2, "dst", 0, 0},
+	{"scatter_object_list", -1, NULL, 0, 3, -1, 2, "src", 0, 0},
 };
 #define NOPS ((int)(sizeof(ops) / sizeof(ops[0])))
 
@@ -165,35 +166,58 @@ static void ranks_text(PyObject *g, char *out, size_t n)
 	PyErr_Clear();
 }
 
-/* The comm_log group of process group g (None: the default); -1 when it
- * cannot be named. */
-static int group_of(PyObject *g)
+/* Process group g, or the default group for None (new reference; NULL
+ * when there is none). */
+static PyObject *resolve_group(PyObject *g)
 {
-	PyObject *world = NULL, *names, *name;
+	PyObject *member, *world;
+
+	if (g && g != Py_None)
+		return Py_NewRef(g);
+	member = PyObject_GetAttrString(c10d, "GroupMember");
+	world = member ? PyObject_GetAttrString(member, "WORLD") : NULL;
+	Py_XDECREF(member);
+	if (world == Py_None)
+		Py_CLEAR(world);
+	PyErr_Clear();
+	return world;
+}
+
+/* The comm_log group of process group pg; -1 when it cannot be named. */
+static int group_of(PyObject *pg)
+{
+	PyObject *names, *name;
 	const char *cname;
 	char ranks[COMM_RANKS_MAX + 8];
 	int idx = -1;
 
-	if (!g || g == Py_None) {
-		PyObject *member = PyObject_GetAttrString(c10d, "GroupMember");
-
-		world = member ? PyObject_GetAttrString(member, "WORLD") : NULL;
-		Py_XDECREF(member);
-		g = world;
-	}
-	names = g && g != Py_None ? c10d_state("_pg_names", "pg_names") : NULL;
-	name = names && PyDict_Check(names) ? PyDict_GetItemWithError(names, g)
+	names = pg ? c10d_state("_pg_names", "pg_names") : NULL;
+	name = names && PyDict_Check(names) ? PyDict_GetItemWithError(names, pg)
 					    : NULL;
 	cname = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
 	if (cname && (idx = comm_log_find(log_, cname)) < 0) {
 		/* New: its ranks, once. */
-		ranks_text(g, ranks, sizeof(ranks));
+		ranks_text(pg, ranks, sizeof(ranks));
 		idx = comm_log_group(log_, cname, ranks);
 	}
 	Py_XDECREF(names);
-	Py_XDECREF(world);
 	PyErr_Clear();
 	return idx;
+}
+
+/* torch's sequence number of pg's next collective (the same on every
+ * rank: it counts every collective of the group, those made before the
+ * agent came and in C++ too); 0 when pg has none. */
+static int64_t torch_seq(PyObject *pg)
+{
+	PyObject *r = pg ? PyObject_CallMethod(pg, "_get_sequence_number_for_group",
+					       NULL)
+			 : NULL;
+	int64_t seq = r && PyLong_Check(r) ? PyLong_AsLongLong(r) + 1 : 0;
+
+	Py_XDECREF(r);
+	PyErr_Clear();
+	return seq > 0 ? seq : 0;
 }
 
 /* This process's global rank, once the default group has one. */
@@ -490,7 +514,7 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args,
 	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
 	const struct op_spec *o = &ops[w->op];
 	struct comm_rec r;
-	PyObject *a, *res;
+	PyObject *a, *res, *pg;
 	uint64_t id;
 
 	if (!on)
@@ -499,8 +523,12 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args,
 	r.op = w->op;
 	r.state = COMM_RUNNING;
 	r.thread = (int64_t)PyThread_get_thread_ident();
-	r.group = group_of(arg(args, nargs, kwnames, o->group, "group"));
+	pg = resolve_group(arg(args, nargs, kwnames, o->group, "group"));
+	r.group = group_of(pg);
 	r.seq = comm_log_next_seq(log_, r.group);
+	if (!o->p2p) /* point-to-point calls do not count in torch's */
+		r.pg_seq = torch_seq(pg);
+	Py_XDECREF(pg);
 	if (my_rank < 0)
 		find_rank();
 	r.rank = my_rank;

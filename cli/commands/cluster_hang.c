@@ -17,7 +17,7 @@
 
 /* Each group's newest call, newest first: one scan of the live table. */
 #define HANG_SQL                                                               \
-	"SELECT pg, pg_ranks, op, seq, state, waited, error FROM (SELECT *, "  \
+	"SELECT pg, pg_ranks, op, seq, state, waited, error, pg_seq FROM (SELECT *, "  \
 	"row_number() OVER (PARTITION BY pg ORDER BY id DESC) AS k FROM "      \
 	"python.comm_collective) WHERE k = 1 ORDER BY id DESC LIMIT 16"
 
@@ -45,6 +45,7 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 		const cJSON *seq = cJSON_GetArrayItem(row, 3);
 		const cJSON *st = cJSON_GetArrayItem(row, 4);
 		const cJSON *w = cJSON_GetArrayItem(row, 5);
+		const cJSON *pgs = cJSON_GetArrayItem(row, 7);
 
 		if (r->nlast == HV_GROUPS_MAX)
 			break;
@@ -53,6 +54,7 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 			  cJSON_GetArrayItem(row, 1));
 		copy_text(c->op, sizeof(c->op), cJSON_GetArrayItem(row, 2));
 		c->seq = cJSON_IsNumber(seq) ? (int64_t)seq->valuedouble : 0;
+		c->pg_seq = cJSON_IsNumber(pgs) ? (int64_t)pgs->valuedouble : 0;
 		c->running = cJSON_IsString(st) &&
 			     !strcmp(st->valuestring, "running");
 		c->failed = cJSON_IsString(st) &&

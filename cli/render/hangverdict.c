@@ -72,11 +72,27 @@ static const struct hv_call *on_group(const struct hv_rank *r, const char *pg)
 	return NULL;
 }
 
+/* Is a the same call as b, or a later one (by torch's numbers where
+ * both have them)? */
+static int same_call(const struct hv_call *a, const struct hv_call *b)
+{
+	if (a->pg_seq && b->pg_seq)
+		return a->pg_seq == b->pg_seq;
+	return a->seq == b->seq;
+}
+
+static int same_or_later(const struct hv_call *a, const struct hv_call *b)
+{
+	if (a->pg_seq && b->pg_seq)
+		return a->pg_seq >= b->pg_seq;
+	return a->seq >= b->seq;
+}
+
 static int waits_in(const struct hv_rank *r, const struct hv_call *f)
 {
 	const struct hv_call *c = r->answered ? on_group(r, f->pg) : NULL;
 
-	return c && c->running && c->seq == f->seq && !strcmp(c->op, f->op);
+	return c && c->running && same_call(c, f) && !strcmp(c->op, f->op);
 }
 
 /* The call most ranks wait in (ties: the longest wait); NULL: none. */
@@ -115,13 +131,13 @@ static enum role role_of(const struct hv_rank *r, const struct hv_call *f)
 	if (waits_in(r, f))
 		return R_WAITER;
 	c = on_group(r, f->pg);
-	if (c && c->running && c->seq == f->seq)
+	if (c && c->running && same_call(c, f))
 		return R_MISMATCH;
-	if (c && c->failed && c->seq >= f->seq)
+	if (c && c->failed && same_or_later(c, f))
 		return R_FAILED;
 	if (c && c->running)
 		return R_ELSEWHERE;
-	if (c && c->seq >= f->seq)
+	if (c && same_or_later(c, f))
 		return R_PAST;
 	return R_BEHIND;
 }
@@ -180,7 +196,7 @@ static size_t say_failed(const struct hv_rank *ranks, size_t n,
 			if (roles && d)
 				d = on_group(&ranks[m], c->pg);
 			if (d && d->failed && !done[m] &&
-			    !strcmp(d->pg, c->pg) && d->seq == c->seq &&
+			    !strcmp(d->pg, c->pg) && same_call(d, c) &&
 			    !strcmp(d->op, c->op)) {
 				v[k++] = ranks[m].rank;
 				done[m] = 1;

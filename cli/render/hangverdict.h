@@ -6,7 +6,10 @@
  * each process group (python.comm_collective: op, sequence number, state,
  * time waited), and where its main thread is (a function and file:line).
  * The focus is the collective most ranks wait in (the same group,
- * sequence number and op; ties: the longest wait).  Every other member of
+ * sequence number and op; ties: the longest wait).  Calls are the same
+ * call when torch's numbers (pg_seq) are equal, where both have one:
+ * they count every collective of the group on every rank, whenever the
+ * agent came; else when the ranks' own counts (seq) are.  Every other member of
  * its group is then one of:
  *
  *   missing     did not answer (dead, or unreachable)
@@ -42,7 +45,8 @@ struct hv_call {
 	char pg[HV_TEXT_MAX];
 	char pg_ranks[1024]; /* "0,1,2,3": global ranks; "" unknown */
 	char op[HV_TEXT_MAX];
-	int64_t seq;
+	int64_t seq;	/* the rank's own count of calls on the group */
+	int64_t pg_seq; /* torch's number for the call, 0: none */
 	int running;
 	int failed;
 	double waited;	 /* s, when running */

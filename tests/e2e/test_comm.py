@@ -55,6 +55,17 @@ def test_healthy_job_rows_match_the_calls(tmp_path):
     try:
         wait_for(lambda: job.text().count("rounds done") == 4, 60,
                  "every rank done")
+        # torch's own numbers: the same on every rank for the same call
+        # (p2p calls have none), one more per collective.
+        numbers = [[(g["op"], g["pg_seq"]) for g in rows(
+            pid, "SELECT op, pg_seq FROM python.comm_collective ORDER BY id")]
+            for pid in job.pids.values()]
+        assert all(n == numbers[0] for n in numbers), numbers
+        coll = [s for op, s in numbers[0] if op not in ("isend", "irecv")]
+        assert all(s is not None for s in coll), numbers[0]
+        assert coll == list(range(coll[0], coll[0] + len(coll))), coll
+        assert all(s is None for op, s in numbers[0]
+                   if op in ("isend", "irecv")), numbers[0]
         for rank, pid in job.pids.items():
             got = rows(pid, "SELECT rank, pg, pg_ranks, op, seq, shape, "
                        "dtype, bytes, async, peer, state, duration, error "

@@ -144,5 +144,33 @@ static void test_groups_and_members(void)
 	CHECK(strstr(v.text, "rank 3") == NULL);
 }
 
-TEST_MAIN(test_behind, test_mismatch, test_missing_and_failed,
+/* The ranks' own counts differ (an agent that came late counts from
+ * its first call); torch's numbers decide. */
+static void test_torch_numbers_decide(void)
+{
+	struct hv_rank r[3];
+	struct hv_verdict v;
+
+	ranks(r, 3);
+	call(&r[0], "0", "all_reduce", 9, "running", 4);
+	call(&r[1], "0", "all_reduce", 9, "running", 4);
+	call(&r[2], "0", "broadcast", 2, "running", 4); /* came late */
+	r[0].last[0].pg_seq = r[1].last[0].pg_seq = r[2].last[0].pg_seq = 1000;
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_MISMATCH);
+	/* By its own count rank 2 would be far behind; by torch's it has
+	 * finished the call and gone on. */
+	r[2].nlast = 0;
+	call(&r[2], "0", "all_reduce", 3, "done", 0);
+	r[2].last[0].pg_seq = 1001;
+	r[2].where = "eval (x.py:5)";
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_OTHER);
+	CHECK(strstr(v.text, "rank 2 finished all_reduce #3 and went on"));
+	r[2].last[0].pg_seq = 999;
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_BEHIND);
+}
+
+TEST_MAIN(test_behind, test_torch_numbers_decide, test_mismatch, test_missing_and_failed,
 	  test_all_wait_and_none, test_groups_and_members)
