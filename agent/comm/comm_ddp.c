@@ -11,7 +11,6 @@
 
 #include "python/pymods.h"
 
-#define HOOK_ATTR "_probing_comm_hook"
 #define DEFAULT_HOOKS                                                          \
 	"torch.distributed.algorithms.ddp_comm_hooks.default_hooks"
 
@@ -25,6 +24,9 @@ struct ddp_hook {
 static int on;
 static PyObject *ddp_cls; /* DistributedDataParallel */
 static PyObject *dist;	  /* torch.distributed (kept: hooks use it) */
+static PyObject *hooks;	  /* WeakKeyDictionary: model -> its hook (kept;
+			     nothing is added to the model itself, which
+			     the program may pickle) */
 static _Atomic int hooked;
 
 enum { M_INIT, M_REGISTER, M_BUILTIN, NMETHODS };
@@ -125,13 +127,14 @@ static PyTypeObject hook_type = {
 /* The model's hook when it is Probing's (borrowed), else NULL. */
 static struct ddp_hook *hook_of(PyObject *model)
 {
-	PyObject *h = PyObject_GetAttrString(model, HOOK_ATTR);
+	PyObject *h = hooks ? PyObject_CallMethod(hooks, "get", "O", model)
+			    : NULL;
 
 	if (!h) {
 		PyErr_Clear();
 		return NULL;
 	}
-	Py_DECREF(h); /* the model keeps it */
+	Py_DECREF(h); /* the dictionary keeps it */
 	return Py_TYPE(h) == &hook_type ? (struct ddp_hook *)h : NULL;
 }
 
@@ -150,16 +153,14 @@ static void attach(PyObject *model)
 	if (h) {
 		h->pg = Py_NewRef(pg);
 		h->state = h->hook = NULL;
-		/* On the model first: a hook in the reducer that the model
-		 * does not name would refuse the program's own. */
-		if (PyObject_SetAttrString(model, HOOK_ATTR, (PyObject *)h) ==
-		    0)
+		/* Known first: a hook in the reducer that we did not know of
+		 * would refuse the program's own. */
+		if (PyObject_SetItem(hooks, model, (PyObject *)h) == 0)
 			r = PyObject_CallFunctionObjArgs(reg, reducer, Py_None,
 							 (PyObject *)h, NULL);
 		if (r)
 			atomic_fetch_add(&hooked, 1);
-		else if (PyObject_HasAttrString(model, HOOK_ATTR) &&
-			 PyObject_DelAttrString(model, HOOK_ATTR))
+		else if (PyObject_DelItem(hooks, model))
 			PyErr_Clear();
 	}
 	PyErr_Clear();
@@ -299,7 +300,14 @@ int comm_ddp_install(char *err, size_t errlen)
 			      "DistributedDataParallel");
 	if (!dist)
 		dist = pymods_get("torch.distributed");
-	for (int m = 0; ddp_cls && dist && m < NMETHODS; m++) {
+	if (!hooks) {
+		PyObject *wkd = pymods_attr("weakref", "WeakKeyDictionary");
+
+		hooks = wkd ? PyObject_CallNoArgs(wkd) : NULL;
+		Py_XDECREF(wkd);
+		PyErr_Clear();
+	}
+	for (int m = 0; ddp_cls && dist && hooks && m < NMETHODS; m++) {
 		PyObject *f = PyObject_GetAttrString(ddp_cls, method_names[m]);
 		PyObject *fn =
 			f ? PyCFunction_New(&method_defs[m], NULL) : NULL;
@@ -320,7 +328,7 @@ int comm_ddp_install(char *err, size_t errlen)
 		originals[m] = f;
 		ours[m] = meth;
 	}
-	if (!ddp_cls || !dist) {
+	if (!ddp_cls || !dist || !hooks) {
 		comm_ddp_remove();
 		snprintf(err, errlen,
 			 "no DistributedDataParallel in "

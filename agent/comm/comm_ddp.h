@@ -21,6 +21,8 @@
  * gradients when the world size is not a power of two.  comm.ddp=off
  * leaves DDP alone (its all-reduces are then not recorded).
  *
+ * Nothing is added to the model (Probing keeps its hooks in a
+ * WeakKeyDictionary of its own: a model stays picklable as it was).
  * Models made before the install are left alone; removing the install
  * puts __init__ and the registration methods back, and hooks already in
  * models go on reducing exactly the same way (recording nothing).

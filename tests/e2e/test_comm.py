@@ -290,6 +290,10 @@ ONE_PROCESS = textwrap.dedent("""
     w.load_state_dict(m2.module.state_dict())
     w(torch.ones(3, 4)).sum().backward()
     out["same_grad"] = torch.equal(w.weight.grad, m2.module.weight.grad)
+    # Nothing of Probing's on the model: it pickles as it did.
+    import pickle
+    out["attrs"] = sorted(k for k in vars(m) if "probing" in k)
+    out["pickles"] = type(pickle.loads(pickle.dumps(m2.module))).__name__
     print("RESULT " + __import__("json").dumps(out), flush=True)
     import time
     time.sleep(600)
@@ -306,6 +310,7 @@ def test_wrappers_are_transparent_and_ddp_keeps_program_hooks(spawn):
     assert out["exc"] == out["exc_orig"], out
     assert out["hook_calls"] == 3, out
     assert out["same_grad"], out
+    assert out["attrs"] == [] and out["pickles"] == "Linear", out
     got = rows(t.pid, "SELECT op, count(*) AS n FROM "
                "python.comm_collective GROUP BY op ORDER BY op")
     # The failed call, the program's hook's 3 and the builtin's 1.
