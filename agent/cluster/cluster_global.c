@@ -8,7 +8,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cluster_ask.h"
@@ -37,6 +39,7 @@ struct asking {
 	struct node *nodes;
 	size_t n;
 	const char *table; /* "schema.table" */
+	const char *cols;  /* the columns asked for: "*" or "\"a\", \"b\"" */
 	int max_rows, timeout_ms;
 	_Atomic size_t next;
 	struct store *st;
@@ -92,14 +95,73 @@ static int read_nodes(struct store *st, struct node **out, size_t *n, char *err,
 	return 0;
 }
 
+/* ---- what to ask for ---------------------------------------------------- */
+
+/* Does word w appear in sql as a word (letters, digits, _ around it
+ * differ), in any case?  Strings and comments count too: a superset. */
+static int has_word(const char *sql, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *p = sql; n && (p = strcasestr(p, w)); p++) {
+		int before = p > sql && (isalnum((unsigned char)p[-1]) ||
+					 p[-1] == '_');
+		int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+
+		if (!before && !after)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The columns of table the query may read, as a select list into out:
+ * those whose names appear in sql, or "*" when sql has a '*' or the
+ * table's columns are not known here.  A live table computes what is
+ * read (python.backtrace's locals are reprs): nothing more is asked of
+ * every rank than the query needs.
+ */
+static void pick_columns(struct store *st, const char *table, const char *sql,
+			 char *out, size_t outlen)
+{
+	struct store_limits lim = {.max_rows = 1000};
+	struct store_result res = {0};
+	const char *dot = strchr(table, '.');
+	char q[400], err[256];
+	size_t len = 0;
+
+	snprintf(out, outlen, "*");
+	if (!dot || strchr(sql, '*'))
+		return;
+	snprintf(q, sizeof(q),
+		 "SELECT name FROM pragma_table_info('%s', '%.*s')", dot + 1,
+		 (int)(dot - table), table);
+	if (store_query(st, q, &lim, &res, err, sizeof(err)) || !res.nrows) {
+		store_result_release(&res);
+		return;
+	}
+	out[0] = '\0';
+	for (size_t i = 0; i < res.nrows; i++) {
+		const char *name = text_of(&res.cells[i]);
+
+		if (*name && has_word(sql, name) &&
+		    len + strlen(name) + 4 < outlen)
+			len += (size_t)snprintf(out + len, outlen - len,
+						"%s\"%s\"", len ? ", " : "", name);
+	}
+	if (!len) /* count(*)-like: one column, the first */
+		snprintf(out, outlen, "\"%s\"", text_of(&res.cells[0]));
+	store_result_release(&res);
+}
+
 /* ---- asking them -------------------------------------------------------- */
 
 static void ask_one(struct asking *a, struct node *nd)
 {
-	char sql[200];
+	char sql[GLOBAL_COLS_TEXT + 200];
 	cJSON *args;
 
-	snprintf(sql, sizeof(sql), "SELECT * FROM %s", a->table);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s", a->cols, a->table);
 	if (nd->self) {
 		struct store_limits lim = {.max_rows = (size_t)a->max_rows,
 					   .timeout_ms = a->timeout_ms,
@@ -417,9 +479,13 @@ int global_prepare(struct store *st, const char *sql, int max_rows,
 		snprintf(tables[k], sizeof(tables[k]), "%s", refs[i].name);
 		snprintf(q->names[k], sizeof(q->names[k]), "probing_global_%lu",
 			 (unsigned long)atomic_fetch_add(&table_id, 1));
+		char cols[GLOBAL_COLS_TEXT];
+
+		pick_columns(st, tables[k], sql, cols, sizeof(cols));
 		struct asking a = {.nodes = nodes,
 				   .n = n,
 				   .table = tables[k],
+				   .cols = cols,
 				   .max_rows = max_rows,
 				   .timeout_ms = timeout_ms,
 				   .st = st};

@@ -9,8 +9,11 @@
  * temporary table of the rows of <schema>.<table> on every node of
  * cluster.nodes, tagged with _rank and _host (the node list's): this
  * agent's own rows read here, the others' asked for at once
- * (probing/query `SELECT * FROM <schema>.<table>`, cluster_ask.h, the
- * query's row cap and time limit each).  The query then runs here over
+ * (probing/query `SELECT <columns> FROM <schema>.<table>`, cluster_ask.h,
+ * the query's row cap and time limit each).  Only the columns whose names
+ * the query mentions are asked for (all of them when it has a '*'): a
+ * live table computes only what is read (python.backtrace's locals are
+ * reprs of the program's objects).  The query then runs here over
  * those tables — joins, groups and orders across ranks, the merge step
  * of `cluster query --merge` without a second query.  The tables are
  * dropped when it ends.
@@ -37,6 +40,7 @@ struct store;
 #define GLOBAL_TABLES_MAX 8   /* distinct global tables in one query */
 #define GLOBAL_NODES_MAX 4096 /* nodes asked at once, at most */
 #define GLOBAL_THREADS 32     /* nodes asked in parallel */
+#define GLOBAL_COLS_TEXT 4096 /* the select list asked for */
 
 struct global_query {
 	char *sql; /* the query with the tables' names in */

@@ -135,3 +135,15 @@ def test_global_schema_outside_a_job_is_this_process(spawn, python):
     assert r.json() == [{"n": 0}], r
     r = probing("query", "SELECT * FROM global.python.nope", target=t.pid)
     assert r.rc == 7 and "global.python.nope: no such table" in r.err, r
+    # Only the columns the query names are asked for (a live table
+    # computes what is read: locals are reprs): the temp table has them.
+    r = probing("query", "-f", "json", "SELECT count(*) AS n, max(lineno) "
+                "> 0 AS ok FROM global.python.backtrace", target=t.pid)
+    assert r.rc == 0 and r.json()[0]["ok"] == 1, r
+    r = probing("query", "-f", "json", "SELECT locals FROM "
+                "global.python.backtrace WHERE func = '<module>'",
+                target=t.pid)
+    assert r.rc == 0 and len(r.json()) == 1, r
+    r = probing("query", "SELECT locals FROM global.python.backtrace g "
+                "WHERE g.depth = 0 AND g.nope = 1", target=t.pid)
+    assert r.rc == 7 and "no such column: g.nope" in r.err, r
