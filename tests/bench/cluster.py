@@ -14,6 +14,8 @@ Measured, each the wall time of the CLI (exec to exit), ROUNDS times:
   backtrace  cluster --nodes FILE backtrace (grouped stacks)
   via -t     cluster query with the node list asked of one agent (-t, its
              cluster.nodes filled by `cluster add`) instead of a file
+  global     query ... FROM global.python.backtrace through that agent
+             (it asks every rank itself), plain and grouped
 Medians and the spread (min, max) are printed as a Markdown table for
 docs/benchmarks.md.  On this machine 2 cores run all N ranks and the CLI.
 
@@ -137,6 +139,13 @@ def main():
                                "FROM result GROUP BY func"]),
             ("backtrace", ["cluster", "--nodes", nodes, "backtrace"]),
             ("query, nodes via -t", ["-t", head, "cluster", "query", sql]),
+            # The same rows through one agent: the global schema.
+            ("global query via -t", ["-t", head, "query", "SELECT _rank, "
+                                     "func FROM global.python.backtrace "
+                                     "WHERE depth <= 2"]),
+            ("global, grouped", ["-t", head, "query", "SELECT func, "
+                                 "count(*) AS n FROM global.python.backtrace"
+                                 " WHERE depth <= 2 GROUP BY func"]),
         ]
         times = {name: [] for name, _ in cases}
         for r in range(a.rounds):
@@ -157,8 +166,9 @@ def main():
         print("|---|---|---|---|")
         for name, _ in cases:
             v = times[name]
-            print("| cluster %s | %.0f | %.0f | %.0f |" % (
-                name, statistics.median(v), min(v), max(v)))
+            print("| %s%s | %.0f | %.0f | %.0f |" % (
+                "" if name.startswith("global") else "cluster ", name,
+                statistics.median(v), min(v), max(v)))
     finally:
         for p in procs:
             p.kill()
