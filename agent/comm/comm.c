@@ -9,7 +9,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm_ddp.h"
 #include "comm_log.h"
@@ -55,14 +54,6 @@ void comm_atfork_child(void)
 }
 
 /* ---- the table --------------------------------------------------------- */
-
-static double mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int read_rec(uint64_t id, struct comm_rec *r)
 {
@@ -122,7 +113,7 @@ static int comm_snapshot(void *ctx, struct livetab_rows *rows, char *err,
 {
 	uint64_t first, end;
 	struct comm_rec r;
-	double now = mono_now();
+	double now = comm_log_clock();
 	int rc = 0;
 
 	(void)ctx;
@@ -267,13 +258,10 @@ static void set_status(void)
 {
 	char text[CONFIG_VALUE_MAX];
 	uint64_t first = 0, end = 0, running = 0;
-	struct comm_rec r;
 
 	if (atomic_load(&log_ready)) {
 		comm_log_span(&log_, &first, &end);
-		for (uint64_t id = first; id < end; id++)
-			running += read_rec(id, &r) == 0 &&
-				   r.state == COMM_RUNNING;
+		running = comm_log_running(&log_);
 	}
 	if (installed)
 		snprintf(text, sizeof(text),

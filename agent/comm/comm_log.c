@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int comm_log_init(struct comm_log *l, size_t cap)
 {
@@ -27,6 +28,7 @@ int comm_log_init(struct comm_log *l, size_t cap)
 		return -ENOMEM;
 	l->cap = c;
 	atomic_init(&l->next, 1);
+	atomic_init(&l->running, 0);
 	l->base = 1;
 	atomic_init(&l->ngroups, 0);
 	return 0;
@@ -43,6 +45,29 @@ void comm_log_release(struct comm_log *l)
 void comm_log_forget(struct comm_log *l)
 {
 	l->base = atomic_load(&l->next);
+	atomic_store(&l->running, 0);
+}
+
+uint64_t comm_log_running(struct comm_log *l)
+{
+	return atomic_load_explicit(&l->running, memory_order_relaxed);
+}
+
+double comm_log_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Writer: a kept record of state from leaves (-1) or enters (+1) the
+ * running count. */
+static void count(struct comm_log *l, int state, int d)
+{
+	if (state == COMM_RUNNING)
+		atomic_fetch_add_explicit(&l->running, (uint64_t)(int64_t)d,
+					  memory_order_relaxed);
 }
 
 static struct comm_slot *slot_of(struct comm_log *l, uint64_t id)
@@ -73,6 +98,9 @@ uint64_t comm_log_begin(struct comm_log *l, const struct comm_rec *r)
 	if (!l->slots)
 		return 0;
 	s = slot_of(l, id);
+	if (s->rec.id >= l->base) /* the record overwritten was kept */
+		count(l, s->rec.state, -1);
+	count(l, r->state, +1);
 	write_open(s);
 	s->rec = *r;
 	s->rec.id = id;
@@ -91,6 +119,8 @@ int comm_log_end(struct comm_log *l, uint64_t id, int state, double t1,
 	s = slot_of(l, id);
 	if (s->rec.id != id) /* overwritten: only the writer writes it */
 		return -ENOENT;
+	count(l, s->rec.state, -1);
+	count(l, state, +1);
 	write_open(s);
 	s->rec.state = state;
 	s->rec.t1 = t1;

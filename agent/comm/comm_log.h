@@ -74,6 +74,7 @@ struct comm_log {
 	struct comm_slot *slots;
 	size_t cap;	       /* a power of two */
 	_Atomic uint64_t next; /* the id the next call gets */
+	_Atomic uint64_t running; /* records kept in state running */
 	uint64_t base;	       /* ids below it are not this process's */
 	struct comm_group groups[COMM_GROUPS_MAX];
 	_Atomic int ngroups;
@@ -99,6 +100,12 @@ uint64_t comm_log_begin(struct comm_log *l, const struct comm_rec *r);
  * or -ENOENT then. */
 int comm_log_end(struct comm_log *l, uint64_t id, int state, double t1,
 		 const char *error);
+
+/* Records kept now in state running (any thread). */
+uint64_t comm_log_running(struct comm_log *l);
+
+/* The clock of t0 and t1: monotonic, in seconds.  Any thread. */
+double comm_log_clock(void);
 
 /* The ids a reader may read now: [*first, *end). */
 void comm_log_span(struct comm_log *l, uint64_t *first, uint64_t *end);

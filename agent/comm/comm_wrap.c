@@ -101,11 +101,12 @@ int comm_wrap_rank(void)
 	return atomic_load(&pub_rank);
 }
 
-static double clock_s(clockid_t c)
+/* Unix seconds, for a record's ts. */
+static double unix_s(void)
 {
 	struct timespec ts;
 
-	clock_gettime(c, &ts);
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -375,12 +376,12 @@ static PyObject *done_cb(PyObject *self, PyObject *fut)
 
 	if (v) {
 		Py_DECREF(v);
-		comm_log_end(log_, id, COMM_DONE, clock_s(CLOCK_MONOTONIC),
+		comm_log_end(log_, id, COMM_DONE, comm_log_clock(),
 			     NULL);
 	} else {
 		exception_text(text, sizeof(text));
 		PyErr_Clear();
-		comm_log_end(log_, id, COMM_FAILED, clock_s(CLOCK_MONOTONIC),
+		comm_log_end(log_, id, COMM_FAILED, comm_log_clock(),
 			     text);
 	}
 	Py_RETURN_NONE;
@@ -421,11 +422,11 @@ static PyObject *work_wait(PyObject *unused, PyObject *args, PyObject *kwargs)
 		pending[i].work = NULL;
 		if (r) {
 			comm_log_end(log_, pending[i].id, COMM_DONE,
-				     clock_s(CLOCK_MONOTONIC), NULL);
+				     comm_log_clock(), NULL);
 		} else {
 			exception_text(text, sizeof(text));
 			comm_log_end(log_, pending[i].id, COMM_FAILED,
-				     clock_s(CLOCK_MONOTONIC), text);
+				     comm_log_clock(), text);
 		}
 		break;
 	}
@@ -541,19 +542,19 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args,
 	a = arg(args, nargs, kwnames, o->peer, o->peer_kw);
 	r.peer = a && PyLong_Check(a) ? (int32_t)PyLong_AsLong(a) : o->peer_def;
 	PyErr_Clear();
-	r.ts = clock_s(CLOCK_REALTIME);
-	r.t0 = clock_s(CLOCK_MONOTONIC);
+	r.ts = unix_s();
+	r.t0 = comm_log_clock();
 	id = comm_log_begin(log_, &r);
 
 	res = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
 	if (!res) {
 		exception_text(r.error, sizeof(r.error));
-		comm_log_end(log_, id, COMM_FAILED, clock_s(CLOCK_MONOTONIC),
+		comm_log_end(log_, id, COMM_FAILED, comm_log_clock(),
 			     r.error);
 	} else if (r.async && res != Py_None) {
 		watch_work(id, res);
 	} else {
-		comm_log_end(log_, id, COMM_DONE, clock_s(CLOCK_MONOTONIC),
+		comm_log_end(log_, id, COMM_DONE, comm_log_clock(),
 			     NULL);
 	}
 	return res;

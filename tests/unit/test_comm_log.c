@@ -90,6 +90,42 @@ static void test_forget_after_fork(void)
 	comm_log_release(&l);
 }
 
+/* The running count follows begins, ends, records overwritten and a
+ * fork's forgetting. */
+static void test_running_count(void)
+{
+	struct comm_log l;
+	struct comm_rec r = rec(0, 1);
+	uint64_t a, b;
+
+	CHECK(comm_log_init(&l, 4) == 0);
+	CHECK(comm_log_running(&l) == 0);
+	a = comm_log_begin(&l, &r);
+	b = comm_log_begin(&l, &r);
+	CHECK(comm_log_running(&l) == 2);
+	CHECK(comm_log_end(&l, a, COMM_DONE, 1, NULL) == 0);
+	CHECK(comm_log_running(&l) == 1);
+	CHECK(comm_log_end(&l, a, COMM_FAILED, 2, NULL) == 0); /* no change */
+	CHECK(comm_log_running(&l) == 1);
+	r.state = COMM_DONE;
+	comm_log_begin(&l, &r);
+	CHECK(comm_log_running(&l) == 1);
+	r.state = COMM_RUNNING;
+	comm_log_begin(&l, &r); /* 4 kept: a, b, and these two */
+	comm_log_begin(&l, &r); /* overwrites a (done) */
+	CHECK(comm_log_running(&l) == 3);
+	comm_log_begin(&l, &r); /* overwrites b (running) */
+	CHECK(comm_log_running(&l) == 3);
+	CHECK(comm_log_end(&l, b, COMM_DONE, 1, NULL) == -ENOENT);
+	CHECK(comm_log_running(&l) == 3);
+	comm_log_forget(&l);
+	CHECK(comm_log_running(&l) == 0);
+	comm_log_begin(&l, &r); /* overwrites a parent's running record */
+	CHECK(comm_log_running(&l) == 1);
+	CHECK(comm_log_clock() > 0);
+	comm_log_release(&l);
+}
+
 static void test_groups(void)
 {
 	static struct comm_log l; /* large: the group table */
@@ -172,4 +208,4 @@ static void test_concurrent_reader(void)
 }
 
 TEST_MAIN(test_begin_end_read, test_wrap_overwrites_oldest,
-	  test_forget_after_fork, test_groups, test_concurrent_reader)
+	  test_forget_after_fork, test_running_count, test_groups, test_concurrent_reader)
