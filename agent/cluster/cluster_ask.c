@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster_intern.h"
 #include "core/fdown.h"
 #include "dap_addr.h"
 #include "dap_frame.h"
@@ -27,20 +28,12 @@ struct conn {
 	double deadline; /* monotonic ms */
 };
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Waits for events on the socket until the deadline: 1 ready, 0 time
  * out, -errno. */
 static int wait_for(struct conn *c, short events)
 {
 	for (;;) {
-		double left = c->deadline - now_ms();
+		double left = c->deadline - cluster_mono_ms();
 		struct pollfd p = {c->sock.fd, events, 0};
 		int rc;
 
@@ -189,7 +182,7 @@ int cluster_ask(const char *addr, const char *token, const char *command,
 
 	*body = NULL;
 	*success = 0;
-	c.deadline = now_ms() + timeout_ms;
+	c.deadline = cluster_mono_ms() + timeout_ms;
 	dap_framer_init(&c.fr, ASK_BODY_MAX);
 	if (init) {
 		cJSON_AddStringToObject(init, "clientID", "probing-agent");

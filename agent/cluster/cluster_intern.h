@@ -1,6 +1,6 @@
 /*
  * cluster_intern: the helpers the files of the cluster support share
- * (private to cluster.c, cluster_nodes.c, cluster_probe.c,
+ * (private to cluster.c, cluster_ask.c, cluster_nodes.c, cluster_probe.c,
  * cluster_store.c): clocks and the cluster.status setting.  No state:
  * each file owns its own.
  */

@@ -12,14 +12,7 @@
 #include <unistd.h>
 
 #include "core/fdown.h"
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#include "cluster_intern.h"
 
 /* Starts a non-blocking connect to p->addr (numeric or resolved). */
 static void probe_start(struct cluster_probe *p)
@@ -56,7 +49,7 @@ void cluster_probe_all(struct cluster_probe *ps, size_t n)
 
 	for (size_t base = 0; base < n; base += CLUSTER_PROBE_BATCH) {
 		size_t m = 0, end = base + CLUSTER_PROBE_BATCH;
-		double deadline = now_ms() + CLUSTER_PROBE_MS;
+		double deadline = cluster_mono_ms() + CLUSTER_PROBE_MS;
 
 		if (end > n)
 			end = n;
@@ -69,7 +62,7 @@ void cluster_probe_all(struct cluster_probe *ps, size_t n)
 			}
 		}
 		while (m > 0) {
-			double left = deadline - now_ms();
+			double left = deadline - cluster_mono_ms();
 			size_t k = 0;
 			int rc;
 
