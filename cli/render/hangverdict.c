@@ -163,40 +163,42 @@ static size_t name_ranks(const struct hv_rank *ranks, const int *roles,
 	return k;
 }
 
-/* Ranks whose newest call failed, grouped by the call: said with the
- * first one's error.  Returns how many. */
+/* The failed call of r that is judged: its call on group pg, or its
+ * newest call when pg is NULL; NULL when that one did not fail. */
+static const struct hv_call *failed_call(const struct hv_rank *r,
+					 const char *pg)
+{
+	const struct hv_call *c;
+
+	if (!r->answered || !r->nlast)
+		return NULL;
+	c = pg ? on_group(r, pg) : &r->last[0];
+	return c && c->failed ? c : NULL;
+}
+
+/* Ranks whose call failed (on group pg, or the newest: failed_call),
+ * those of role R_FAILED only when roles is given, grouped by the call
+ * and said with the first one's error.  Returns how many. */
 static size_t say_failed(const struct hv_rank *ranks, size_t n,
-			 const int *roles, struct out *o)
+			 const int *roles, const char *pg, struct out *o)
 {
 	int64_t *v = malloc((n ? n : 1) * sizeof(*v));
+	char *done = calloc(n ? n : 1, 1);
 	char text[1024];
 	size_t total = 0;
-	char *done = calloc(n ? n : 1, 1);
 
 	for (size_t i = 0; v && done && i < n; i++) {
-		const struct hv_call *c = ranks[i].answered && ranks[i].nlast
-						  ? &ranks[i].last[0]
-						  : NULL;
+		const struct hv_call *c, *d;
 		size_t k = 0;
 
-		if (roles && roles[i] != R_FAILED)
-			continue;
-		if (roles)
-			c = on_group(&ranks[i], c ? c->pg : "");
-		if (!c || !c->failed || done[i])
+		if (done[i] || (roles && roles[i] != R_FAILED) ||
+		    !(c = failed_call(&ranks[i], pg)))
 			continue;
 		for (size_t m = i; m < n; m++) {
-			const struct hv_call *d =
-				ranks[m].answered && ranks[m].nlast
-					? &ranks[m].last[0]
-					: NULL;
-
-			if (roles && roles[m] != R_FAILED)
+			if (done[m] || (roles && roles[m] != R_FAILED) ||
+			    !(d = failed_call(&ranks[m], pg)))
 				continue;
-			if (roles && d)
-				d = on_group(&ranks[m], c->pg);
-			if (d && d->failed && !done[m] &&
-			    !strcmp(d->pg, c->pg) && same_call(d, c) &&
+			if (!strcmp(d->pg, c->pg) && same_call(d, c) &&
 			    !strcmp(d->op, c->op)) {
 				v[k++] = ranks[m].rank;
 				done[m] = 1;
@@ -220,7 +222,7 @@ static void say_none(const struct hv_rank *ranks, size_t n, struct out *o,
 
 	for (size_t i = 0; i < n; i++)
 		any += ranks[i].answered && ranks[i].nlast;
-	if (say_failed(ranks, n, NULL, o))
+	if (say_failed(ranks, n, NULL, NULL, o))
 		v->kind = HV_FAILED;
 	else if (!any)
 		put(o, "no collectives recorded on any rank that answered "
@@ -246,7 +248,7 @@ static void say_others(const struct hv_rank *ranks, size_t n, const int *roles,
 			put(o, "; rank %lld did not answer (%s)",
 			    (long long)ranks[i].rank,
 			    ranks[i].why ? ranks[i].why : "?");
-	say_failed(ranks, n, roles, o);
+	say_failed(ranks, n, roles, f->pg, o);
 	for (size_t i = 0; i < n; i++) {
 		const struct hv_rank *r = &ranks[i];
 		const struct hv_call *c = on_group(r, f->pg);

@@ -172,5 +172,24 @@ static void test_torch_numbers_decide(void)
 	CHECK(v.kind == HV_BEHIND);
 }
 
-TEST_MAIN(test_behind, test_torch_numbers_decide, test_mismatch, test_missing_and_failed,
+/* A rank whose call on the waited-in group failed is named with that
+ * call's error, also when its newest call is on another group. */
+static void test_failed_on_the_focus_group(void)
+{
+	struct hv_rank r[3];
+	struct hv_verdict v;
+
+	ranks(r, 3);
+	call(&r[0], "0", "all_reduce", 7, "running", 5);
+	call(&r[1], "0", "all_reduce", 7, "running", 5);
+	call(&r[2], "1", "barrier", 2, "done", 0); /* newest */
+	call(&r[2], "0", "all_reduce", 7, "failed", 0);
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_FAILED);
+	CHECK(strstr(v.text, "; rank 2: all_reduce #7 on group 0 failed "
+			     "(RuntimeError: reset)"));
+}
+
+TEST_MAIN(test_behind, test_torch_numbers_decide,
+	  test_failed_on_the_focus_group, test_mismatch, test_missing_and_failed,
 	  test_all_wait_and_none, test_groups_and_members)
