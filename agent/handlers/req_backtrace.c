@@ -19,23 +19,36 @@ struct backtrace_args {
 	uint64_t *threads;
 	size_t nthreads;
 	int locals;
-	int native;
+	int native; /* NATIVE_NONE, NATIVE_ALL, NATIVE_MAIN */
 };
+
+enum { NATIVE_NONE = 0, NATIVE_ALL, NATIVE_MAIN };
 
 /* The edge: JSON arguments into typed ones. */
 static int parse_args(struct request *req, struct backtrace_args *a)
 {
 	const cJSON *arr = NULL, *it;
+	const cJSON *native = cJSON_GetObjectItemCaseSensitive(req->args,
+							       "native");
 	char err[128];
 	size_t n = 0;
 
 	a->locals = 0;
-	a->native = 0;
+	a->native = NATIVE_NONE;
 	a->threads = NULL;
 	a->nthreads = 0;
+	/* native: true (every thread) or "main" (the main thread only: one
+	 * signal, not one to each of the program's threads). */
+	if (cJSON_IsString(native) && !strcmp(native->valuestring, "main"))
+		a->native = NATIVE_MAIN;
+	else if (dap_arg_bool(req->args, "native", &a->native, err,
+			      sizeof(err)) < 0) {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "argument 'native' must be true, false or "
+			     "\"main\"");
+		return -EINVAL;
+	}
 	if (dap_arg_bool(req->args, "locals", &a->locals, err, sizeof(err)) <
-		    0 ||
-	    dap_arg_bool(req->args, "native", &a->native, err, sizeof(err)) <
 		    0 ||
 	    dap_arg_array(req->args, "threads", &arr, err, sizeof(err)) < 0) {
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
@@ -190,7 +203,9 @@ static void run_backtrace(struct request *req)
 		t = thread_json(&st.threads[i]);
 		if (!t)
 			break;
-		if (a.native && !pygil_is_own_thread(st.threads[i].native_id))
+		if ((a.native == NATIVE_ALL ||
+		     (a.native == NATIVE_MAIN && st.threads[i].is_main)) &&
+		    !pygil_is_own_thread(st.threads[i].native_id))
 			add_native(t, st.threads[i].native_id, sym);
 		cJSON_AddItemToArray(threads, t);
 	}

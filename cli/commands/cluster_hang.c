@@ -6,7 +6,8 @@
  * gloo or NCCL shows).
  *
  * Two requests to every node at once: a probing/query for the calls, a
- * probing/backtrace with native frames.
+ * probing/backtrace with the main thread's native frames (the only ones
+ * shown: the other threads are not signalled).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,7 +237,7 @@ int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 	fanout_run(nodes, n, "probing/query", args, o->node_timeout_ms, q);
 	cJSON_Delete(args);
 	args = cJSON_CreateObject();
-	cJSON_AddBoolToObject(args, "native", 1);
+	cJSON_AddStringToObject(args, "native", "main"); /* what is shown */
 	fanout_run(nodes, n, "probing/backtrace", args, o->node_timeout_ms, b);
 	cJSON_Delete(args);
 	for (size_t i = 0; i < n; i++) {

@@ -254,3 +254,39 @@ def test_backtrace_text_keeps_a_reprs_lines_off_a_terminal(spawn, python):
             "                  b=2\n"
             "                )\n") in r.out, r.out
     assert "        text = 'one\\ntwo\\tthree'\n" in r.out, r.out
+
+
+def test_native_frames_of_every_thread_or_the_main_one(spawn, python):
+    """probing/backtrace {native}: true gives every thread's native stack,
+    "main" the main thread's only (the others are not signalled); the
+    frames are named (the sleeping system call in libc)."""
+    t = start(spawn, python)
+
+    def backtrace(native):
+        rc, out = dap_bridge(t.pid, [
+            {"seq": 1, "type": "request", "command": "initialize",
+             "arguments": {"adapterID": "probing"}},
+            {"seq": 2, "type": "request", "command": "probing/backtrace",
+             "arguments": {"native": native}}])
+        assert rc == 0, out
+        return [m for m in _parse(out)
+                if m.get("command") == "probing/backtrace"][0]
+
+    every = backtrace(True)
+    assert every["success"], every
+    threads = every["body"]["threads"]
+    assert len(threads) >= 2
+    for th in threads:
+        frames = th.get("nativeFrames")
+        assert frames, th
+        assert all({"func", "object", "offset"} <= set(f) for f in frames)
+    main = [th for th in threads if th["isMain"]][0]
+    assert any("sleep" in f["func"] or "select" in f["func"]
+               for f in main["nativeFrames"][:4]), main["nativeFrames"][:6]
+    only = backtrace("main")
+    assert only["success"], only
+    assert [bool(th.get("nativeFrames")) for th in only["body"]["threads"]] \
+        == [th["isMain"] for th in only["body"]["threads"]], only
+    bad = backtrace("all")
+    assert not bad["success"] and "'native' must be" in bad["message"], bad
+    assert t.alive()
