@@ -16,6 +16,7 @@
 #include "cluster_ask.h"
 #include "core/auth.h"
 #include "core/thread.h"
+#include "jsonsql.h"
 #include "sqlglobal.h"
 #include "store.h"
 
@@ -258,18 +259,18 @@ static int columns(const struct node *nodes, size_t n, const char **names,
 
 static void bind_json(struct store_stmt *s, int i, const cJSON *v)
 {
-	if (cJSON_IsString(v))
-		store_stmt_text(s, i, v->valuestring);
-	else if (cJSON_IsNumber(v) && v->valuedouble >= -9.0e15 &&
-		 v->valuedouble <= 9.0e15 && /* in range before the cast */
-		 v->valuedouble == (double)(int64_t)v->valuedouble)
-		store_stmt_int(s, i, (int64_t)v->valuedouble);
-	else if (cJSON_IsNumber(v))
-		store_stmt_real(s, i, v->valuedouble);
-	else if (cJSON_IsBool(v))
-		store_stmt_int(s, i, cJSON_IsTrue(v));
+	struct jsonsql_value j;
+
+	jsonsql_value(v, &j); /* the rule of cluster query --merge */
+	if (j.kind == JSONSQL_INT)
+		store_stmt_int(s, i, j.i);
+	else if (j.kind == JSONSQL_REAL)
+		store_stmt_real(s, i, j.d);
+	else if (j.kind == JSONSQL_TEXT)
+		store_stmt_text(s, i, j.text);
 	else
 		store_stmt_null(s, i);
+	jsonsql_release(&j);
 }
 
 static void bind_value(struct store_stmt *s, int i, const struct store_value *v)

@@ -4,12 +4,13 @@
 #include "resultdb.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sqlite3.h>
+
+#include "jsonsql.h"
 
 struct resultdb {
 	sqlite3 *db;
@@ -104,28 +105,18 @@ void resultdb_free(struct resultdb *r)
 
 static void bind_json(sqlite3_stmt *st, int i, const cJSON *v)
 {
-	if (!v || cJSON_IsNull(v)) {
+	struct jsonsql_value j;
+
+	jsonsql_value(v, &j);
+	if (j.kind == JSONSQL_INT)
+		sqlite3_bind_int64(st, i, (sqlite3_int64)j.i);
+	else if (j.kind == JSONSQL_REAL)
+		sqlite3_bind_double(st, i, j.d);
+	else if (j.kind == JSONSQL_TEXT)
+		sqlite3_bind_text(st, i, j.text, -1, SQLITE_TRANSIENT);
+	else
 		sqlite3_bind_null(st, i);
-	} else if (cJSON_IsNumber(v)) {
-		double d = v->valuedouble;
-
-		if (d == floor(d) && fabs(d) < 9007199254740992.0)
-			sqlite3_bind_int64(st, i, (sqlite3_int64)d);
-		else
-			sqlite3_bind_double(st, i, d);
-	} else if (cJSON_IsString(v)) {
-		sqlite3_bind_text(st, i, v->valuestring, -1, SQLITE_TRANSIENT);
-	} else if (cJSON_IsBool(v)) {
-		sqlite3_bind_int(st, i, cJSON_IsTrue(v));
-	} else {
-		char *text = cJSON_PrintUnformatted(v);
-
-		if (text)
-			sqlite3_bind_text(st, i, text, -1, SQLITE_TRANSIENT);
-		else
-			sqlite3_bind_null(st, i);
-		free(text);
-	}
+	jsonsql_release(&j);
 }
 
 int resultdb_add(struct resultdb *r, int64_t rank, const char *host,
