@@ -149,7 +149,7 @@ static int show(const cJSON *body, enum cli_format fmt)
 	int truncated = cJSON_IsTrue(
 		cJSON_GetObjectItemCaseSensitive(body, "truncated"));
 	const cJSON *notes, *note;
-	int tty = cli_isatty(stdout), n, rc;
+	int tty = cli_isatty(stdout), n, rc, missing;
 
 	if (!cJSON_IsArray(cols) || !cJSON_IsArray(rows))
 		return cli_error(CLI_EFAIL,
@@ -182,18 +182,13 @@ static int show(const cJSON *body, enum cli_format fmt)
 			  "(--max-rows raises the cap)",
 			  n);
 	/* global.*: ranks that did not answer make the result partial. */
-	if (cJSON_GetArraySize(
-		    cJSON_GetObjectItemCaseSensitive(body, "missingRanks")) > 0)
-		return cli_error(
-			CLI_EPARTIAL,
-			"the result is partial: %d rank%s did not "
-			"answer (notes above)",
-			cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-				body, "missingRanks")),
-			cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-				body, "missingRanks")) == 1
-				? ""
-				: "s");
+	missing = cJSON_GetArraySize(
+		cJSON_GetObjectItemCaseSensitive(body, "missingRanks"));
+	if (missing > 0)
+		return cli_error(CLI_EPARTIAL,
+				 "the result is partial: %d rank%s did not "
+				 "answer (notes above)",
+				 missing, missing == 1 ? "" : "s");
 	return CLI_OK;
 }
 
