@@ -38,6 +38,8 @@ def load_batch(step, rank, args):
 def one_round(step, rank, world, args):
     x = load_batch(step, rank, args)
     faulty = rank == args.fault_rank and step == args.fault_round
+    while faulty and args.fault_when and not os.path.exists(args.fault_when):
+        time.sleep(0.05)  # the fault when someone says so
     if faulty and args.fault == "die":
         os._exit(3)
     if faulty and args.fault == "mismatch":
@@ -64,6 +66,8 @@ def main():
     p.add_argument("--fault", choices=["mismatch", "late", "die"])
     p.add_argument("--fault-rank", type=int, default=3)
     p.add_argument("--fault-round", type=int, default=2)
+    p.add_argument("--fault-when", metavar="FILE",
+                   help="the faulty rank goes wrong once FILE exists")
     p.add_argument("--linger", type=float, default=600,
                    help="seconds to stay alive after the rounds")
     args = p.parse_args()

@@ -38,15 +38,23 @@ def rows(pid, sql):
     return r.json()
 
 
-def hang_verdict(job, kind):
-    """cluster hang once the job is stuck the way `kind` says."""
+def hang_verdict(job, kind, waiting):
+    """cluster hang once the job is stuck the way `kind` says, with
+    `waiting` ranks in a call: until the last of them has entered it, the
+    verdict says (rightly) that one has not reached it yet."""
     last = {}
 
     def stuck():
         r = probing("cluster", "hang", "-f", "json", target=job.pids[0])
         last["r"] = r
-        return r.out.strip().startswith("{") and r.json()["kind"] == kind
-    wait_for(stuck, 60, "cluster hang says %s: %s" % (kind, last.get("r")))
+        if not r.out.strip().startswith("{"):
+            return False
+        d = r.json()
+        running = sum(1 for x in d["ranks"] if x["last"] and
+                      x["last"][0]["state"] == "running")
+        return d["kind"] == kind and running == waiting
+    wait_for(stuck, 60, "cluster hang says %s with %d waiting: %s"
+             % (kind, waiting, last.get("r")))
     return last["r"]
 
 
@@ -112,7 +120,7 @@ def test_late_rank(tmp_path):
                 str(FAULT_ROUND))
     try:
         seq = FAULT_ROUND * CALLS_PER_ROUND + 1
-        r = hang_verdict(job, "behind")
+        r = hang_verdict(job, "behind", 3)
         v = r.json()["verdict"]
         assert v.startswith("ranks 0-2 wait in all_reduce #%d on group 0 "
                             "(for " % seq), v
@@ -155,7 +163,7 @@ def test_mismatched_collectives(tmp_path):
                 str(FAULT_ROUND))
     try:
         seq = FAULT_ROUND * CALLS_PER_ROUND + 1
-        r = hang_verdict(job, "mismatch")
+        r = hang_verdict(job, "mismatch", 4)
         assert r.json()["verdict"] == (
             "rank 3 is in broadcast #%d on group 0 while ranks 0-2 are in "
             "all_reduce #%d: mismatched collectives" % (seq, seq)), r
@@ -167,9 +175,13 @@ def test_mismatched_collectives(tmp_path):
 
 
 def test_dead_rank(tmp_path):
+    # Rank 3 dies once every rank is registered (a rank that died before
+    # its agent registered would not be in the node list at all).
+    go = os.path.join(str(tmp_path), "die-now")
     job = start(tmp_path, "--fault", "die", "--fault-round",
-                str(FAULT_ROUND))
+                str(FAULT_ROUND), "--fault-when", go)
     try:
+        open(go, "w").close()
         seq = FAULT_ROUND * CALLS_PER_ROUND + 1
         last = {}
 
@@ -213,7 +225,7 @@ def test_ddp_allreduces_and_the_verdict(tmp_path):
     job = tc.Job(str(tmp_path), "--hang-rank", "2", "--hang-step", "3")
     try:
         job.wait_ranks()
-        r = hang_verdict(job, "behind")
+        r = hang_verdict(job, "behind", 3)
         v = r.json()["verdict"]
         assert v.startswith("ranks 0-1,3 wait in all_reduce #4 on group 0"
                             ) or v.startswith("ranks 0,1,3 wait in "
