@@ -154,8 +154,9 @@ struct cpython_read_ops {
 	 * Lists the thread states of every interpreter, newest first
 	 * within each (the order of PyThreadState_Next).  Fills at most
 	 * max; *n is the number filled.  0, -ENOENT when Python is not
-	 * initialised, or -EFAULT when a list could not be read (*n then
-	 * counts what was read).
+	 * initialised, or -EFAULT when a list could not be read in a few
+	 * tries (a list seen changing is read again; *n then counts what
+	 * the last try read).
 	 */
 	int (*threads)(struct cpython_thread *out, size_t max, size_t *n,
 		       char *err, size_t errlen);

@@ -132,8 +132,13 @@ int pyframes_threads(struct cpython_thread *out, size_t max, size_t *n,
 {
 	size_t ni;
 	uintptr_t first;
+	int rc = -EFAULT;
 
-	return list_threads(out, max, n, &ni, &first, err, errlen);
+	/* A thread state being linked in shows as a broken link for a
+	 * moment (CPython sets next->prev before the head): read again. */
+	for (int i = 0; i < LIST_TRIES && rc == -EFAULT; i++)
+		rc = list_threads(out, max, n, &ni, &first, err, errlen);
+	return rc;
 }
 
 /* Is ts one of the thread states of some interpreter now? */

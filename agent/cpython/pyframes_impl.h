@@ -148,6 +148,7 @@ typedef struct {
 #endif
 #define GATHER_MAX 512 /* iovecs per process_vm_readv (IOV_MAX 1024) */
 #define LIST_CACHE_MAX 48 /* thread states checked in one read */
+#define LIST_TRIES 4	  /* reads of a thread list seen changing */
 
 /* pyframes_walk_raw's copies (pyframes_walk.c, pyframes_fo.c) and
  * pyframes_threads_fast's list (pyframes.c): one per thread that walks,

@@ -163,12 +163,7 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 	if (!ts || !fr)
 		goto nomem;
 	/* A list that keeps changing gives what could be read of it. */
-	for (int i = 0; i < WALK_TRIES; i++) {
-		rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL,
-					  0);
-		if (rc != -EFAULT)
-			break;
-	}
+	rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL, 0);
 	if (rc == -ENOENT) {
 		errbuf_set(err, errlen, "Python is not initialised");
 		free(ts);

@@ -264,7 +264,11 @@ def run_one(i, rnd, tmp):
         except subprocess.TimeoutExpired:
             return "%s: backtrace hung" % what
         if r.returncode != 0 or "MainThread" not in r.stdout:
-            return "%s: backtrace rc=%d: %s" % (what, r.returncode, r.stderr.strip())
+            time.sleep(0.5)
+            return "%s: backtrace rc=%d: %s\ntarget %s: %s" % (
+                what, r.returncode, r.stderr.strip(),
+                "alive" if p.poll() is None else "exited %s" % p.returncode,
+                text()[-1500:])
         deadline = time.time() + 60
         while not re.search(r"^(OK|BAD.*)$", text(), re.M):
             if p.poll() is not None:
