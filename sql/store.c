@@ -8,10 +8,11 @@
  * call at a time.
  */
 #include "store.h"
-#include "livetab.h"
 #include "errbuf.h"
+#include "livetab.h"
 #include "sqlfuncs.h"
 #include "sqlhint.h"
+#include "store_intern.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -453,6 +454,27 @@ int store_catalog_add(struct store *st, const char *schema, const char *name,
 	rc = catalog_add_locked(st, schema, name, kind, doc, NULL, 0);
 	sqlite3_mutex_leave(mu);
 	return rc;
+}
+
+sqlite3 *store_sqlite(struct store *st)
+{
+	return st->db;
+}
+
+int store_lock(struct store *st)
+{
+	int saved;
+
+	sqlite3_mutex_enter(sqlite3_db_mutex(st->db));
+	saved = st->q.restricted;
+	st->q.restricted = 0;
+	return saved;
+}
+
+void store_unlock(struct store *st, int saved)
+{
+	st->q.restricted = saved;
+	sqlite3_mutex_leave(sqlite3_db_mutex(st->db));
 }
 
 const char *store_type_name(enum store_type t)

@@ -29,6 +29,7 @@
 #include "memory/memory.h"
 #include "profiler/sampler.h"
 #include "python/pygil.h"
+#include "record.h"
 #include "server/server.h"
 #include "server/server_sock.h"
 #include "server/worker.h"
@@ -140,6 +141,11 @@ static int start_torch(char *err, size_t errlen)
 	return rc ? rc : comm_init(store, err, errlen);
 }
 
+static int start_record(char *err, size_t errlen)
+{
+	return record_start(store, err, errlen);
+}
+
 static int start_sampler(char *err, size_t errlen)
 {
 	return sampler_init(store, err, errlen);
@@ -208,6 +214,8 @@ static const struct subsystem {
 	{"debugger", start_debugger, NULL, debugger_atfork_child, 0},
 	{"store", start_store, NULL, fork_store, 0},
 	{"torch", start_torch, NULL, comm_atfork_child, 0},
+	/* before the sampler: it stops after it, with the last samples */
+	{"record", start_record, record_stop, record_atfork_child, AT_EXIT},
 	{"gil", pygil_start, pygil_stop, pygil_atfork_child, AT_EXIT},
 	/* after the GIL threads: it stops first, its recorder may use them */
 	{"sampler", start_sampler, sampler_shutdown, sampler_atfork_child,

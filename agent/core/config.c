@@ -16,6 +16,7 @@
 #include "dap_addr.h"
 #include "forensics/crash.h"
 #include "forensics/hang.h"
+#include "record.h"
 #include "server/server.h"
 #include "torch/watch.h"
 
@@ -155,6 +156,25 @@ static struct setting settings[] = {
 	 "rows kept in process.memory (oldest go first)", "", 0, 0},
 	{"memory.budget_ms", K_INT, "2000", 10, 60000,
 	 "time the memory request may hold the GIL to walk objects", "", 0, 0},
+	{"data.dir", K_TEXT, "auto", 0, 0,
+	 "where recorded tables are kept on disk, one directory per process: "
+	 "auto ($XDG_STATE_HOME/probing or ~/.local/state/probing), an "
+	 "absolute path, or off (memory only)",
+	 "", 0, 0},
+	{"data.flush_ms", K_INT, "1000", 100, 60000,
+	 "copy what the recorded tables gained to disk this often", "", 0, 0},
+	{"data.status", K_INFO, "", 0, 0,
+	 "the recording on disk: where, how big, or why there is none", "", 0,
+	 0},
+	{"retention.days", K_INT, "7", 0, 36500,
+	 "recorded rows older than this go, and recordings of processes "
+	 "that ended longer ago (0: no bound)",
+	 "", 0, 0},
+	{"retention.max_mb", K_INT, "1024", 0, 16777216,
+	 "megabytes all recordings under data.dir may take: the oldest "
+	 "ended ones go first, then the running ones' oldest rows (0: no "
+	 "bound)",
+	 "", 0, 0},
 	{"crash.enabled", K_BOOL, "off", 0, 0,
 	 "on a fatal signal or an uncaught exception, write every thread's "
 	 "stack to a report file and stderr (PROBING_CRASH=1)",
@@ -180,6 +200,7 @@ static const struct {
 	check_fn check;
 } checks[] = {
 	{"torch.watch", watch_canon},
+	{"data.dir", record_dir_canon},
 	{"crash.path", crash_path_canon},
 	{"hang.timeout", hang_timeout_canon},
 	{"cluster.listen_host", cluster_listen_host_canon},

@@ -28,6 +28,16 @@ SITE = os.path.join(USERBASE, "lib", "python3.11", "site-packages")  # /usr/bin/
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
+# Every agent the tests start records to disk (data.dir): into this
+# session's own directory, not the user's ~/.local/state/probing.  Tests of
+# the recording itself give a directory of their own.
+if "PROBING_DATA_DIR" not in os.environ:
+    import atexit
+    import tempfile
+    DATA_DIR = tempfile.mkdtemp(prefix="probing-e2e-data-")
+    os.environ["PROBING_DATA_DIR"] = DATA_DIR
+    atexit.register(shutil.rmtree, DATA_DIR, True)
+
 # The ASan build's runtime is preloaded into targets.  GCC 12's libasan
 # does not hold its allocator's lock across fork(): a forked child of a
 # multi-threaded target may find it taken by a thread it does not have,

@@ -1,0 +1,146 @@
+/*
+ * rundir: see rundir.h.
+ */
+#include "rundir.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int rundir_root(const char *setting, char *out, size_t outlen)
+{
+	const char *base;
+	int n;
+
+	if (setting && !strcmp(setting, "off"))
+		return -ENOENT;
+	if (setting && *setting && strcmp(setting, "auto")) {
+		if (setting[0] != '/')
+			return -EINVAL;
+		n = snprintf(out, outlen, "%s", setting);
+	} else if ((base = getenv("XDG_STATE_HOME")) && base[0] == '/') {
+		n = snprintf(out, outlen, "%s/probing", base);
+	} else if ((base = getenv("HOME")) && base[0] == '/') {
+		n = snprintf(out, outlen, "%s/.local/state/probing",
+			     strcmp(base, "/") ? base : "");
+	} else {
+		return -EINVAL;
+	}
+	if (n < 0 || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	/* No trailing slashes: names are joined with one. */
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = 0;
+	return 0;
+}
+
+/* The system's boot time, seconds since the epoch. */
+static int boot_time(double *out)
+{
+	char line[256];
+	FILE *f = fopen("/proc/stat", "re");
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "btime ", 6)) {
+			*out = strtod(line + 6, NULL);
+			rc = 0;
+			break;
+		}
+	fclose(f);
+	return rc;
+}
+
+int rundir_proc_start(int pid, double *epoch)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ticks = 0;
+	double boot = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	size_t n;
+	FILE *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* After the command's closing parenthesis: state is field 3,
+	 * starttime field 22. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	p++;
+	for (int field = 3; field <= 22 && p; field++) {
+		while (*p == ' ')
+			p++;
+		if (field == 22) {
+			ticks = strtoull(p, NULL, 10);
+			break;
+		}
+		p = strchr(p, ' ');
+	}
+	if (!p || hz <= 0)
+		return -EIO;
+	if ((rc = boot_time(&boot)))
+		return rc;
+	*epoch = boot + (double)ticks / (double)hz;
+	return 0;
+}
+
+int rundir_name(char *out, size_t outlen, const char *host, int pid,
+		double start)
+{
+	char h[64], when[32];
+	time_t t = (time_t)floor(start);
+	struct tm tm;
+	size_t i;
+	int n;
+
+	for (i = 0; host[i] && i + 1 < sizeof(h); i++) {
+		unsigned char c = (unsigned char)host[i];
+
+		h[i] = c == '/' || c <= ' ' || c >= 0x7f ? '_' : (char)c;
+	}
+	h[i] = 0;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y%m%dT%H%M%S", &tm);
+	n = snprintf(out, outlen, "%s-%d-%s", h[0] ? h : "_", pid, when);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+void rundir_job_name(char *out, size_t outlen, const char *id)
+{
+	size_t n = (size_t)snprintf(out, outlen, "job-");
+
+	for (; *id && n + 1 < outlen; id++) {
+		char c = *id;
+
+		out[n++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+					   (c >= '0' && c <= '9') || c == '.' ||
+					   c == '_' || c == '-'
+				   ? c
+				   : '_';
+	}
+	if (n < outlen)
+		out[n] = 0;
+}
+
+int rundir_alive(int pid, double start)
+{
+	double now;
+
+	if (pid <= 0 || rundir_proc_start(pid, &now))
+		return 0;
+	/* /proc's clock ticks against a start kept to the second. */
+	return fabs(now - start) < 1.5;
+}

@@ -1,0 +1,111 @@
+/*
+ * recording: the recorded tables of a store, kept on disk as well, so
+ * that they can be read after the process is gone.
+ *
+ * A recording is a directory holding one SQLite file per schema
+ * (python.db, process.db, profile.db): a reader attaches each under its
+ * schema's name, and the SQL that ran against the live agent runs against
+ * the recording unchanged.  The store stays what it was (in memory, live
+ * tables and all); recording_flush() copies into the files what the
+ * recorded tables gained since the last flush:
+ *
+ *   - rows added (rowids past the last one copied), in chunks, and
+ *   - rows changed in place (an UPDATE, or an INSERT OR REPLACE of an
+ *     interned id), which an update hook on the store notes by rowid.
+ *
+ * Rows the store trims (its own bounds) stay on disk: the disk's bounds
+ * are recording_trim()'s.  Tables are those listed in probing.tables as
+ * "recorded" in schemas python, process and profile, looked up at every
+ * flush; feeds (recording_add_feed) add tables that are not in the store.
+ *
+ * The files are open only during a flush or a trim (WAL mode,
+ * synchronous=NORMAL): between them the process holds no descriptor of
+ * ours that the program could close and reuse.  Reading the store holds
+ * its mutex for one chunk at a time; writing the files holds nothing of
+ * the store's, so queries never wait on the disk.
+ *
+ * Threads: recording_flush, recording_trim, recording_add_feed and
+ * recording_close on one thread at a time (the agent's recording thread);
+ * the update hook runs on whichever thread writes the store.
+ */
+#ifndef RECORDING_H
+#define RECORDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+struct recording;
+struct sqlite3_stmt;
+
+#define RECORDING_TABLES_MAX 32
+#define RECORDING_FEEDS_MAX 4
+
+/*
+ * Starts recording st into dir, which must exist and be writable (its
+ * files are made at the first flush).  Installs the update hook on st.
+ * 0 with *out, or -ENOMEM / -EINVAL (dir too long) with err.
+ */
+int recording_open(struct store *st, const char *dir, struct recording **out,
+		   char *err, size_t errlen);
+
+/* Removes the hook and frees r (the files stay).  NULL is a no-op. */
+void recording_close(struct recording *r);
+
+/*
+ * Copies what is new, at most max_rows rows per table (the rest next
+ * time).  0, or an error with err: STORE_ESQL (SQLite's word, e.g. the
+ * disk is full: SQLITE_FULL) or -errno.  After an error the files hold
+ * the flushes before it, whole; the caller decides whether to go on.
+ */
+int recording_flush(struct recording *r, size_t max_rows, char *err,
+		    size_t errlen);
+
+/*
+ * A table kept on disk whose rows come from a function rather than the
+ * store (python.comm_collective: a ring in C).  At each flush, write()
+ * is called with an open insert statement ("INSERT OR REPLACE INTO
+ * schema.name VALUES (?, ...)", one parameter per column): it binds and
+ * steps it once per row (sqlite3_bind_*, recording_feed_row) and
+ * returns the rows written, or -1 to stop the flush.  columns is the
+ * CREATE TABLE column list; the first column should be an INTEGER
+ * PRIMARY KEY when rows are written again as they change.
+ */
+struct recording_feed {
+	const char *schema, *name, *columns;
+	int (*write)(void *ctx, struct recording *r, struct sqlite3_stmt *ins);
+	int (*pending)(void *ctx); /* rows to write?  NULL: always asked */
+	void *ctx;
+};
+
+/* 0, or -ENOSPC (RECORDING_FEEDS_MAX). The feed must outlive r. */
+int recording_add_feed(struct recording *r, const struct recording_feed *f);
+
+/* Steps ins (bound by a feed's write) and resets it.  0 or -1. */
+int recording_feed_row(struct recording *r, struct sqlite3_stmt *ins);
+
+/*
+ * Disk bounds: deletes rows whose ts is before not_before (0: none), then,
+ * while the files hold more than max_bytes (0: no bound), the oldest 10%
+ * of each table with a ts column, and gives the space back.  *bytes is
+ * the size after.  0, or STORE_ESQL / -errno with err.
+ */
+int recording_trim(struct recording *r, double not_before, uint64_t max_bytes,
+		   uint64_t *bytes, char *err, size_t errlen);
+
+struct recording_stats {
+	uint64_t rows;	  /* rows written (added or changed) */
+	uint64_t flushes; /* flushes that wrote something */
+	uint64_t lost;	  /* changed rows not tracked (too many) */
+	uint64_t trimmed; /* rows removed by recording_trim */
+	double last_ms;	  /* time the last flush took */
+	int tables;	  /* tables recorded */
+};
+
+void recording_stats(const struct recording *r, struct recording_stats *out);
+
+/* The file of schema in dir ("<dir>/<schema>.db"); -ENAMETOOLONG. */
+int recording_file(const char *dir, const char *schema, char *out,
+		   size_t outlen);
+
+#endif
