@@ -27,6 +27,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/record.h"
 #include "cpython/cpython.h"
 #include "crash_report.h"
 #include "python/pygil.h"
@@ -326,6 +327,8 @@ static void dump(int sig, siginfo_t *si, void *uc, long tid)
 	crash_out_fd(&out, 2);
 	crash_out_str(&out, "\n");
 	crash_report_head(&out, "crash", reason);
+	if (record_dir()[0])
+		crash_report_key(&out, "recording", record_dir());
 	crash_report_key_int(&out, "signal", sig);
 	crash_report_key_int(&out, "thread", tid);
 	crash_report_body(&out);
@@ -335,6 +338,7 @@ static void dump(int sig, siginfo_t *si, void *uc, long tid)
 	if (fd >= 0)
 		close(fd);
 	tell("crash", fd, path);
+	record_end_signal(sig, fd >= 0 ? path : NULL);
 }
 
 static int fatal_index(int sig)
@@ -668,12 +672,15 @@ static void exception_report(PyObject *type, PyObject *value, PyObject *tb)
 		crash_out_init(&out);
 		crash_out_fd(&out, fd);
 		crash_report_head(&out, "exception", reason);
+		if (record_dir()[0])
+			crash_report_key(&out, "recording", record_dir());
 		crash_report_key(&out, "exception", tname);
 		crash_report_key_int(&out, "thread", tid);
 		crash_report_body(&out);
 		write_threads(&out, tid, "exception", 1, tb_part, tb);
 		crash_report_end(&out);
 		close(fd);
+		record_end_report(path);
 	} else {
 		snprintf(path, sizeof(path), "%s",
 			 report_dir[0] ? report_dir : ".");

@@ -18,6 +18,7 @@
 #include "core/config.h"
 #include "core/fdown.h"
 #include "core/log.h"
+#include "core/record.h"
 #include "core/thread.h"
 #include "cpython/cpython.h"
 #include "crash.h"
@@ -194,6 +195,8 @@ static size_t write_report(const struct pystack *ps,
 		 "the main thread's Python stack has not changed for %s%.1f s",
 		 W.changed ? "" : "at least ", (double)stuck_ms / 1000);
 	crash_report_head(&o, "hang", reason);
+	if (record_dir()[0])
+		crash_report_key(&o, "recording", record_dir());
 	crash_time_format(
 		(int64_t)W.hang_started,
 		(int)((W.hang_started - (double)(int64_t)W.hang_started) *
