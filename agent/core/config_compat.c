@@ -75,12 +75,14 @@ static int set_max_memory(const char *value, int apply, char *err,
 	}
 	snprintf(bytes, sizeof(bytes), "%lld", n);
 	snprintf(mb, sizeof(mb), "%lld", (n + 1048575) / 1048576);
-	/* Both checked before either is set. */
+	/* All checked before any is set. */
 	if ((rc = config_check("profile.retention_bytes", bytes, err,
 			       errlen)) ||
-	    (rc = config_check("torch.max_mb", mb, err, errlen)) || !apply)
+	    (rc = config_check("torch.max_mb", mb, err, errlen)) ||
+	    (rc = config_check("retention.max_mb", mb, err, errlen)) || !apply)
 		return rc;
-	if ((rc = config_set("profile.retention_bytes", bytes, err, errlen)))
+	if ((rc = config_set("profile.retention_bytes", bytes, err, errlen)) ||
+	    (rc = config_set("retention.max_mb", mb, err, errlen)))
 		return rc;
 	return config_set("torch.max_mb", mb, err, errlen);
 }
@@ -181,12 +183,6 @@ int config_compat_env(char *err, size_t errlen)
 			;
 		if (k < n)
 			continue;
-		if (!strcmp(name, "PROBING_RETENTION_DAYS")) {
-			log_warn("PROBING_RETENTION_DAYS is ignored: recorded "
-				 "data lives in this process's memory, bounded "
-				 "by size (probing.max_memory)");
-			continue;
-		}
 		/* Compared after "PROBING_": the common start is no likeness. */
 		for (k = 0; k < n; k++)
 			tails[k] = names[k] + 8;

@@ -9,9 +9,11 @@
  *   probing.sample_rate=F  (0 < F <= 1, the share of steps traced)
  *                          torch.step_rate = round(1 / F)
  *   probing.max_memory=N   (bytes, or with a unit: 512MB, 1GB, 1GiB)
- *                          profile.retention_bytes = N and
- *                          torch.max_mb = N in MiB (the recorded tables'
- *                          caps)
+ *                          profile.retention_bytes = N, and
+ *                          torch.max_mb and retention.max_mb = N in MiB
+ *                          (the recorded tables' caps, in memory and on
+ *                          disk)
+ *   PROBING_RETENTION_DAYS is retention.days's own name.
  *
  * Environment variables named PROBING_* (of the environment the agent was
  * loaded into: env.h) that are neither settings nor

@@ -143,6 +143,7 @@ def test_the_originals_settings_map_to_ours(spawn, python):
     s = settings_of(t.pid)
     assert s["torch.step_rate"] == "20", s
     assert s["profile.retention_bytes"] == "1000000000" and s["torch.max_mb"] == "954", s
+    assert s["retention.max_mb"] == "954", s
     # Bad values say what the name means here; all or nothing.
     r = run(pid, "config", "probing.sample_rate=0.5", "probing.max_memory=lots")
     assert r.rc == 1 and "is not a size" in r.err, r
@@ -158,19 +159,21 @@ def test_the_originals_settings_map_to_ours(spawn, python):
 
 
 def test_unknown_probing_variables_are_said_once(spawn, python):
-    t = spawn(python, IDLE, env={"PROBING_RETENTION_DAYS": "7",
+    t = spawn(python, IDLE, env={"PROBING_RETENTION_DAYS": "3",
                                  "PROBING_QUERY_MAX_ROW": "5",
                                  "PROBING_FROBNICATE": "1"})
     t.wait_line("READY")
     t.wait_agent()
     out = t.output()
     lines = [l for l in out.splitlines() if l.startswith("[probing")]
-    assert len(lines) == 3, out
+    assert len(lines) == 2, out
     assert "PROBING_QUERY_MAX_ROW is not a Probing setting (ignored); " \
         "did you mean PROBING_QUERY_MAX_ROWS?" in out, out
     assert "PROBING_FROBNICATE is not a Probing setting" in out and \
         "did you mean" not in [l for l in lines if "FROBNICATE" in l][0], out
-    assert "PROBING_RETENTION_DAYS is ignored" in out, out
+    # The original's PROBING_RETENTION_DAYS is a setting's own name.
+    assert "RETENTION_DAYS" not in out, out
+    assert settings_of(t.pid)["retention.days"] == "3"
 
 
 def test_sql_says_it_is_sqlite_and_hints_the_fix(spawn, python):

@@ -1,0 +1,206 @@
+"""The recording on disk (data.dir): recorded tables copied to one SQLite
+file per schema in a directory per process, read here as a reader would
+(Python's sqlite3) — after SIGKILL, after a crash, on a full disk, on a
+directory that cannot be written — and the retention of other runs.
+"""
+import glob
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from conftest import probing, wait_for
+
+WORK = """
+import os, time
+print("pid", os.getpid(), flush=True)
+x = 0
+while True:
+    for i in range(20000):
+        x += i
+    time.sleep(0.005)
+"""
+
+
+def rec_env(data, **extra):
+    e = {"PROBING_DATA_DIR": str(data), "PROBING_DATA_FLUSH_MS": "200",
+         "PROBING_MEMORY_INTERVAL_MS": "100"}
+    e.update(extra)
+    return e
+
+
+def run_dirs(data):
+    return sorted(os.path.dirname(p) for p in glob.glob(str(data / "*" / "run.json")))
+
+
+def disk(run, schema, sql):
+    """Rows of sql on one file of the recording, opened read-only."""
+    db = sqlite3.connect("file:%s/%s.db?mode=ro" % (run, schema), uri=True)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def disk_tables(run, schema):
+    if not os.path.exists("%s/%s.db" % (run, schema)):
+        return []
+    return [r[0] for r in disk(run, schema,
+                               "SELECT name FROM sqlite_master WHERE type = 'table'")]
+
+
+def test_sigkill_mid_run_leaves_what_was_recorded(spawn, python, tmp_path):
+    data = tmp_path / "data"
+    t = spawn(python, WORK, env=rec_env(data))
+    t.wait_agent()
+    r = probing("perf", "--start", "--hz", "200", target=t.pid)
+    assert r.rc == 0, r
+    # Samples and memory rows reach the disk while it runs.
+    def recorded():
+        runs = run_dirs(data)
+        return (len(runs) == 1 and "samples" in disk_tables(runs[0], "profile")
+                and disk(runs[0], "profile", "SELECT count(*) FROM samples")[0][0] > 20
+                and disk(runs[0], "process", "SELECT count(*) FROM memory")[0][0] > 5)
+    wait_for(recorded, 30, "samples and memory rows on disk")
+    time.sleep(1.0)
+    killed_at = time.time()
+    t.proc.send_signal(signal.SIGKILL)
+    t.proc.wait()
+    run = run_dirs(data)[0]
+    meta = json.load(open(run + "/run.json"))
+    assert meta["pid"] == t.pid and os.path.basename(run).split("-")[-2] == str(t.pid)
+    assert "python" in meta["command"] and abs(meta["start"] - killed_at) < 120
+    assert not os.path.exists(run + "/end.json")  # SIGKILL: no word
+    # Up to the kill: the last rows are at most a flush and a sample old.
+    last_mem = disk(run, "process", "SELECT max(ts) FROM memory")[0][0]
+    last_sample = disk(run, "profile", "SELECT max(ts) FROM samples")[0][0]
+    assert killed_at - last_mem < 1.5, (killed_at, last_mem)
+    assert killed_at - last_sample < 2.5, (killed_at, last_sample)
+    # The samples' stacks and frames came along: the program's own
+    # function is in them.
+    funcs = disk(run, "profile",
+                 "SELECT DISTINCT f.func FROM samples s JOIN stacks k "
+                 "ON k.stack_id = s.stack_id JOIN frames f ON f.frame_id = k.frame_id")
+    assert ("<module>",) in funcs, funcs
+    # Live tables are not in a recording.
+    assert "backtrace" not in disk_tables(run, "python")
+
+
+def test_end_says_how_the_process_ended(spawn, python, tmp_path):
+    data = tmp_path / "data"
+    t = spawn(python, "import sys, time; time.sleep(0.5); sys.exit(3)\n",
+              env=rec_env(data))
+    assert t.proc.wait(timeout=60) == 3
+    run = run_dirs(data)[0]
+    end = json.load(open(run + "/end.json"))
+    assert end["how"] == "exit" and end["code"] == 3
+    assert abs(end["end"] - time.time()) < 60
+
+
+def test_crash_report_names_its_recording(spawn, python, tmp_path):
+    data = tmp_path / "data"
+    code = "import ctypes, time\ntime.sleep(0.6)\nctypes.string_at(0)\n"
+    t = spawn(python, code, env=rec_env(data, PROBING_CRASH="1"))
+    assert t.proc.wait(timeout=60) == -signal.SIGSEGV
+    run = run_dirs(data)[0]
+    report = glob.glob(str(tmp_path / ("probing-crash-%d-*.txt" % t.pid)))
+    assert len(report) == 1
+    assert ("recording: %s\n" % run) in open(report[0]).read()
+    end = json.load(open(run + "/end.json"))
+    assert end == {"end": end["end"], "how": "signal", "signal": 11,
+                   "report": report[0]}
+    # What was recorded before the crash is there.
+    assert disk(run, "process", "SELECT count(*) FROM memory")[0][0] >= 2
+
+
+def test_unwritable_directory_is_memory_only(spawn, python, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    t = spawn(python, WORK, env=rec_env(blocker / "data"))
+    t.wait_agent()
+    r = probing("config", "data.status", target=t.pid)
+    assert r.rc == 0 and "memory only" in r.out, r
+    # The store goes on: memory rows are queryable.
+    wait_for(lambda: probing("query", "SELECT count(*) FROM process.memory",
+                             target=t.pid).out.split()[-1] not in ("0", ""),
+             20, "memory rows")
+    out = t.output()
+    assert out.count("not recording to disk") == 1, out
+    assert t.proc.poll() is None
+
+
+def test_full_disk_stops_recording_and_the_program_goes_on(spawn, python,
+                                                           tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs",
+                        str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root): " + r.stderr.strip())
+    try:
+        code = """
+import os, time
+print("pid", os.getpid(), flush=True)
+total = 0
+for k in range(400):
+    total += sum(range(5000))
+    time.sleep(0.01)
+print("OK", total == 400 * sum(range(5000)), flush=True)
+time.sleep(60)
+"""
+        t = spawn(python, code, env=rec_env(mnt, PROBING_MEMORY_INTERVAL_MS="10"))
+        t.wait_agent()
+        probing("perf", "--start", "--hz", "1000", target=t.pid)
+        t.wait_line("OK", 60)
+        wait_for(lambda: "memory only" in probing("config", "data.status",
+                                                  target=t.pid).out,
+                 60, "the recording to stop on the full disk")
+        out = t.output()
+        assert "OK True" in out
+        assert out.count("stopped: database or disk is full") == 1, out
+        assert t.proc.poll() is None
+        r = probing("query", "SELECT count(*) > 0 FROM process.memory", target=t.pid)
+        assert r.rc == 0 and r.out.split()[-1] == "1", r
+        t.proc.kill()
+        t.proc.wait()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+def fake_run(root, name, mtime, size, extra=None):
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "run.json").write_text("{}")
+    with open(d / "profile.db", "wb") as f:
+        f.write(b"\0" * size)
+    if extra:
+        (d / extra).write_text("keep me")
+    for p in d.iterdir():
+        os.utime(p, (mtime, mtime))
+    return d
+
+
+def test_retention_removes_ended_runs_by_age_then_size(spawn, python, tmp_path):
+    data = tmp_path / "data"
+    now = time.time()
+    dead = 4194000  # above pid_max's default: no such process
+    old = fake_run(data, "vm-%d-20200101T000000" % dead, now - 30 * 86400, 1000)
+    a = fake_run(data, "vm-%d-20260101T000000" % (dead + 1), now - 3600, 700 << 10)
+    b = fake_run(data / "job-x", "vm-%d-20260101T000001" % (dead + 2),
+                 now - 1800, 700 << 10)
+    odd = fake_run(data, "vm-%d-20200101T000002" % (dead + 3), now - 40 * 86400,
+                   10, extra="notes.txt")
+    t = spawn(python, WORK, env=rec_env(data, PROBING_RETENTION_MAX_MB="1"))
+    t.wait_agent()
+    # Older than retention.days (7): gone.  Then over 1 MB: the oldest
+    # ended run goes (a), the newer stays (b).  A file that is not a
+    # recording's is never deleted.
+    wait_for(lambda: not old.exists() and not a.exists(), 30, "pruning")
+    assert b.exists() and (b / "profile.db").exists()
+    assert (odd / "notes.txt").exists() and not (odd / "run.json").exists()
+    runs = run_dirs(data)
+    assert any(str(t.pid) in os.path.basename(r) for r in runs)
