@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "recorded.h"
 #include "target.h"
 #include "units.h"
 
@@ -161,6 +162,37 @@ int cli_duration_error(const struct cmd_entry *e, const char *opt,
 			       opt, text);
 }
 
+/* -t names a recording (a process that ended, recorded.h): opened for
+ * the commands that read one, a sentence for the others.  -1 when it
+ * names none. */
+static int connect_recording(struct cmd_ctx *ctx)
+{
+	char dir[RUNDIR_PATH_MAX], err[512], line[1024];
+	struct run_info ri;
+	int rc;
+
+	if (recorded_find(ctx->target, dir, sizeof(dir)) != 1)
+		return -1;
+	if (!(ctx->entry->flags & CMD_RECORDED)) {
+		if (recorded_info(dir, &ri) == 0)
+			recorded_describe(&ri, line, sizeof(line));
+		else
+			snprintf(line, sizeof(line), "%s is a recording",
+				 ctx->target);
+		return cli_error(CLI_ENOPROC,
+				 "%s needs a running process: %s; its "
+				 "recording %s is read by query and hangs",
+				 ctx->entry->name, line, dir);
+	}
+	rc = recorded_open(dir, &ctx->rec, err, sizeof(err));
+	if (rc)
+		return cli_error(CLI_EFAIL, "cannot read the recording %s: %s",
+				 dir, err);
+	recorded_describe(recorded_run(ctx->rec), line, sizeof(line));
+	fprintf(stderr, "probing: %s: reading its recording %s\n", line, dir);
+	return CLI_OK;
+}
+
 int cli_connect(struct cmd_ctx *ctx, int send_init)
 {
 	char err[512];
@@ -172,11 +204,31 @@ int cli_connect(struct cmd_ctx *ctx, int send_init)
 			"no target: give -t PID (or -t HOST:PORT), or set "
 			"PROBING_TARGET; 'probing list' shows the agents on "
 			"this machine");
+	rc = connect_recording(ctx);
+	if (rc != -1)
+		return rc;
 	rc = cli_target_open(ctx->target, ctx->timeout_ms, &ctx->client,
 			     send_init ? &ctx->init_body : NULL, err,
 			     sizeof(err));
 	if (rc != CLI_OK)
 		return cli_error(rc, "%s", err);
+	return CLI_OK;
+}
+
+/* A request to a recording: answered from its files (args taken). */
+static int request_recording(struct cmd_ctx *ctx, const char *command,
+			     cJSON *args, struct dap_message **resp)
+{
+	int rc = recorded_request(ctx->rec, command, args, resp);
+
+	cJSON_Delete(args);
+	if (rc == -ENOTSUP)
+		return cli_error(CLI_EFAIL,
+				 "a recording has no answer to %s: "
+				 "it needs the running process",
+				 command);
+	if (rc)
+		return cli_error(CLI_EFAIL, "%s: %s", command, strerror(-rc));
 	return CLI_OK;
 }
 
@@ -187,6 +239,8 @@ int cli_request(struct cmd_ctx *ctx, const char *command, cJSON *args,
 	int rc;
 
 	*resp = NULL;
+	if (ctx->rec)
+		return request_recording(ctx, command, args, resp);
 	rc = dap_client_request(ctx->client, command, args, timeout_ms, resp,
 				err, sizeof(err));
 	if (rc < 0) {
@@ -239,6 +293,8 @@ void cli_close(struct cmd_ctx *ctx)
 	}
 	dap_client_free(ctx->client);
 	ctx->client = NULL;
+	recorded_free(ctx->rec);
+	ctx->rec = NULL;
 	cJSON_Delete(ctx->init_body);
 	ctx->init_body = NULL;
 }
@@ -293,6 +349,8 @@ int cli_request_cancellable(struct cmd_ctx *ctx, const char *command,
 	int waited = 0, sigints = 0, rc;
 
 	*resp = NULL;
+	if (ctx->rec)
+		return request_recording(ctx, command, args, resp);
 	cli_sigint = 0;
 	seq = dap_client_send(ctx->client, command, args, err, sizeof(err));
 	if (seq < 0) {

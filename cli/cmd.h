@@ -53,6 +53,7 @@ struct cmd_entry;
 /* Command flags. */
 #define CMD_TARGET 0x1 /* needs -t / $PROBING_TARGET */
 #define CMD_NOTABLE 0x2 /* prints no table: the global -f is refused */
+#define CMD_RECORDED 0x4 /* also reads a recording (a process that ended) */
 
 struct cmd_ctx {
 	const struct cmd_entry *entry; /* the command running */
@@ -62,6 +63,8 @@ struct cmd_ctx {
 	enum cli_format format;	   /* -f; CLI_FORMAT_AUTO when not given */
 	struct dap_client *client; /* after cli_connect() */
 	cJSON *init_body;	   /* initialize's response body, owned */
+	struct recorded *rec;	   /* a recording instead of an agent
+				    * (recorded.h): cli_request answers */
 };
 
 struct cmd_entry {
@@ -75,6 +78,7 @@ struct cmd_entry {
 };
 
 extern const struct cmd_entry cmd_list_entry;
+extern const struct cmd_entry cmd_runs_entry;
 extern const struct cmd_entry cmd_backtrace_entry;
 extern const struct cmd_entry cmd_eval_entry;
 extern const struct cmd_entry cmd_query_entry;

@@ -11,6 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
+const char *const rundir_files[] = {
+	"python.db",	  "python.db-wal",  "python.db-shm", "process.db",
+	"process.db-wal", "process.db-shm", "profile.db",    "profile.db-wal",
+	"profile.db-shm", "run.json",	    "run.json.tmp",  "end.json",
+	"end.json.tmp",
+};
+const size_t rundir_nfiles = sizeof(rundir_files) / sizeof(rundir_files[0]);
+
 int rundir_root(const char *setting, char *out, size_t outlen)
 {
 	const char *base;

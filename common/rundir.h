@@ -19,6 +19,11 @@
 
 #define RUNDIR_PATH_MAX 512
 
+/* The files a recording's directory may hold (nothing else is ever
+ * deleted by retention). */
+extern const char *const rundir_files[];
+extern const size_t rundir_nfiles;
+
 /*
  * The root for a data.dir value (NULL, "" or "auto": the default above).
  * 0, -ENOENT for "off" (memory only), -EINVAL for a relative path or no

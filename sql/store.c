@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -303,7 +304,9 @@ static void fork_register(void)
 	pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
-int store_new(struct store **out, char *err, size_t errlen)
+/* A connection with the store's rules: no extensions, DEFENSIVE, the
+ * authorizer and Probing's functions; main and temp bounded. */
+static int open_conn(struct store **out, char *err, size_t errlen)
 {
 	struct store *st;
 	int rc;
@@ -320,7 +323,7 @@ int store_new(struct store **out, char *err, size_t errlen)
 	}
 	rc = sqlite3_open_v2(":memory:", &st->db,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				     SQLITE_OPEN_FULLMUTEX,
+				     SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI,
 			     NULL);
 	if (rc != SQLITE_OK) {
 		errbuf_set(err, errlen, "%s",
@@ -347,19 +350,8 @@ int store_new(struct store **out, char *err, size_t errlen)
 	rc = exec_locked(st,
 			 "PRAGMA temp_store = MEMORY;"
 			 "PRAGMA main.max_page_count = " SCRATCH_PAGES ";"
-			 "PRAGMA temp.max_page_count = " SCRATCH_PAGES ";"
-			 "ATTACH ':memory:' AS python;"
-			 "ATTACH ':memory:' AS process;"
-			 "ATTACH ':memory:' AS profile;"
-			 "ATTACH ':memory:' AS probing;"
-			 "ATTACH ':memory:' AS cluster;"
-			 "CREATE TABLE probing.tables(schema TEXT, name TEXT, "
-			 "kind TEXT, doc TEXT);",
+			 "PRAGMA temp.max_page_count = " SCRATCH_PAGES ";",
 			 err, errlen);
-	if (rc)
-		goto fail;
-	rc = catalog_add_locked(st, "probing", "tables", "catalog",
-				"every table Probing provides", err, errlen);
 	if (rc)
 		goto fail;
 	if (sqlfuncs_register(st->db) != SQLITE_OK) {
@@ -367,13 +359,170 @@ int store_new(struct store **out, char *err, size_t errlen)
 		rc = STORE_ESQL;
 		goto fail;
 	}
-	sqlite3_set_authorizer(st->db, authorizer, &st->q);
 	*out = st;
 	return 0;
 fail:
 	sqlite3_close_v2(st->db);
 	free(st);
 	return rc;
+}
+
+/* The catalog, and the authorizer from now on. */
+static int finish(struct store *st, char *err, size_t errlen)
+{
+	int rc = exec_locked(st,
+			     "CREATE TABLE probing.tables(schema TEXT, name "
+			     "TEXT, kind TEXT, doc TEXT);",
+			     err, errlen);
+
+	if (!rc)
+		rc = catalog_add_locked(st, "probing", "tables", "catalog",
+					"every table Probing provides", err,
+					errlen);
+	if (!rc)
+		sqlite3_set_authorizer(st->db, authorizer, &st->q);
+	return rc;
+}
+
+int store_new(struct store **out, char *err, size_t errlen)
+{
+	struct store *st;
+	int rc = open_conn(&st, err, errlen);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	rc = exec_locked(st,
+			 "ATTACH ':memory:' AS python;"
+			 "ATTACH ':memory:' AS process;"
+			 "ATTACH ':memory:' AS profile;"
+			 "ATTACH ':memory:' AS probing;"
+			 "ATTACH ':memory:' AS cluster;",
+			 err, errlen);
+	if (!rc)
+		rc = finish(st, err, errlen);
+	if (rc) {
+		store_free(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
+}
+
+/* "file:PATH?mode=MODE" with PATH's %, ? and # escaped. */
+static char *file_uri(const char *path, const char *mode)
+{
+	size_t n = strlen(path);
+	char *uri = malloc(n * 3 + 32), *p;
+
+	if (!uri)
+		return NULL;
+	p = uri + sprintf(uri, "file:");
+	for (; *path; path++) {
+		if (*path == '%' || *path == '?' || *path == '#')
+			p += sprintf(p, "%%%02x", (unsigned char)*path);
+		else
+			*p++ = *path;
+	}
+	sprintf(p, "?mode=%s", mode);
+	return uri;
+}
+
+/* Attaches one file of a recording as schema, read-only (read-write
+ * when its WAL has no index to read it by: SQLite then rebuilds it), or
+ * an empty schema when there is no file. */
+static int attach_recorded(struct store *st, const char *dir,
+			   const char *schema, char *err, size_t errlen)
+{
+	char path[4200];
+	static const char *const modes[] = {"ro", "rw"};
+	int rc = STORE_ESQL;
+
+	snprintf(path, sizeof(path), "%s/%s.db", dir, schema);
+	if (access(path, F_OK) < 0) {
+		char *sql =
+			sqlite3_mprintf("ATTACH ':memory:' AS \"%w\"", schema);
+
+		rc = sql ? exec_locked(st, sql, err, errlen) : -ENOMEM;
+		sqlite3_free(sql);
+		return rc;
+	}
+	for (size_t m = 0; m < 2 && rc; m++) {
+		char *uri = file_uri(path, modes[m]);
+		char *sql = uri ? sqlite3_mprintf("ATTACH %Q AS \"%w\"", uri,
+						  schema)
+				: NULL;
+
+		rc = sql ? exec_locked(st, sql, err, errlen) : -ENOMEM;
+		sqlite3_free(sql);
+		free(uri);
+		/* A file that is not SQLite's says so at its first read. */
+		if (!rc) {
+			sql = sqlite3_mprintf("SELECT count(*) FROM "
+					      "\"%w\".sqlite_master",
+					      schema);
+			rc = sql ? exec_locked(st, sql, err, errlen) : -ENOMEM;
+			sqlite3_free(sql);
+			if (rc) {
+				sql = sqlite3_mprintf("DETACH \"%w\"", schema);
+				if (sql)
+					sqlite3_exec(st->db, sql, NULL, NULL,
+						     NULL);
+				sqlite3_free(sql);
+			}
+		}
+	}
+	if (rc)
+		errbuf_set(err, errlen, "%s: %s", path, sqlite3_errmsg(st->db));
+	return rc;
+}
+
+int store_open_recording(const char *dir, struct store **out, char *err,
+			 size_t errlen)
+{
+	static const char *const schemas[] = {"python", "process", "profile"};
+	struct store *st;
+	sqlite3_stmt *q = NULL;
+	int rc = open_conn(&st, err, errlen);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < 3 && !rc; i++)
+		rc = attach_recorded(st, dir, schemas[i], err, errlen);
+	if (!rc)
+		rc = exec_locked(st,
+				 "ATTACH ':memory:' AS probing;"
+				 "ATTACH ':memory:' AS cluster;",
+				 err, errlen);
+	if (!rc)
+		rc = finish(st, err, errlen);
+	/* Every table of the files, in the catalog. */
+	for (size_t i = 0; i < 3 && !rc; i++) {
+		char *sql = sqlite3_mprintf(
+			"SELECT name FROM \"%w\".sqlite_master WHERE type = "
+			"'table' ORDER BY name",
+			schemas[i]);
+
+		rc = sql && sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) ==
+					     SQLITE_OK
+			     ? 0
+			     : STORE_ESQL;
+		sqlite3_free(sql);
+		while (!rc && sqlite3_step(q) == SQLITE_ROW)
+			rc = catalog_add_locked(
+				st, schemas[i],
+				(const char *)sqlite3_column_text(q, 0), NULL,
+				NULL, err, errlen);
+		sqlite3_finalize(q);
+		q = NULL;
+	}
+	if (rc) {
+		store_free(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
 }
 
 void store_free(struct store *st)

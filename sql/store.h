@@ -68,6 +68,16 @@ struct store_limits {
  * wait for SQLite's global mutexes (store.c), so that a child never
  * inherits one locked and can open a store of its own. */
 int store_new(struct store **out, char *err, size_t errlen);
+/*
+ * Opens a recording (a directory of sql/recording.h) for reading: its
+ * files attached read-only under their schemas' names (an empty schema
+ * for a file it does not have), probing.tables listing their tables.
+ * store_query answers as the agent's store does; the live tables are not
+ * there.  0 with *out, or -ENOMEM / STORE_ESQL with err.
+ */
+int store_open_recording(const char *dir, struct store **out, char *err,
+			 size_t errlen);
+
 /* Closes the database.  No other thread may be using st.  NULL is a no-op. */
 void store_free(struct store *st);
 

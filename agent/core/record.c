@@ -33,15 +33,6 @@
 #define SUFFIX_MAX 99	     /* an agent started again in one process */
 #define MB (1024.0 * 1024.0)
 
-/* The files a recording directory may hold: nothing else is deleted. */
-static const char *const run_files[] = {
-	"python.db",	  "python.db-wal",  "python.db-shm", "process.db",
-	"process.db-wal", "process.db-shm", "profile.db",    "profile.db-wal",
-	"profile.db-shm", "run.json",	    "run.json.tmp",  "end.json",
-	"end.json.tmp",
-};
-#define NRUN_FILES (sizeof(run_files) / sizeof(run_files[0]))
-
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -424,11 +415,11 @@ static int run_size(const char *dir, uint64_t *bytes, double *mtime)
 
 	*bytes = 0;
 	*mtime = 0;
-	for (size_t i = 0; i < NRUN_FILES; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, run_files[i]);
+	for (size_t i = 0; i < rundir_nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, rundir_files[i]);
 		if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
 			continue;
-		any |= !strcmp(run_files[i], "run.json");
+		any |= !strcmp(rundir_files[i], "run.json");
 		*bytes += (uint64_t)sb.st_size;
 		if ((double)sb.st_mtime > *mtime)
 			*mtime = (double)sb.st_mtime;
@@ -442,8 +433,8 @@ static void remove_run(const char *dir)
 {
 	char path[RUNDIR_PATH_MAX + 32];
 
-	for (size_t i = 0; i < NRUN_FILES; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, run_files[i]);
+	for (size_t i = 0; i < rundir_nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, rundir_files[i]);
 		unlink(path);
 	}
 	if (rmdir(dir) == 0)

@@ -12,40 +12,9 @@
 #include "core/config.h"
 #include "core/readonly.h"
 #include "profiler/sampler.h"
+#include "resultjson.h"
 #include "server/handler.h"
 #include "store.h"
-
-static cJSON *value_json(const struct store_value *v)
-{
-	switch (v->type) {
-	case STORE_INT:
-		return cJSON_CreateNumber((double)v->u.i);
-	case STORE_REAL:
-		return cJSON_CreateNumber(v->u.d);
-	case STORE_TEXT:
-		return cJSON_CreateString(v->u.s.p ? v->u.s.p : "");
-	case STORE_BLOB: {
-		/* Blobs as lower-case hex: JSON has no bytes. */
-		static const char hex[] = "0123456789abcdef";
-		char *text = malloc(v->u.s.len * 2 + 1);
-		cJSON *j;
-		if (!text)
-			return NULL;
-		for (size_t i = 0; i < v->u.s.len; i++) {
-			unsigned char b = (unsigned char)v->u.s.p[i];
-			text[2 * i] = hex[b >> 4];
-			text[2 * i + 1] = hex[b & 15];
-		}
-		text[v->u.s.len * 2] = 0;
-		j = cJSON_CreateString(text);
-		free(text);
-		return j;
-	}
-	case STORE_NULL:
-		break;
-	}
-	return cJSON_CreateNull();
-}
 
 static int setting_is(const char *name, const char *value)
 {
@@ -122,7 +91,7 @@ static void run_query(struct request *req)
 	struct store_result res = {0};
 	struct store *st = agent_store();
 	struct global_query gq = {0};
-	cJSON *body, *cols, *rows, *row, *c, *gnotes = NULL, *missing = NULL;
+	cJSON *body, *gnotes = NULL, *missing = NULL;
 	char err[1024];
 	int rc, global = 0;
 
@@ -184,32 +153,10 @@ static void run_query(struct request *req)
 	}
 	cJSON_Delete(gnotes);
 	cJSON_Delete(missing);
-	cols = body ? cJSON_AddArrayToObject(body, "columns") : NULL;
-	for (size_t i = 0; cols && i < res.ncols; i++) {
-		c = cJSON_CreateObject();
-		if (!c)
-			break;
-		cJSON_AddStringToObject(c, "name", res.cols[i].name);
-		cJSON_AddStringToObject(c, "type", res.cols[i].decltype
-				       ? res.cols[i].decltype : "");
-		cJSON_AddItemToArray(cols, c);
-	}
-	rows = body ? cJSON_AddArrayToObject(body, "rows") : NULL;
-	for (size_t r = 0; rows && r < res.nrows; r++) {
-		row = cJSON_CreateArray();
-		if (!row)
-			break;
-		for (size_t i = 0; i < res.ncols; i++)
-			cJSON_AddItemToArray(row,
-				value_json(&res.cells[r * res.ncols + i]));
-		cJSON_AddItemToArray(rows, row);
-	}
-	if (body && res.nrows == 0)
+	if (body && store_result_json(&res, body))
+		request_fail(req, DAP_ERROR_FAILED, "out of memory");
+	else if (body && res.nrows == 0)
 		add_notes(body, sql);
-	if (body) {
-		cJSON_AddBoolToObject(body, "truncated", res.truncated);
-		cJSON_AddNumberToObject(body, "elapsedMs", res.elapsed_ms);
-	}
 	store_result_release(&res);
 }
 

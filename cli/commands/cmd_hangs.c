@@ -290,6 +290,6 @@ const struct cmd_entry cmd_hangs_entry = {
 		"  probing -t 1234 config hang.timeout=5m\n"
 		"  probing -t 1234 hangs\n"
 		"  probing -t 1234 hangs 1\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_RECORDED,
 	.exec = cmd_hangs_exec,
 };

@@ -204,3 +204,67 @@ def test_retention_removes_ended_runs_by_age_then_size(spawn, python, tmp_path):
     assert (odd / "notes.txt").exists() and not (odd / "run.json").exists()
     runs = run_dirs(data)
     assert any(str(t.pid) in os.path.basename(r) for r in runs)
+
+
+def test_cli_reads_the_recording_of_a_process_that_ended(spawn, python, tmp_path):
+    data = tmp_path / "data"
+    code = """
+import os, time
+print("pid", os.getpid(), flush=True)
+def spin(seconds):
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        sum(range(2000))
+spin(2.5)
+"""
+    t = spawn(python, code, env=rec_env(data))
+    t.wait_agent()
+    assert probing("perf", "--start", target=t.pid).rc == 0
+    assert t.proc.wait(timeout=60) == 0
+    env = {"PROBING_DATA_DIR": str(data)}
+    # -t PID of a process that has ended: its recording, said on stderr.
+    r = probing("query", "-f", "json",
+                "SELECT count(*) AS n, max(ts) > ago('1m') AS recent FROM process.memory",
+                target=t.pid, env=env)
+    assert r.rc == 0, r
+    row = json.loads(r.out)[0]
+    assert row["n"] >= 5 and row["recent"] == 1, row
+    run = run_dirs(data)[0]
+    assert ("process %d (" % t.pid) in r.err and "(exit 0): reading its recording %s" % run in r.err, r
+    # The profiler's tables join as they do live: spin() is in the samples.
+    r = probing("query", "SELECT count(*) FROM profile.samples s JOIN profile.stacks k "
+                "ON k.stack_id = s.stack_id JOIN profile.frames f "
+                "ON f.frame_id = k.frame_id WHERE f.func = 'spin'",
+                target=os.path.basename(run), env=env)
+    assert r.rc == 0 and int(r.out.split()[-1]) > 10, r
+    # A live table is not in a recording: said, with the way out.
+    r = probing("query", "SELECT * FROM python.backtrace", target=run, env=env)
+    assert r.rc == 7 and "python.backtrace is a live table" in r.err, r
+    # Nor is writing.
+    r = probing("query", "DELETE FROM process.memory", target=run, env=env)
+    assert r.rc == 7, r
+    # A command that needs the process says so, naming the recording.
+    r = probing("backtrace", target=t.pid, env=env)
+    assert r.rc == 3 and "needs a running process" in r.err and run in r.err, r
+    # probing runs lists it, with how it ended.
+    r = probing("runs", "-f", "json", env=env)
+    assert r.rc == 0, r
+    runs = json.loads(r.out)
+    mine = [x for x in runs if x["pid"] == str(t.pid)]
+    assert len(mine) == 1 and mine[0]["how"] == "exit 0" and mine[0]["dir"] == run, runs
+
+
+def test_a_killed_process_reads_as_ended_how_unknown(spawn, python, tmp_path):
+    data = tmp_path / "data"
+    t = spawn(python, WORK, env=rec_env(data))
+    t.wait_agent()
+    wait_for(lambda: run_dirs(data) and "memory" in disk_tables(run_dirs(data)[0], "process"),
+             30, "the first flush")
+    t.proc.kill()
+    t.proc.wait()
+    env = {"PROBING_DATA_DIR": str(data)}
+    r = probing("query", "SELECT count(*) FROM process.memory", target=t.pid, env=env)
+    assert r.rc == 0 and int(r.out.split()[-1]) >= 1, r
+    assert "how is not known" in r.err, r
+    r = probing("runs", env=env)
+    assert r.rc == 0 and "unknown" in r.out, r

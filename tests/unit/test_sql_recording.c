@@ -138,6 +138,38 @@ static void test_rows_and_changes(void)
 				  "FROM series") == 0);
 	/* Tables without ts are kept whole. */
 	CHECK(disk_int("profile", "SELECT count(*) FROM names") == 1);
+
+	/* Read back as a store: the same SQL as against the live one. */
+	struct store *rd = NULL;
+	struct store_result res = {0};
+	CHECK(store_open_recording(dir, &rd, err, sizeof(err)) == 0);
+	CHECK(rd && store_query(rd,
+				"SELECT count(*), max(i) FROM process.series "
+				"WHERE ts > ago('1000000000d')",
+				NULL, &res, err, sizeof(err)) == 0);
+	CHECK(res.nrows == 1 && res.cells[0].u.i == left &&
+	      res.cells[1].u.i == 23119);
+	store_result_release(&res);
+	CHECK(store_query(rd,
+			  "SELECT group_concat(schema || '.' || name || ':' "
+			  "|| kind, ' ') FROM probing.tables",
+			  NULL, &res, err, sizeof(err)) == 0);
+	CHECK(res.nrows == 1);
+	if (res.nrows == 1)
+		CHECK_STR(res.cells[0].u.s.p,
+			  "probing.tables:catalog process.series:recorded "
+			  "profile.names:recorded");
+	store_result_release(&res);
+	/* Read-only: a write is refused, the file unchanged. */
+	CHECK(store_query(rd, "DELETE FROM process.series", NULL, &res, err,
+			  sizeof(err)) != 0);
+	store_result_release(&res);
+	CHECK(store_query(rd, "SELECT count(*) FROM python.backtrace", NULL,
+			  &res, err, sizeof(err)) == STORE_ESQL);
+	CHECK(strstr(err, "no such table") != NULL);
+	store_result_release(&res);
+	store_free(rd);
+	CHECK(disk_int("process", "SELECT count(*) FROM series") == left);
 	recording_close(rec);
 	recorder_free(r);
 	recorder_free(kr);

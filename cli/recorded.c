@@ -1,0 +1,378 @@
+/*
+ * recorded: a recording as a target.  See recorded.h.
+ */
+#include "recorded.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dap_msg.h"
+#include "resultjson.h"
+#include "store.h"
+
+#define QUERY_ROWS_DEFAULT 10000
+#define QUERY_TIMEOUT_DEFAULT 5000
+
+struct recorded {
+	struct store *st;
+	struct run_info info;
+};
+
+/* ---- run.json, end.json -------------------------------------------------- */
+
+static cJSON *read_json(const char *path)
+{
+	char buf[16384];
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return cJSON_Parse(buf);
+}
+
+static void copy_str(char *out, size_t outlen, const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	snprintf(out, outlen, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static double get_num(const cJSON *o, const char *key, double def)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (cJSON_IsNumber(v))
+		return v->valuedouble;
+	if (cJSON_IsString(v) && isdigit((unsigned char)v->valuestring[0]))
+		return strtod(v->valuestring, NULL);
+	return def;
+}
+
+int recorded_info(const char *dir, struct run_info *out)
+{
+	char path[RUNDIR_PATH_MAX + 32], host[64] = "";
+	const char *slash;
+	struct stat sb;
+	cJSON *run, *end;
+
+	memset(out, 0, sizeof(*out));
+	if (strlen(dir) >= sizeof(out->dir))
+		return -ENAMETOOLONG;
+	snprintf(out->dir, sizeof(out->dir), "%s", dir);
+	slash = strrchr(dir, '/');
+	snprintf(out->name, sizeof(out->name), "%s", slash ? slash + 1 : dir);
+	snprintf(path, sizeof(path), "%s/run.json", dir);
+	run = read_json(path);
+	if (!run)
+		return errno == ENOENT ? -ENOENT : -EINVAL;
+	out->pid = (int)get_num(run, "pid", 0);
+	out->start = get_num(run, "start", 0);
+	out->rank = (int)get_num(run, "rank", -1);
+	copy_str(out->host, sizeof(out->host), run, "host");
+	copy_str(out->command, sizeof(out->command), run, "command");
+	copy_str(out->job, sizeof(out->job), run, "job");
+	cJSON_Delete(run);
+	snprintf(path, sizeof(path), "%s/end.json", dir);
+	end = read_json(path);
+	if (end) {
+		out->end = get_num(end, "end", 0);
+		copy_str(out->how, sizeof(out->how), end, "how");
+		copy_str(out->report, sizeof(out->report), end, "report");
+		out->code = (int)get_num(
+			end, !strcmp(out->how, "signal") ? "signal" : "code",
+			0);
+		cJSON_Delete(end);
+	}
+	for (size_t i = 0; i < rundir_nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, rundir_files[i]);
+		if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+			continue;
+		out->bytes += (uint64_t)sb.st_size;
+		if ((double)sb.st_mtime > out->last_write)
+			out->last_write = (double)sb.st_mtime;
+	}
+	gethostname(host, sizeof(host) - 1);
+	out->alive = !out->end && !strcmp(host, out->host) &&
+		     rundir_alive(out->pid, out->start);
+	return 0;
+}
+
+static void scan(const char *dir, int depth,
+		 void (*fn)(const struct run_info *ri, void *arg), void *arg,
+		 int *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[RUNDIR_PATH_MAX];
+		struct run_info ri;
+
+		if (e->d_name[0] == '.' ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+				     e->d_name) >= sizeof(path))
+			continue;
+		if (depth == 0 && !strncmp(e->d_name, "job-", 4)) {
+			scan(path, 1, fn, arg, n);
+			continue;
+		}
+		if (recorded_info(path, &ri) == 0) {
+			fn(&ri, arg);
+			(*n)++;
+		}
+	}
+	closedir(d);
+}
+
+int recorded_runs(void (*fn)(const struct run_info *ri, void *arg), void *arg,
+		  char *root, size_t rootlen)
+{
+	struct stat sb;
+	int n = 0, rc;
+
+	rc = rundir_root(getenv("PROBING_DATA_DIR"), root, rootlen);
+	if (rc)
+		return rc;
+	if (stat(root, &sb) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	scan(root, 0, fn, arg, &n);
+	return n;
+}
+
+/* ---- finding one ----------------------------------------------------------
+ */
+
+struct pick {
+	int pid;	  /* by pid (this host's), or */
+	const char *name; /* by name */
+	char host[64];
+	char dir[RUNDIR_PATH_MAX];
+	double start;
+	int found;
+};
+
+static void pick_one(const struct run_info *ri, void *arg)
+{
+	struct pick *p = arg;
+
+	if (p->name ? strcmp(ri->name, p->name) != 0
+		    : ri->pid != p->pid || strcmp(ri->host, p->host) != 0)
+		return;
+	/* The newest of a pid's recordings (an agent started again in one
+	 * process has name.2, same start: the later name). */
+	if (p->found && (ri->start < p->start || (ri->start == p->start &&
+						  strcmp(ri->dir, p->dir) < 0)))
+		return;
+	snprintf(p->dir, sizeof(p->dir), "%s", ri->dir);
+	p->start = ri->start;
+	p->found = 1;
+}
+
+int recorded_find(const char *text, char *dir, size_t dirlen)
+{
+	char path[RUNDIR_PATH_MAX + 16], root[RUNDIR_PATH_MAX], *end;
+	struct pick p = {0};
+	struct stat sb;
+	long pid;
+
+	if (!text || !*text)
+		return 0;
+	if (strchr(text, '/')) {
+		/* A directory with run.json; a unix socket's path is not. */
+		snprintf(path, sizeof(path), "%s/run.json", text);
+		if (stat(text, &sb) < 0 || !S_ISDIR(sb.st_mode) ||
+		    access(path, R_OK) < 0 || !realpath(text, path) ||
+		    strlen(path) >= dirlen)
+			return 0;
+		snprintf(dir, dirlen, "%s", path);
+		return 1;
+	}
+	errno = 0;
+	pid = strtol(text, &end, 10);
+	if (!*end && !errno && pid > 0 && pid <= INT_MAX) {
+		snprintf(path, sizeof(path), "/proc/%ld", pid);
+		if (access(path, F_OK) == 0)
+			return 0; /* it runs: the agent answers for it */
+		p.pid = (int)pid;
+		gethostname(p.host, sizeof(p.host) - 1);
+	} else if (strchr(text, '-') && !strchr(text, ':')) {
+		p.name = text;
+	} else {
+		return 0;
+	}
+	if (recorded_runs(pick_one, &p, root, sizeof(root)) <= 0 || !p.found ||
+	    strlen(p.dir) >= dirlen)
+		return 0;
+	snprintf(dir, dirlen, "%s", p.dir);
+	return 1;
+}
+
+/* ---- reading it --------------------------------------------------------- */
+
+int recorded_open(const char *dir, struct recorded **out, char *err,
+		  size_t errlen)
+{
+	struct recorded *r = calloc(1, sizeof(*r));
+	int rc;
+
+	*out = NULL;
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = recorded_info(dir, &r->info);
+	if (rc) {
+		snprintf(err, errlen,
+			 "%s: not a recording (no readable "
+			 "run.json)",
+			 dir);
+		free(r);
+		return rc;
+	}
+	rc = store_open_recording(dir, &r->st, err, errlen);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void recorded_free(struct recorded *r)
+{
+	if (!r)
+		return;
+	store_free(r->st);
+	free(r);
+}
+
+const struct run_info *recorded_run(const struct recorded *r)
+{
+	return &r->info;
+}
+
+static void utc(double t, char *out, size_t outlen)
+{
+	time_t s = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	strftime(out, outlen, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+void recorded_how(const struct run_info *ri, char *out, size_t outlen)
+{
+	if (!strcmp(ri->how, "exit"))
+		snprintf(out, outlen, "exit %d", ri->code);
+	else if (!strcmp(ri->how, "signal"))
+		snprintf(out, outlen, "signal %d", ri->code);
+	else if (!strcmp(ri->how, "exception"))
+		snprintf(out, outlen, "exception");
+	else if (ri->alive)
+		snprintf(out, outlen, "running");
+	else
+		snprintf(out, outlen, "unknown");
+}
+
+void recorded_describe(const struct run_info *ri, char *out, size_t outlen)
+{
+	char when[64], how[32];
+
+	recorded_how(ri, how, sizeof(how));
+	if (ri->alive) {
+		snprintf(out, outlen, "process %d (%.80s) still runs", ri->pid,
+			 ri->command);
+		return;
+	}
+	utc(ri->end ? ri->end : ri->last_write, when, sizeof(when));
+	if (ri->end)
+		snprintf(out, outlen, "process %d (%.80s) ended at %s (%s%s%s)",
+			 ri->pid, ri->command, when, how,
+			 ri->report[0] ? ", report " : "", ri->report);
+	else
+		snprintf(out, outlen,
+			 "process %d (%.80s) has ended, how is not known "
+			 "(killed, or os._exit); last written at %s",
+			 ri->pid, ri->command, when);
+}
+
+/* The live tables: in no recording. */
+static const char *const live_tables[] = {
+	"python.backtrace",    "python.threads", "python.tensors",
+	"python.comm_metrics", "probing.config", "cluster.nodes",
+};
+
+static struct dap_message *answer_query(struct recorded *r, const cJSON *args)
+{
+	const cJSON *sql = cJSON_GetObjectItemCaseSensitive(args, "sql");
+	const cJSON *mr = cJSON_GetObjectItemCaseSensitive(args, "maxRows");
+	const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeoutMs");
+	struct store_limits lim = {0};
+	struct store_result res = {0};
+	struct dap_message *resp;
+	char err[1024];
+	int rc;
+
+	if (!cJSON_IsString(sql))
+		return dap_error_new(0, "probing/query", DAP_ERROR_FAILED,
+				     "argument 'sql' is required");
+	lim.max_rows = cJSON_IsNumber(mr) && mr->valuedouble >= 1
+			       ? (size_t)mr->valuedouble
+			       : QUERY_ROWS_DEFAULT;
+	lim.timeout_ms = cJSON_IsNumber(to) && to->valuedouble >= 1
+				 ? (int)to->valuedouble
+				 : QUERY_TIMEOUT_DEFAULT;
+	rc = store_query(r->st, sql->valuestring, &lim, &res, err, sizeof(err));
+	if (rc) {
+		const char *live = NULL;
+
+		for (size_t i = 0;
+		     i < sizeof(live_tables) / sizeof(live_tables[0]); i++)
+			if (strstr(sql->valuestring, live_tables[i]))
+				live = live_tables[i];
+		store_result_release(&res);
+		if (rc == STORE_ESQL && live && strstr(err, "no such table"))
+			return dap_error_new(
+				0, "probing/query", DAP_ERROR_SQL,
+				"%s\nhint: %s is a live table (the process as "
+				"it is now): a recording has the recorded "
+				"tables only; probing.tables lists them",
+				err, live);
+		return dap_error_new(0, "probing/query",
+				     rc == STORE_ESQL ? DAP_ERROR_SQL
+						      : DAP_ERROR_FAILED,
+				     "%s", err);
+	}
+	resp = dap_response_new(0, "probing/query", 1, NULL);
+	if (resp && store_result_json(&res, resp->body)) {
+		dap_message_free(resp);
+		resp = NULL;
+	}
+	store_result_release(&res);
+	return resp;
+}
+
+int recorded_request(struct recorded *r, const char *command, const cJSON *args,
+		     struct dap_message **resp)
+{
+	*resp = NULL;
+	if (!strcmp(command, "probing/query"))
+		*resp = answer_query(r, args);
+	else
+		return -ENOTSUP;
+	return *resp ? 0 : -ENOMEM;
+}
