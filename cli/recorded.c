@@ -4,7 +4,6 @@
 #include "recorded.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -109,48 +108,38 @@ int recorded_info(const char *dir, struct run_info *out)
 	return 0;
 }
 
-static void scan(const char *dir, int depth,
-		 void (*fn)(const struct run_info *ri, void *arg), void *arg,
-		 int *n)
+struct each {
+	void (*fn)(const struct run_info *ri, void *arg);
+	void *arg;
+	int n;
+};
+
+static void each_one(const char *path, const char *name, void *arg)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	struct each *e = arg;
+	struct run_info ri;
 
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char path[RUNDIR_PATH_MAX];
-		struct run_info ri;
-
-		if (e->d_name[0] == '.' ||
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
-				     e->d_name) >= sizeof(path))
-			continue;
-		if (depth == 0 && !strncmp(e->d_name, "job-", 4)) {
-			scan(path, 1, fn, arg, n);
-			continue;
-		}
-		if (recorded_info(path, &ri) == 0) {
-			fn(&ri, arg);
-			(*n)++;
-		}
+	(void)name;
+	if (recorded_info(path, &ri) == 0) {
+		e->fn(&ri, e->arg);
+		e->n++;
 	}
-	closedir(d);
 }
 
 int recorded_runs(void (*fn)(const struct run_info *ri, void *arg), void *arg,
 		  char *root, size_t rootlen)
 {
+	struct each e = {fn, arg, 0};
 	struct stat sb;
-	int n = 0, rc;
+	int rc;
 
 	rc = rundir_root(getenv("PROBING_DATA_DIR"), root, rootlen);
 	if (rc)
 		return rc;
 	if (stat(root, &sb) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	scan(root, 0, fn, arg, &n);
-	return n;
+	rundir_walk(root, each_one, &e, 0);
+	return e.n;
 }
 
 /* ---- finding one ----------------------------------------------------------

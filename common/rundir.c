@@ -3,6 +3,7 @@
  */
 #include "rundir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -151,4 +152,38 @@ int rundir_alive(int pid, double start)
 		return 0;
 	/* /proc's clock ticks against a start kept to the second. */
 	return fabs(now - start) < 1.5;
+}
+
+static void walk(const char *dir, int depth,
+		 void (*fn)(const char *path, const char *name, void *arg),
+		 void *arg, int rmdir_jobs)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[RUNDIR_PATH_MAX];
+
+		if (e->d_name[0] == '.' ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+				     e->d_name) >= sizeof(path))
+			continue;
+		if (depth == 0 && !strncmp(e->d_name, "job-", 4)) {
+			walk(path, 1, fn, arg, rmdir_jobs);
+			if (rmdir_jobs)
+				rmdir(path); /* fails unless empty */
+			continue;
+		}
+		fn(path, e->d_name, arg);
+	}
+	closedir(d);
+}
+
+void rundir_walk(const char *root,
+		 void (*fn)(const char *path, const char *name, void *arg),
+		 void *arg, int rmdir_jobs)
+{
+	walk(root, 0, fn, arg, rmdir_jobs);
 }

@@ -44,6 +44,15 @@ int rundir_name(char *out, size_t outlen, const char *host, int pid,
  * anything but [A-Za-z0-9._-] as '_', after "job-". */
 void rundir_job_name(char *out, size_t outlen, const char *id);
 
+/*
+ * Calls fn(path, name, arg) for each entry of root and of root's job-*
+ * directories (what may be a recording: fn decides), then, with
+ * rmdir_jobs, removes the job directories left empty.
+ */
+void rundir_walk(const char *root,
+		 void (*fn)(const char *path, const char *name, void *arg),
+		 void *arg, int rmdir_jobs);
+
 /* 1 when process pid runs and started at start (to the second), else 0. */
 int rundir_alive(int pid, double start);
 

@@ -3,7 +3,6 @@
  */
 #include "record.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -441,55 +440,41 @@ static void remove_run(const char *dir)
 		log_info("recording %s removed (retention)", dir);
 }
 
-/* Looks at the runs in dir (and, depth 0, in its job directories):
- * counts the live ones and lists the others in *list. */
-static void scan(const char *dir, int depth, struct old_run **list, size_t *n,
-		 size_t *cap, uint64_t *total)
+struct scan {
+	struct old_run *list;
+	size_t n, cap;
+	uint64_t total;
+};
+
+/* One entry of the data directory: counted when live, else listed. */
+static void scan_one(const char *path, const char *name, void *arg)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	struct scan *sc = arg;
+	uint64_t bytes;
+	double mtime, start;
+	int pid;
 
-	if (!d)
+	if (run_size(path, &bytes, &mtime))
 		return;
-	while ((e = readdir(d))) {
-		char path[RUNDIR_PATH_MAX];
-		uint64_t bytes;
-		double mtime, start;
-		int pid;
-
-		if (e->d_name[0] == '.' ||
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
-				     e->d_name) >= sizeof(path))
-			continue;
-		if (depth == 0 && !strncmp(e->d_name, "job-", 4)) {
-			scan(path, 1, list, n, cap, total);
-			rmdir(path); /* an emptied job */
-			continue;
-		}
-		if (run_size(path, &bytes, &mtime))
-			continue;
-		*total += bytes;
-		if (parse_name(e->d_name, &pid, &start) == 0 &&
-		    rundir_alive(pid, start)) {
-			R.live_runs++;
-			continue;
-		}
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 32;
-			struct old_run *l = realloc(*list, c * sizeof(*l));
-
-			if (!l)
-				continue;
-			*list = l;
-			*cap = c;
-		}
-		snprintf((*list)[*n].path, sizeof((*list)[*n].path), "%s",
-			 path);
-		(*list)[*n].mtime = mtime;
-		(*list)[*n].bytes = bytes;
-		(*n)++;
+	sc->total += bytes;
+	if (parse_name(name, &pid, &start) == 0 && rundir_alive(pid, start)) {
+		R.live_runs++;
+		return;
 	}
-	closedir(d);
+	if (sc->n == sc->cap) {
+		size_t c = sc->cap ? sc->cap * 2 : 32;
+		struct old_run *l = realloc(sc->list, c * sizeof(*l));
+
+		if (!l)
+			return;
+		sc->list = l;
+		sc->cap = c;
+	}
+	snprintf(sc->list[sc->n].path, sizeof(sc->list[sc->n].path), "%s",
+		 path);
+	sc->list[sc->n].mtime = mtime;
+	sc->list[sc->n].bytes = bytes;
+	sc->n++;
 }
 
 static int by_mtime(const void *a, const void *b)
@@ -505,26 +490,24 @@ static int by_mtime(const void *a, const void *b)
  * retention.max_mb. */
 static void prune(void)
 {
-	struct old_run *list = NULL;
-	size_t n = 0, cap = 0;
-	uint64_t total = 0;
+	struct scan sc = {0};
 	double days = (double)config_int("retention.days");
 	double max = (double)config_int("retention.max_mb") * MB;
 	double now = wall_s();
 
 	R.live_runs = 0;
-	scan(R.root, 0, &list, &n, &cap, &total);
-	qsort(list, n, sizeof(*list), by_mtime);
-	for (size_t i = 0; i < n; i++) {
-		int old = days > 0 && now - list[i].mtime > days * 86400;
-		int over = max > 0 && (double)total > max;
+	rundir_walk(R.root, scan_one, &sc, 1);
+	qsort(sc.list, sc.n, sizeof(*sc.list), by_mtime);
+	for (size_t i = 0; i < sc.n; i++) {
+		int old = days > 0 && now - sc.list[i].mtime > days * 86400;
+		int over = max > 0 && (double)sc.total > max;
 
 		if (!old && !over)
 			continue;
-		remove_run(list[i].path);
-		total -= list[i].bytes;
+		remove_run(sc.list[i].path);
+		sc.total -= sc.list[i].bytes;
 	}
-	free(list);
+	free(sc.list);
 }
 
 /* ---- the thread ------------------------------------------------------------
