@@ -624,15 +624,50 @@ int recording_add_feed(struct recording *r, const struct recording_feed *f)
 	return 0;
 }
 
-int recording_feed_row(struct recording *r, struct sqlite3_stmt *ins)
-{
-	int rc = sqlite3_step(ins);
+struct recording_rows {
+	struct recording *r;
+	sqlite3_stmt *ins;
+	int col;
+};
 
-	sqlite3_reset(ins);
-	sqlite3_clear_bindings(ins);
+static int bound(int rc)
+{
+	return rc == SQLITE_OK ? 0 : -EINVAL;
+}
+
+int recording_rows_int(struct recording_rows *w, int64_t v)
+{
+	return bound(sqlite3_bind_int64(w->ins, ++w->col, v));
+}
+
+int recording_rows_real(struct recording_rows *w, double v)
+{
+	return bound(sqlite3_bind_double(w->ins, ++w->col, v));
+}
+
+int recording_rows_text(struct recording_rows *w, const char *v)
+{
+	if (!v)
+		return recording_rows_null(w);
+	return bound(
+		sqlite3_bind_text(w->ins, ++w->col, v, -1, SQLITE_TRANSIENT));
+}
+
+int recording_rows_null(struct recording_rows *w)
+{
+	return bound(sqlite3_bind_null(w->ins, ++w->col));
+}
+
+int recording_rows_end(struct recording_rows *w)
+{
+	int rc = sqlite3_step(w->ins);
+
+	sqlite3_reset(w->ins);
+	sqlite3_clear_bindings(w->ins);
+	w->col = 0;
 	if (rc != SQLITE_DONE)
-		return -1;
-	r->stats.rows++;
+		return -EIO;
+	w->r->stats.rows++;
 	return 0;
 }
 
@@ -682,15 +717,16 @@ static int feed_ready(struct recording *r, struct rfeed *fd, char *err,
 static int flush_feed(struct recording *r, struct rfeed *fd, char *err,
 		      size_t errlen)
 {
+	struct recording_rows w = {r, NULL, 0};
 	int rc;
 
 	if (fd->f->pending && !fd->f->pending(fd->f->ctx))
 		return 0;
 	rc = feed_ready(r, fd, err, errlen);
-
 	if (rc)
 		return rc;
-	if (fd->f->write(fd->f->ctx, r, fd->ins) < 0) {
+	w.ins = fd->ins;
+	if (fd->f->write(fd->f->ctx, &w) < 0) {
 		errbuf_set(err, errlen, "%s.%s: %s", fd->f->schema, fd->f->name,
 			   sqlite3_errmsg(r->disk));
 		return STORE_ESQL;

@@ -36,7 +36,6 @@
 
 struct store;
 struct recording;
-struct sqlite3_stmt;
 
 #define RECORDING_TABLES_MAX 32
 #define RECORDING_FEEDS_MAX 4
@@ -63,26 +62,34 @@ int recording_flush(struct recording *r, size_t max_rows, char *err,
 
 /*
  * A table kept on disk whose rows come from a function rather than the
- * store (python.comm_collective: a ring in C).  At each flush, write()
- * is called with an open insert statement ("INSERT OR REPLACE INTO
- * schema.name VALUES (?, ...)", one parameter per column): it binds and
- * steps it once per row (sqlite3_bind_*, recording_feed_row) and
- * returns the rows written, or -1 to stop the flush.  columns is the
- * CREATE TABLE column list; the first column should be an INTEGER
- * PRIMARY KEY when rows are written again as they change.
+ * store (python.comm_collective: a ring in C).  At each flush (when
+ * pending() says so, or always when it is NULL) write() gives its rows:
+ * for each, one value per column in order (recording_rows_int, _real,
+ * _text, _null), then recording_rows_end(); it returns the rows given,
+ * or -1 to stop the flush.  A row whose first column (an INTEGER PRIMARY
+ * KEY) was given before replaces it: rows are given again as they
+ * change.  columns is the CREATE TABLE column list.
  */
+struct recording_rows;
+
 struct recording_feed {
 	const char *schema, *name, *columns;
-	int (*write)(void *ctx, struct recording *r, struct sqlite3_stmt *ins);
-	int (*pending)(void *ctx); /* rows to write?  NULL: always asked */
+	int (*write)(void *ctx, struct recording_rows *w);
+	int (*pending)(void *ctx);
 	void *ctx;
 };
 
 /* 0, or -ENOSPC (RECORDING_FEEDS_MAX). The feed must outlive r. */
 int recording_add_feed(struct recording *r, const struct recording_feed *f);
 
-/* Steps ins (bound by a feed's write) and resets it.  0 or -1. */
-int recording_feed_row(struct recording *r, struct sqlite3_stmt *ins);
+/* The next value of the row being given (text NULL: SQL NULL).  0 or
+ * -EINVAL (more values than columns). */
+int recording_rows_int(struct recording_rows *w, int64_t v);
+int recording_rows_real(struct recording_rows *w, double v);
+int recording_rows_text(struct recording_rows *w, const char *v);
+int recording_rows_null(struct recording_rows *w);
+/* The row is complete: written.  0 or -EIO. */
+int recording_rows_end(struct recording_rows *w);
 
 /*
  * Disk bounds: deletes rows whose ts is before not_before (0: none), then,

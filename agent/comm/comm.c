@@ -15,9 +15,11 @@
 #include "comm_wrap.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/record.h"
 #include "livetab.h"
 #include "memory/memory.h"
 #include "python/pygil.h"
+#include "recording.h"
 #include "store.h"
 
 #define WAIT_FAST_MS 100  /* waiting for torch.distributed: poll this often */
@@ -32,6 +34,8 @@ static _Atomic int changed;
 static int installed, waiting, waited_ms, listening;
 static int ddp_waiting; /* recording, DDP's module not imported yet */
 static char error_text[200];
+/* Calls below it are on disk as they ended (the recording thread's). */
+static uint64_t feed_next;
 
 static const char *const state_names[] = {"running", "done", "failed"};
 
@@ -51,6 +55,7 @@ void comm_atfork_child(void)
 {
 	if (atomic_load(&log_ready))
 		comm_log_forget(&log_);
+	feed_next = 0; /* the child's recording has none of them */
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -64,8 +69,25 @@ static int read_rec(uint64_t id, struct comm_rec *r)
 	return rc;
 }
 
-static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
-		   double now)
+/* The columns after id, of the live table and of the recorded one. */
+#define COLUMNS_AFTER_ID                                                       \
+	"ts REAL, rank INTEGER, pg TEXT, pg_ranks TEXT, op TEXT, seq "         \
+	"INTEGER, "                                                            \
+	"pg_seq INTEGER, shape TEXT, dtype TEXT, bytes INTEGER, async "        \
+	"INTEGER, peer INTEGER, state TEXT, duration REAL, waited REAL, "      \
+	"thread_id INTEGER, error TEXT"
+
+/* Where a row's values go: the live table's rows, or the recording's. */
+struct sink {
+	int (*num)(void *to, int64_t v);
+	int (*real)(void *to, double v);
+	int (*text)(void *to, const char *v); /* NULL: SQL NULL */
+	int (*null)(void *to);
+	void *to;
+};
+
+/* The columns of comm_tab (and of the recorded table), in order. */
+static int put_row(const struct sink *k, const struct comm_rec *r, double now)
 {
 	const struct comm_group *g = comm_log_group_at(&log_, r->group);
 	int rank = r->rank >= 0 ? r->rank : comm_wrap_rank();
@@ -77,35 +99,59 @@ static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
 		if ((rc = (x)))                                                \
 			return rc;                                             \
 	} while (0)
-	V(livetab_rows_begin(rows));
-	V(livetab_rows_int(rows, (int64_t)r->id));
-	V(livetab_rows_real(rows, r->ts));
-	V(rank >= 0 ? livetab_rows_int(rows, rank) : livetab_rows_null(rows));
-	V(livetab_rows_text(rows, g ? g->name : NULL));
-	V(livetab_rows_text(rows, g ? g->ranks : NULL));
-	V(livetab_rows_text(rows, comm_wrap_op_name(r->op)));
-	V(r->seq > 0 ? livetab_rows_int(rows, r->seq)
-		     : livetab_rows_null(rows));
-	V(r->pg_seq > 0 ? livetab_rows_int(rows, r->pg_seq)
-			: livetab_rows_null(rows));
-	V(livetab_rows_text(rows, r->shape[0] ? r->shape : NULL));
-	V(livetab_rows_text(rows, r->dtype[0] ? r->dtype : NULL));
-	V(r->bytes >= 0 ? livetab_rows_int(rows, r->bytes)
-			: livetab_rows_null(rows));
-	V(livetab_rows_int(rows, r->async));
-	V(r->peer >= 0 ? livetab_rows_int(rows, r->peer)
-		       : livetab_rows_null(rows));
-	V(livetab_rows_text(rows, r->state >= 0 && r->state <= COMM_FAILED
-					  ? state_names[r->state]
-					  : "?"));
-	V(ended && r->t1 > 0 ? livetab_rows_real(rows, r->t1 - r->t0)
-			     : livetab_rows_null(rows));
-	V(!ended ? livetab_rows_real(rows, now - r->t0)
-		 : livetab_rows_null(rows));
-	V(livetab_rows_int(rows, r->thread));
-	V(livetab_rows_text(rows, r->error[0] ? r->error : NULL));
+#define NUM_OR_NULL(c, v) ((c) ? k->num(k->to, (v)) : k->null(k->to))
+	V(k->num(k->to, (int64_t)r->id));
+	V(k->real(k->to, r->ts));
+	V(NUM_OR_NULL(rank >= 0, rank));
+	V(k->text(k->to, g ? g->name : NULL));
+	V(k->text(k->to, g ? g->ranks : NULL));
+	V(k->text(k->to, comm_wrap_op_name(r->op)));
+	V(NUM_OR_NULL(r->seq > 0, r->seq));
+	V(NUM_OR_NULL(r->pg_seq > 0, r->pg_seq));
+	V(k->text(k->to, r->shape[0] ? r->shape : NULL));
+	V(k->text(k->to, r->dtype[0] ? r->dtype : NULL));
+	V(NUM_OR_NULL(r->bytes >= 0, r->bytes));
+	V(k->num(k->to, r->async));
+	V(NUM_OR_NULL(r->peer >= 0, r->peer));
+	V(k->text(k->to, r->state >= 0 && r->state <= COMM_FAILED
+				 ? state_names[r->state]
+				 : "?"));
+	V(ended && r->t1 > 0 ? k->real(k->to, r->t1 - r->t0) : k->null(k->to));
+	V(!ended ? k->real(k->to, now - r->t0) : k->null(k->to));
+	V(k->num(k->to, r->thread));
+	V(k->text(k->to, r->error[0] ? r->error : NULL));
+#undef NUM_OR_NULL
 #undef V
 	return 0;
+}
+
+static int lt_num(void *to, int64_t v)
+{
+	return livetab_rows_int(to, v);
+}
+
+static int lt_real(void *to, double v)
+{
+	return livetab_rows_real(to, v);
+}
+
+static int lt_text(void *to, const char *v)
+{
+	return livetab_rows_text(to, v);
+}
+
+static int lt_null(void *to)
+{
+	return livetab_rows_null(to);
+}
+
+static int add_row(struct livetab_rows *rows, const struct comm_rec *r,
+		   double now)
+{
+	const struct sink k = {lt_num, lt_real, lt_text, lt_null, rows};
+	int rc = livetab_rows_begin(rows);
+
+	return rc ? rc : put_row(&k, r, now);
 }
 
 static int comm_snapshot(void *ctx, struct livetab_rows *rows, char *err,
@@ -134,11 +180,80 @@ static const struct livetab comm_tab = {
 	.name = "comm_collective",
 	.doc = "torch.distributed collectives and point-to-point calls, "
 	       "from their start (state running/done/failed; seconds)",
-	.columns = "id INTEGER, ts REAL, rank INTEGER, pg TEXT, pg_ranks TEXT, "
-		   "op TEXT, seq INTEGER, pg_seq INTEGER, shape TEXT, dtype TEXT, "
-		   "bytes INTEGER, async INTEGER, peer INTEGER, state TEXT, "
-		   "duration REAL, waited REAL, thread_id INTEGER, error TEXT",
+	.columns = "id INTEGER, " COLUMNS_AFTER_ID,
 	.snapshot = comm_snapshot,
+};
+
+/* ---- the recording (sql/recording.h's feed) ----------------------------- */
+
+#define FEED_WINDOW 4096 /* calls given again while one before them runs */
+
+static int rec_num(void *to, int64_t v)
+{
+	return recording_rows_int(to, v);
+}
+
+static int rec_real(void *to, double v)
+{
+	return recording_rows_real(to, v);
+}
+
+static int rec_text(void *to, const char *v)
+{
+	return recording_rows_text(to, v);
+}
+
+static int rec_null(void *to)
+{
+	return recording_rows_null(to);
+}
+
+static int feed_pending(void *ctx)
+{
+	uint64_t first, end;
+
+	(void)ctx;
+	if (!atomic_load(&log_ready))
+		return 0;
+	comm_log_span(&log_, &first, &end);
+	return end > feed_next;
+}
+
+/* The calls since the last flush, and those still running before them
+ * (their rows given again until they end; at most FEED_WINDOW back). */
+static int feed_write(void *ctx, struct recording_rows *w)
+{
+	const struct sink k = {rec_num, rec_real, rec_text, rec_null, w};
+	uint64_t first, end, start, next;
+	double now = comm_log_clock();
+	struct comm_rec r;
+	int n = 0;
+
+	(void)ctx;
+	comm_log_span(&log_, &first, &end);
+	start = feed_next > first ? feed_next : first;
+	if (end - start > FEED_WINDOW)
+		start = end - FEED_WINDOW;
+	next = end;
+	for (uint64_t id = start; id < end; id++) {
+		if (read_rec(id, &r))
+			continue;
+		if (r.state == COMM_RUNNING && next == end)
+			next = id;
+		if (put_row(&k, &r, now) || recording_rows_end(w))
+			return -1;
+		n++;
+	}
+	feed_next = next;
+	return n;
+}
+
+static const struct recording_feed comm_feed = {
+	.schema = "python",
+	.name = "comm_collective",
+	.columns = "id INTEGER PRIMARY KEY, " COLUMNS_AFTER_ID,
+	.write = feed_write,
+	.pending = feed_pending,
 };
 
 /* The original Probing's comm_metrics, as a view. */
@@ -161,8 +276,15 @@ int comm_init(struct store *st, char *err, size_t errlen)
 			st, "python", "comm_metrics", "view",
 			"python.comm_collective as the original Probing's "
 			"comm_metrics (latency s, bandwidth bytes/s)");
-	if (rc)
+	if (!rc)
+		rc = record_add_feed(&comm_feed);
+	if (rc) {
+		if (rc == -ENOSPC)
+			snprintf(err, errlen,
+				 "comm: no room for a recording "
+				 "feed");
 		return rc;
+	}
 	/* Once per process: listeners outlive a fork, agents do not. */
 	if (!listening && config_on_change("comm.", on_change)) {
 		snprintf(err, errlen, "comm: no room for a config listener");

@@ -47,6 +47,8 @@ static struct {
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static int listening; /* the config listener stays across fork */
+static const struct recording_feed *feeds[RECORDING_FEEDS_MAX];
+static int nfeeds; /* kept across fork and restarts: set once, at init */
 
 /* Read by signal handlers: written before the thread starts. */
 static char dir_buf[RUNDIR_PATH_MAX];
@@ -577,6 +579,8 @@ static void begin(void)
 		set_status("memory only: %s", err);
 		return;
 	}
+	for (int i = 0; i < nfeeds; i++)
+		recording_add_feed(R.rec, feeds[i]);
 	snprintf(dir_buf, sizeof(dir_buf), "%s", dir);
 	snprintf(end_path, sizeof(end_path), "%s/end.json", dir);
 	run_pid = getpid();
@@ -675,6 +679,17 @@ static void on_change(const char *name)
 	pthread_mutex_lock(&R.lock);
 	pthread_cond_signal(&R.cond);
 	pthread_mutex_unlock(&R.lock);
+}
+
+int record_add_feed(const struct recording_feed *f)
+{
+	for (int i = 0; i < nfeeds; i++)
+		if (feeds[i] == f)
+			return 0;
+	if (nfeeds >= RECORDING_FEEDS_MAX)
+		return -ENOSPC;
+	feeds[nfeeds++] = f;
+	return 0;
 }
 
 int record_start(struct store *st, char *err, size_t errlen)

@@ -44,6 +44,13 @@ void record_end_signal(int sig, const char *report);
  * the process exits. */
 void record_end_report(const char *report);
 
+struct recording_feed;
+
+/* Adds a table kept outside the store (sql/recording.h's feeds) to every
+ * recording this process makes; f must live as long as the process.
+ * 0 or -ENOSPC. */
+int record_add_feed(const struct recording_feed *f);
+
 /* Checks a data.dir value: "auto", "off" or an absolute path. */
 int record_dir_canon(const char *text, char *canon, size_t canonlen, char *err,
 		     size_t errlen);

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import probing, wait_for
+from conftest import SYSTEM_PYTHON, probing, wait_for
 
 WORK = """
 import os, time
@@ -268,3 +268,37 @@ def test_a_killed_process_reads_as_ended_how_unknown(spawn, python, tmp_path):
     assert "how is not known" in r.err, r
     r = probing("runs", env=env)
     assert r.rc == 0 and "unknown" in r.out, r
+
+
+def test_collectives_are_recorded(spawn, tmp_path):
+    """python.comm_collective (a ring in C, live) reaches the recording
+    through its feed: every call, as it ended."""
+    data = tmp_path / "data"
+    code = """
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://%s", rank=0, world_size=1)
+t0 = time.time()
+while not hasattr(dist.all_reduce, "__wrapped__") and time.time() - t0 < 30:
+    time.sleep(0.05)  # the agent wraps the functions on its next tick
+t = torch.ones(8)
+for i in range(20):
+    dist.all_reduce(t)
+dist.broadcast(t, 0)
+time.sleep(0.5)
+print("DONE", flush=True)
+""" % (tmp_path / "rdv")
+    t = spawn(SYSTEM_PYTHON, code, env=rec_env(data))
+    assert t.proc.wait(timeout=120) == 0, t.output()
+    r = probing("query", "-f", "json",
+                "SELECT op, state, count(*) AS n, min(duration) >= 0 AS timed "
+                "FROM python.comm_collective GROUP BY op, state ORDER BY op",
+                target=t.pid, env={"PROBING_DATA_DIR": str(data)})
+    assert r.rc == 0, r
+    assert json.loads(r.out) == [
+        {"op": "all_reduce", "state": "done", "n": 20, "timed": 1},
+        {"op": "broadcast", "state": "done", "n": 1, "timed": 1}], r.out
+    # The view of the live agent is not there; its table is.
+    r = probing("query", "SELECT kind FROM probing.tables WHERE schema = 'python' "
+                "AND name = 'comm_collective'", target=t.pid,
+                env={"PROBING_DATA_DIR": str(data)})
+    assert r.rc == 0 and r.out.split()[-1] == "recorded", r

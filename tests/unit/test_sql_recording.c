@@ -179,16 +179,18 @@ static void test_rows_and_changes(void)
 /* A feed: rows from a function, written again as they change. */
 static int feed_state;
 
-static int feed_write(void *ctx, struct recording *r, sqlite3_stmt *ins)
+static int feed_write(void *ctx, struct recording_rows *w)
 {
 	(void)ctx;
 	for (int id = 1; id <= 3; id++) {
-		sqlite3_bind_int(ins, 1, id);
-		sqlite3_bind_text(ins, 2, feed_state ? "done" : "running", -1,
-				  SQLITE_STATIC);
-		if (recording_feed_row(r, ins))
+		if (recording_rows_int(w, id) ||
+		    recording_rows_text(w, feed_state ? "done" : "running") ||
+		    recording_rows_end(w))
 			return -1;
 	}
+	/* A value past the columns is refused. */
+	CHECK(recording_rows_int(w, 1) == 0 && recording_rows_int(w, 2) == 0 &&
+	      recording_rows_int(w, 3) == -EINVAL);
 	return 3;
 }
 
