@@ -181,7 +181,8 @@ static int connect_recording(struct cmd_ctx *ctx)
 				 ctx->target);
 		return cli_error(CLI_ENOPROC,
 				 "%s needs a running process: %s; its "
-				 "recording %s is read by query and hangs",
+				 "recording %s is read by query, hangs, "
+				 "flamegraph and memory",
 				 ctx->entry->name, line, dir);
 	}
 	rc = recorded_open(dir, &ctx->rec, err, sizeof(err));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dap_msg.h"
+#include "flamereq.h"
 #include "resultjson.h"
 #include "store.h"
 
@@ -355,12 +356,135 @@ static struct dap_message *answer_query(struct recorded *r, const cJSON *args)
 	return resp;
 }
 
+/* One number from the recording, or def. */
+static double query_num(struct recorded *r, const char *sql, double def)
+{
+	struct store_result res = {0};
+	char err[256];
+	double v = def;
+
+	if (store_query(r->st, sql, NULL, &res, err, sizeof(err)) == 0 &&
+	    res.nrows == 1 && res.ncols == 1) {
+		if (res.cells[0].type == STORE_INT)
+			v = (double)res.cells[0].u.i;
+		else if (res.cells[0].type == STORE_REAL)
+			v = res.cells[0].u.d;
+	}
+	store_result_release(&res);
+	return v;
+}
+
+/* "script.py (pid N)": the first argument after the program that is
+ * not an option, as the agent names it. */
+static void program_name(const struct run_info *ri, char *out, size_t outlen)
+{
+	const char *p = ri->command, *sp = strchr(p, ' '), *slash;
+	char word[256];
+
+	if (sp) {
+		p = sp + 1;
+		while (*p == '-')
+			p = (sp = strchr(p, ' ')) ? sp + 1 : p + strlen(p);
+	}
+	snprintf(word, sizeof(word), "%.*s", (int)strcspn(p, " "), p);
+	slash = strrchr(word, '/');
+	snprintf(out, outlen, "%s (pid %d)", slash ? slash + 1 : word, ri->pid);
+}
+
+static struct dap_message *answer_flamegraph(struct recorded *r,
+					     const cJSON *args)
+{
+	const struct run_info *ri = &r->info;
+	struct flamereq_env env = {0};
+	struct dap_message *resp;
+	char name[300], err[512];
+
+	/* The rate the samples were taken at, per thread, from how many
+	 * there are (profile.hz is not recorded). */
+	env.hz = (int)(query_num(r,
+				 "SELECT count(*) * 1.0 / count(DISTINCT "
+				 "thread_id) / (max(ts) - min(ts)) FROM "
+				 "profile.samples",
+				 0) +
+		       0.5);
+	env.since = 0;
+	if (ri->alive)
+		env.now = (double)time(NULL);
+	else if (ri->end)
+		env.now = ri->end;
+	else
+		env.now = query_num(r, "SELECT max(ts) FROM profile.samples",
+				    ri->last_write);
+	program_name(ri, name, sizeof(name));
+	env.name = name;
+	env.pid = ri->pid;
+	resp = dap_response_new(0, "probing/flamegraph", 1, NULL);
+	if (resp &&
+	    flamereq_answer(r->st, args, &env, resp->body, err, sizeof(err))) {
+		dap_message_free(resp);
+		resp = dap_error_new(0, "probing/flamegraph", DAP_ERROR_FAILED,
+				     "%s", err);
+	}
+	return resp;
+}
+
+/* probing/memory of a recording: the last process.memory row (the
+ * objects and tensors are counted live only). */
+static struct dap_message *answer_memory(struct recorded *r)
+{
+	static const char *const keys[] = {"rss",  "vms",  "shared",
+					   "peak", "swap", "threads"};
+	struct store_result res = {0};
+	struct dap_message *resp;
+	char err[512], when[64];
+	cJSON *p;
+
+	if (store_query(r->st,
+			"SELECT rss, vms, shared, peak, swap, threads, ts FROM "
+			"process.memory ORDER BY ts DESC LIMIT 1",
+			NULL, &res, err, sizeof(err)) ||
+	    res.nrows != 1) {
+		store_result_release(&res);
+		return dap_error_new(0, "probing/memory", DAP_ERROR_FAILED,
+				     "the recording has no process.memory rows "
+				     "(memory.interval_ms was 0?)");
+	}
+	resp = dap_response_new(0, "probing/memory", 1, NULL);
+	p = resp ? cJSON_AddObjectToObject(resp->body, "process") : NULL;
+	for (size_t i = 0; p && i < 6; i++) {
+		const struct store_value *v = &res.cells[i];
+
+		cJSON_AddNumberToObject(p, keys[i],
+					v->type == STORE_REAL  ? v->u.d
+					: v->type == STORE_INT ? (double)v->u.i
+							       : 0);
+	}
+	utc(res.cells[6].type == STORE_REAL ? res.cells[6].u.d : 0, when,
+	    sizeof(when));
+	if (resp) {
+		char msg[600];
+
+		snprintf(msg, sizeof(msg),
+			 "the last figures recorded, at %s; Python objects "
+			 "and tensors are counted in a running process only; "
+			 "the series: query 'SELECT * FROM process.memory'",
+			 when);
+		cJSON_AddStringToObject(resp->body, "message", msg);
+	}
+	store_result_release(&res);
+	return resp;
+}
+
 int recorded_request(struct recorded *r, const char *command, const cJSON *args,
 		     struct dap_message **resp)
 {
 	*resp = NULL;
 	if (!strcmp(command, "probing/query"))
 		*resp = answer_query(r, args);
+	else if (!strcmp(command, "probing/flamegraph"))
+		*resp = answer_flamegraph(r, args);
+	else if (!strcmp(command, "probing/memory"))
+		*resp = answer_memory(r);
 	else
 		return -ENOTSUP;
 	return *resp ? 0 : -ENOMEM;

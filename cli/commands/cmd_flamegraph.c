@@ -347,7 +347,7 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			    .table_fmt = ctx->format};
 	double since = 0, until = 0;
 	const char *as = NULL;
-	int c, rc;
+	int c, rc, duration_given = 0;
 
 	while ((c = getopt_long(argc, argv, ":d:o:n:f:", opts, NULL)) != -1) {
 		switch (c) {
@@ -358,6 +358,7 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 					"--duration must be like 10s, 500ms "
 					"or 2m, not '%s'",
 					optarg);
+			duration_given = 1;
 			break;
 		case 'H':
 			o.hz = atoi(optarg);
@@ -429,7 +430,13 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (rc != CLI_OK)
 		return rc;
 	cli_sigint_catch();
-	if (o.recorded) {
+	if (ctx->rec) {
+		/* A recording: what it holds, the whole run or its last
+		 * DURATION. */
+		o.recorded = 1;
+		since = duration_given ? -o.duration_ms / 1000.0 : 0;
+		rc = CLI_OK;
+	} else if (o.recorded) {
 		/* What is recorded already: the last DURATION. */
 		since = -o.duration_ms / 1000.0;
 		rc = CLI_OK;
@@ -492,7 +499,11 @@ const struct cmd_entry cmd_flamegraph_entry = {
 		"Examples:\n"
 		"  probing -t 1234 flamegraph\n"
 		"  probing -t 1234 flamegraph -d 30s --hz 1000 -o train.svg\n"
-		"  probing -t 1234 flamegraph --native -o train.speedscope.json\n",
-	.flags = CMD_TARGET,
+		"  probing -t 1234 flamegraph --native -o "
+		"train.speedscope.json\n"
+		"On a process that has ended (its recording: probing runs), "
+		"the samples it\n"
+		"recorded, all of them or the last DURATION of the run.\n",
+	.flags = CMD_TARGET | CMD_RECORDED,
 	.exec = cmd_flamegraph_exec,
 };

@@ -283,6 +283,6 @@ const struct cmd_entry cmd_memory_entry = {
 		"\n"
 		"Example:\n"
 		"  probing -t 1234 memory --top 5\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_RECORDED,
 	.exec = cmd_memory_exec,
 };

@@ -246,6 +246,18 @@ spin(2.5)
     # A command that needs the process says so, naming the recording.
     r = probing("backtrace", target=t.pid, env=env)
     assert r.rc == 3 and "needs a running process" in r.err and run in r.err, r
+    # flamegraph: the samples it recorded, the whole run (spin() is
+    # where it ran), or an SVG of its last second.
+    r = probing("flamegraph", "-f", "json", target=t.pid, env=env)
+    assert r.rc == 0, r
+    top = json.loads(r.out)
+    assert top and top[0]["function"] == "spin" and float(top[0]["total%"]) > 50, top
+    svg = tmp_path / "last.svg"
+    r = probing("flamegraph", "-d", "1s", "-o", str(svg), target=t.pid, env=env)
+    assert r.rc == 0 and svg.read_text().startswith("<?xml") and "spin" in svg.read_text(), r
+    # memory: the last figures recorded, said to be that.
+    r = probing("memory", target=t.pid, env=env)
+    assert r.rc == 0 and "rss" in r.out and "the last figures recorded" in r.err, r
     # probing runs lists it, with how it ended.
     r = probing("runs", "-f", "json", env=env)
     assert r.rc == 0, r
