@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, probing, wait_for
+from conftest import SYSTEM_PYTHON, USERBASE, agent_listening, probing, wait_for
 
 WORK = """
 import os, time
@@ -314,3 +314,65 @@ print("DONE", flush=True)
                 "AND name = 'comm_collective'", target=t.pid,
                 env={"PROBING_DATA_DIR": str(data)})
     assert r.rc == 0 and r.out.split()[-1] == "recorded", r
+
+
+def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
+    """The same pid twice (made so through /proc/sys/kernel/ns_last_pid,
+    as root): two recordings, the live process is the agent's, the ended
+    one's recording is still its own."""
+    data = tmp_path / "data"
+    env = dict(os.environ, PYTHONUSERBASE=USERBASE, PROBING="1",
+               **rec_env(data))
+    env.pop("PROBING_TARGET", None)
+    script = tmp_path / "t.py"
+    script.write_text("import sys, time\nprint('up', flush=True)\n"
+                      "time.sleep(float(sys.argv[1]))\n")
+
+    def start(seconds):
+        return subprocess.Popen([python, str(script), str(seconds)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    first = start(1.2)
+    pid = first.pid
+    assert first.wait(timeout=60) == 0
+    second = None
+    try:
+        for _ in range(200):
+            try:
+                with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                    f.write(str(pid - 1))
+            except OSError as e:
+                pytest.skip("cannot set the next pid here (needs root): %s" % e)
+            p = start(60)
+            if p.pid == pid:
+                second = p
+                break
+            p.kill()
+            p.wait()
+        if second is None:
+            pytest.skip("pid %d was taken by other processes 200 times" % pid)
+        wait_for(lambda: agent_listening(pid), 30, "the second agent")
+        wait_for(lambda: len(run_dirs(data)) == 2, 30, "the second recording")
+        a, b = run_dirs(data)  # by name: the earlier start first
+        assert os.path.basename(a).split("-")[-2] == os.path.basename(b).split("-")[-2] == str(pid)
+        assert json.load(open(a + "/end.json"))["how"] == "exit"
+        cli_env = {"PROBING_DATA_DIR": str(data)}
+        # The pid runs: it is the live agent, not a recording.
+        r = probing("query", "SELECT count(*) > 0 FROM python.backtrace", target=pid,
+                    env=cli_env)
+        assert r.rc == 0 and r.out.split()[-1] == "1" and "recording" not in r.err, r
+        # The first process's recording is read as its own.
+        r = probing("query", "SELECT count(*) FROM process.memory",
+                    target=os.path.basename(a), env=cli_env)
+        assert r.rc == 0 and a in r.err and "exit 0" in r.err, r
+        r = probing("runs", "-f", "json", env=cli_env)
+        hows = sorted(x["how"] for x in json.loads(r.out) if x["pid"] == str(pid))
+        assert hows == ["exit 0", "running"], r.out
+        second.kill()
+        second.wait()
+        # Both gone: the pid means the newest.
+        r = probing("query", "SELECT 1", target=pid, env=cli_env)
+        assert r.rc == 0 and b in r.err, r
+    finally:
+        if second is not None and second.poll() is None:
+            second.kill()
+            second.wait()
