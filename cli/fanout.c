@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "recorded.h"
 #include "target.h"
 
 struct job {
@@ -33,6 +34,33 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* A node that is a recording: answered from its files. */
+static void one_recorded(struct job *j, size_t i)
+{
+	const struct fanout_node *nd = &j->nodes[i];
+	struct fanout_result *r = &j->out[i];
+	struct recorded *rec = NULL;
+	double t0 = now_ms();
+	int rc;
+
+	rc = recorded_open(nd->rec, &rec, r->err, sizeof(r->err));
+	if (rc) {
+		r->rc = CLI_EFAIL;
+	} else {
+		rc = recorded_request(rec, j->command, j->args, &r->resp);
+		r->rc = rc ? CLI_EFAIL : CLI_OK;
+		if (rc == -ENOTSUP)
+			snprintf(r->err, sizeof(r->err),
+				 "a recording has no answer to %s: it needs "
+				 "the running process",
+				 j->command);
+		else if (rc)
+			snprintf(r->err, sizeof(r->err), "%s", strerror(-rc));
+	}
+	recorded_free(rec);
+	r->ms = now_ms() - t0;
+}
+
 static void one(struct job *j, size_t i)
 {
 	const struct fanout_node *nd = &j->nodes[i];
@@ -43,6 +71,10 @@ static void one(struct job *j, size_t i)
 	double t0 = now_ms();
 	int rc;
 
+	if (nd->rec[0]) {
+		one_recorded(j, i);
+		return;
+	}
 	rc = cli_target_open(nd->addr, j->timeout_ms, &c, &init, r->err,
 			     sizeof(r->err));
 	if (rc != CLI_OK) {

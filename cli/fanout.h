@@ -9,6 +9,9 @@
  * for at most its timeout, which applies to the connection, to
  * `initialize` and to the request each.
  *
+ * A node with a recording (rec) is read instead: the request is
+ * answered from its files as -t would (recorded_request).
+ *
  * Nothing is printed; every node's outcome is in its result.  Threads:
  * fanout_run() from one thread at a time.
  */
@@ -19,6 +22,7 @@
 #include <stdint.h>
 
 #include "dap_client.h"
+#include "rundir.h"
 
 #define FANOUT_THREADS 64
 #define FANOUT_NODES_MAX 65536
@@ -27,6 +31,9 @@ struct fanout_node {
 	int64_t rank;	  /* -1: not known */
 	char host[256];	  /* may be "" */
 	char addr[DAP_ADDR_TEXT_MAX]; /* HOST:PORT */
+	char rec[RUNDIR_PATH_MAX];    /* a recording answers instead (a rank
+				       * of a job that has ended; recorded.h);
+				       * "" for an agent */
 };
 
 struct fanout_result {

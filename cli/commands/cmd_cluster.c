@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "recorded.h"
 
 #define CLUSTER_NODES_SQL                                                      \
 	"SELECT rank, host, addr FROM cluster.nodes WHERE role = 'rank' "      \
@@ -84,6 +85,86 @@ static int target_query(struct cmd_ctx *ctx, const char *sql,
 	return rc;
 }
 
+/* The ranks of a job that has ended, from their recordings. */
+struct job_pick {
+	const char *job;
+	struct fanout_node *v;
+	size_t n, cap;
+};
+
+static void job_rank(const struct run_info *ri, void *arg)
+{
+	struct job_pick *p = arg;
+
+	if (strcmp(ri->job, p->job) || ri->alive)
+		return;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 16;
+		struct fanout_node *v;
+
+		if (cap > FANOUT_NODES_MAX ||
+		    !(v = realloc(p->v, cap * sizeof(*v))))
+			return;
+		p->v = v;
+		p->cap = cap;
+	}
+	memset(&p->v[p->n], 0, sizeof(p->v[p->n]));
+	p->v[p->n].rank = ri->rank;
+	snprintf(p->v[p->n].host, sizeof(p->v[p->n].host), "%s", ri->host);
+	snprintf(p->v[p->n].rec, sizeof(p->v[p->n].rec), "%s", ri->dir);
+	snprintf(p->v[p->n].addr, sizeof(p->v[p->n].addr), "%.*s",
+		 (int)sizeof(p->v[p->n].addr) - 1, ri->name);
+	p->n++;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct fanout_node *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/*
+ * -t names a job that has ended — one of its ranks' recordings (a pid, a
+ * run's name or directory) or the job's directory (job-ID): its ranks'
+ * recordings are the nodes.  1 with them, 0 when -t names no recording.
+ */
+static int ended_job_nodes(struct cmd_ctx *ctx, struct fanout_node **out,
+			   size_t *n)
+{
+	char dir[RUNDIR_PATH_MAX], root[RUNDIR_PATH_MAX];
+	const char *base = ctx->target ? strrchr(ctx->target, '/') : NULL;
+	struct job_pick p = {0};
+	struct run_info ri;
+
+	base = base ? base + 1 : ctx->target;
+	if (!base)
+		return 0;
+	if (!strncmp(base, "job-", 4)) {
+		p.job = base;
+	} else if (recorded_find(ctx->target, dir, sizeof(dir)) == 1 &&
+		   recorded_info(dir, &ri) == 0) {
+		/* Not a rank of a job: itself alone. */
+		p.job = ri.job;
+		if (!ri.job[0])
+			job_rank(&ri, &p);
+	} else {
+		return 0;
+	}
+	if (!p.n)
+		recorded_runs(job_rank, &p, root, sizeof(root));
+	if (!p.n) {
+		free(p.v);
+		return 0;
+	}
+	qsort(p.v, p.n, sizeof(*p.v), by_rank);
+	fprintf(stderr, "probing: reading the recordings of %zu rank%s of %s\n",
+		p.n, p.n == 1 ? "" : "s", p.job[0] ? p.job : ctx->target);
+	*out = p.v;
+	*n = p.n;
+	return 1;
+}
+
 static int get_nodes(struct cmd_ctx *ctx, const struct cluster_opts *o,
 		     struct fanout_node **out, size_t *n)
 {
@@ -106,6 +187,11 @@ static int get_nodes(struct cmd_ctx *ctx, const struct cluster_opts *o,
 		*n = (size_t)rc;
 		return CLI_OK;
 	}
+	rc = ended_job_nodes(ctx, out, n);
+	if (rc == 1)
+		return CLI_OK;
+	if (rc < 0)
+		return cli_error(CLI_EFAIL, "out of memory");
 	rc = target_query(ctx, CLUSTER_NODES_SQL, &resp);
 	if (rc != CLI_OK)
 		return rc;

@@ -376,3 +376,48 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
         if second is not None and second.poll() is None:
             second.kill()
             second.wait()
+
+
+def test_cluster_query_on_a_job_that_ended(tmp_path):
+    """A torchrun job's ranks record under the job's directory; once the
+    job has ended, `cluster query` reads their recordings as it would ask
+    their agents."""
+    import test_cluster as tc
+    if not tc.have_torch():
+        pytest.skip("needs torchrun and python3-torch")
+    data = tmp_path / "data"
+    e = dict(os.environ, PROBING="2", PYTHONUSERBASE=USERBASE,
+             PYTHONUNBUFFERED="1", PROBING_DATA_DIR=str(data))
+    for k in ("PROBING_PORT", "PROBING_LISTEN", "PROBING_TARGET"):
+        e.pop(k, None)
+    # --redirects/--tee: torch 1.13's torchrun needs them on 3.11
+    # (test_cluster.Job says why); its default monitor interval (5 s)
+    # sees the ranks end.
+    cp = subprocess.run([tc.TORCHRUN, "--redirects", "1", "--tee", "1",
+                         "--log_dir", str(tmp_path / "logs"), "--master_port",
+                         str(tc.free_port()), "--nproc_per_node", "2",
+                         os.path.join(os.path.dirname(tc.EXAMPLE), "collectives.py"),
+                         "--rounds", "3", "--linger", "1"],
+                        env=e, cwd=str(tmp_path), capture_output=True, text=True,
+                        timeout=180)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    jobs = [p for p in os.listdir(data) if p.startswith("job-")]
+    assert len(jobs) == 1, os.listdir(data)
+    ranks = run_dirs(data / jobs[0])
+    assert len(ranks) == 2
+    env = {"PROBING_DATA_DIR": str(data)}
+    r = probing("cluster", "query", "-f", "json",
+                "SELECT op, count(*) AS n FROM python.comm_collective "
+                "WHERE state = 'done' GROUP BY op ORDER BY op",
+                target=jobs[0], env=env)
+    assert r.rc == 0, r
+    rows = json.loads(r.out)
+    assert sorted({x["rank"] for x in rows}) == ["0", "1"], rows
+    per_rank = {x["op"]: x["n"] for x in rows if x["rank"] == "1"}
+    assert per_rank["all_reduce"] == "6" and per_rank["broadcast"] == "3", rows
+    assert "reading the recordings of 2 ranks of %s" % jobs[0] in r.err, r
+    # A rank's pid names its job too.
+    pid = json.load(open(ranks[0] + "/run.json"))["pid"]
+    r = probing("cluster", "query", "SELECT count(*) FROM process.memory",
+                target=pid, env=env)
+    assert r.rc == 0 and "2 ranks" in r.err, r
