@@ -560,6 +560,8 @@ static void begin(void)
 	config_get("data.dir", setting, sizeof(setting));
 	snprintf(R.setting, sizeof(R.setting), "%s", setting);
 	rc = rundir_root(setting, R.root, sizeof(R.root));
+	if (rc)
+		R.root[0] = 0; /* nothing to prune either */
 	if (rc == -ENOENT) {
 		set_status("off (data.dir=off): recorded tables stay in "
 			   "memory only");
