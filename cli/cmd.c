@@ -211,6 +211,18 @@ int cli_connect(struct cmd_ctx *ctx, int send_init)
 	rc = cli_target_open(ctx->target, ctx->timeout_ms, &ctx->client,
 			     send_init ? &ctx->init_body : NULL, err,
 			     sizeof(err));
+	if (rc == CLI_ENOAGENT &&
+	    strspn(ctx->target, "0123456789") == strlen(ctx->target)) {
+		char run[160];
+
+		/* The pid is another process's now: an earlier one's
+		 * recording may be what was meant. */
+		if (recorded_earlier(atoi(ctx->target), run, sizeof(run)))
+			return cli_error(rc,
+					 "%s\nprobing: an earlier process %s "
+					 "left a recording: probing -t %s ...",
+					 err, ctx->target, run);
+	}
 	if (rc != CLI_OK)
 		return cli_error(rc, "%s", err);
 	return CLI_OK;

@@ -16,6 +16,7 @@
 #include "dap_msg.h"
 #include "flamereq.h"
 #include "resultjson.h"
+#include "sqlglobal.h"
 #include "store.h"
 
 #define QUERY_ROWS_DEFAULT 10000
@@ -211,6 +212,37 @@ int recorded_find(const char *text, char *dir, size_t dirlen)
 	return 1;
 }
 
+struct earlier {
+	int pid;
+	char host[64];
+	char name[160];
+	double start;
+};
+
+static void pick_earlier(const struct run_info *ri, void *arg)
+{
+	struct earlier *e = arg;
+
+	if (ri->pid != e->pid || ri->alive || strcmp(ri->host, e->host) ||
+	    ri->start < e->start)
+		return;
+	snprintf(e->name, sizeof(e->name), "%s", ri->name);
+	e->start = ri->start;
+}
+
+int recorded_earlier(int pid, char *name, size_t namelen)
+{
+	struct earlier e = {.pid = pid};
+	char root[RUNDIR_PATH_MAX];
+
+	gethostname(e.host, sizeof(e.host) - 1);
+	if (recorded_runs(pick_earlier, &e, root, sizeof(root)) <= 0 ||
+	    !e.name[0])
+		return 0;
+	snprintf(name, namelen, "%s", e.name);
+	return 1;
+}
+
 /* ---- reading it --------------------------------------------------------- */
 
 int recorded_open(const char *dir, struct recorded **out, char *err,
@@ -306,6 +338,122 @@ static const char *const live_tables[] = {
 	"python.comm_metrics", "probing.config", "cluster.nodes",
 };
 
+/* ---- global.<schema>.<table>: every rank of the job, from its recording */
+
+#define GLOBAL_REFS_MAX 8
+
+struct ranks {
+	const char *job;
+	struct run_info *v;
+	size_t n, cap;
+};
+
+static void job_rank(const struct run_info *ri, void *arg)
+{
+	struct ranks *k = arg;
+
+	if (strcmp(ri->job, k->job))
+		return;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 16;
+		struct run_info *v = realloc(k->v, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		k->v = v;
+		k->cap = cap;
+	}
+	k->v[k->n++] = *ri;
+}
+
+/*
+ * The SQL with each global.<schema>.<table> replaced by a temp table of
+ * that table on every rank of this recording's job (itself alone when it
+ * is no rank of one); *ntemp temp tables made (global_0, ...).  NULL
+ * with err when that cannot be done; notes gets what was left out.
+ */
+static char *globalize(struct recorded *r, const char *sql, size_t max_rows,
+		       int *ntemp, char *notes, size_t noteslen, char *err,
+		       size_t errlen)
+{
+	struct sqlglobal_ref refs[GLOBAL_REFS_MAX];
+	int nrefs = sqlglobal_refs(sql, refs, GLOBAL_REFS_MAX);
+	struct ranks k = {r->info.job, NULL, 0, 0};
+	struct store_source *src = NULL;
+	char root[RUNDIR_PATH_MAX], *out = NULL;
+	size_t len = strlen(sql), cap, at = 0, nl = 0;
+
+	*ntemp = 0;
+	if (nrefs <= 0)
+		return NULL;
+	if (nrefs > GLOBAL_REFS_MAX) {
+		snprintf(err, errlen, "more than %d global tables in one query",
+			 GLOBAL_REFS_MAX);
+		return NULL;
+	}
+	if (r->info.job[0])
+		recorded_runs(job_rank, &k, root, sizeof(root));
+	else
+		job_rank(&r->info, &k);
+	src = calloc(k.n ? k.n : 1, sizeof(*src));
+	cap = len + (size_t)nrefs * 32 + 1;
+	out = malloc(cap);
+	if (!src || !out || !k.n) {
+		snprintf(err, errlen,
+			 k.n ? "out of memory"
+			     : "no recording of the job's ranks");
+		goto fail;
+	}
+	for (size_t i = 0; i < k.n; i++) {
+		src[i].dir = k.v[i].dir;
+		src[i].rank = k.v[i].rank >= 0 ? k.v[i].rank : (int64_t)i;
+		src[i].host = k.v[i].host;
+	}
+	for (int i = 0; i < nrefs; i++) {
+		char schema[64], name[32], more[512];
+		const char *table = strchr(refs[i].name, '.');
+		int rc;
+
+		snprintf(schema, sizeof(schema), "%.*s",
+			 (int)(table - refs[i].name), refs[i].name);
+		snprintf(name, sizeof(name), "global_%d", i);
+		rc = store_gather_recorded(r->st, name, schema, table + 1, src,
+					   k.n, max_rows, more, sizeof(more),
+					   err, errlen);
+		if (rc)
+			goto fail;
+		(*ntemp)++;
+		if (more[0] && nl < noteslen)
+			nl += (size_t)snprintf(notes + nl, noteslen - nl,
+					       "%s%s", nl ? "\n" : "", more);
+		/* The text up to the reference, then the temp table. */
+		memcpy(out + at, sql + (i ? refs[i - 1].end : 0),
+		       refs[i].start - (i ? refs[i - 1].end : 0));
+		at += refs[i].start - (i ? refs[i - 1].end : 0);
+		at += (size_t)snprintf(out + at, cap - at, "temp.%s", name);
+	}
+	snprintf(out + at, cap - at, "%s", sql + refs[nrefs - 1].end);
+	free(src);
+	free(k.v);
+	return out;
+fail:
+	free(src);
+	free(k.v);
+	free(out);
+	return NULL;
+}
+
+static void drop_temps(struct recorded *r, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char sql[64];
+
+		snprintf(sql, sizeof(sql),
+			 "DROP TABLE IF EXISTS temp.global_%d", i);
+		store_exec(r->st, sql, NULL, 0);
+	}
+}
+
 static struct dap_message *answer_query(struct recorded *r, const cJSON *args)
 {
 	const cJSON *sql = cJSON_GetObjectItemCaseSensitive(args, "sql");
@@ -314,8 +462,8 @@ static struct dap_message *answer_query(struct recorded *r, const cJSON *args)
 	struct store_limits lim = {0};
 	struct store_result res = {0};
 	struct dap_message *resp;
-	char err[1024];
-	int rc;
+	char err[1024] = "", notes[1024] = "", *global;
+	int rc, ntemp = 0;
 
 	if (!cJSON_IsString(sql))
 		return dap_error_new(0, "probing/query", DAP_ERROR_FAILED,
@@ -326,7 +474,17 @@ static struct dap_message *answer_query(struct recorded *r, const cJSON *args)
 	lim.timeout_ms = cJSON_IsNumber(to) && to->valuedouble >= 1
 				 ? (int)to->valuedouble
 				 : QUERY_TIMEOUT_DEFAULT;
-	rc = store_query(r->st, sql->valuestring, &lim, &res, err, sizeof(err));
+	global = globalize(r, sql->valuestring, lim.max_rows, &ntemp, notes,
+			   sizeof(notes), err, sizeof(err));
+	if (!global && err[0]) {
+		drop_temps(r, ntemp);
+		return dap_error_new(0, "probing/query", DAP_ERROR_SQL, "%s",
+				     err);
+	}
+	rc = store_query(r->st, global ? global : sql->valuestring, &lim, &res,
+			 err, sizeof(err));
+	free(global);
+	drop_temps(r, ntemp);
 	if (rc) {
 		const char *live = NULL;
 
@@ -348,6 +506,13 @@ static struct dap_message *answer_query(struct recorded *r, const cJSON *args)
 				     "%s", err);
 	}
 	resp = dap_response_new(0, "probing/query", 1, NULL);
+	if (resp && notes[0]) {
+		cJSON *arr = cJSON_AddArrayToObject(resp->body, "notes");
+
+		for (char *line = strtok(notes, "\n"); arr && line;
+		     line = strtok(NULL, "\n"))
+			cJSON_AddItemToArray(arr, cJSON_CreateString(line));
+	}
 	if (resp && store_result_json(&res, resp->body)) {
 		dap_message_free(resp);
 		resp = NULL;

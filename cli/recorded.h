@@ -62,6 +62,10 @@ int recorded_runs(void (*fn)(const struct run_info *ri, void *arg), void *arg,
  */
 int recorded_find(const char *text, char *dir, size_t dirlen);
 
+/* The name of the newest recording of an earlier process that had pid
+ * (on this host; not the one running now).  1 with it, else 0. */
+int recorded_earlier(int pid, char *name, size_t namelen);
+
 /* Opens the recording in dir for reading.  0, or -errno / STORE_ESQL
  * with err. */
 int recorded_open(const char *dir, struct recorded **out, char *err,

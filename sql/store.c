@@ -525,6 +525,91 @@ int store_open_recording(const char *dir, struct store **out, char *err,
 	return 0;
 }
 
+/* Attaches a rank's file of schema as "global_src" (read-only). */
+static int attach_src(struct store *st, const char *dir, const char *schema,
+		      char *err, size_t errlen)
+{
+	char path[4200], *uri, *sql;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s.db", dir, schema);
+	if (access(path, R_OK) < 0) {
+		errbuf_set(err, errlen, "no %s.db", schema);
+		return -ENOENT;
+	}
+	uri = file_uri(path, "ro");
+	sql = uri ? sqlite3_mprintf("ATTACH %Q AS global_src", uri) : NULL;
+	rc = sql ? exec_locked(st, sql, err, errlen) : -ENOMEM;
+	sqlite3_free(sql);
+	free(uri);
+	return rc;
+}
+
+int store_gather_recorded(struct store *st, const char *name,
+			  const char *schema, const char *table,
+			  const struct store_source *src, size_t n,
+			  size_t max_rows, char *notes, size_t noteslen,
+			  char *err, size_t errlen)
+{
+	sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+	int saved, made = 0, rc = 0;
+	size_t nl = 0;
+
+	if (noteslen)
+		notes[0] = 0;
+	sqlite3_mutex_enter(mu);
+	saved = st->q.restricted;
+	st->q.restricted = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		char why[256], *sql;
+		int one;
+
+		one = attach_src(st, src[i].dir, schema, why, sizeof(why));
+		if (!one) {
+			sql = made ? sqlite3_mprintf(
+					     "INSERT INTO temp.\"%w\" SELECT "
+					     "%lld, %Q, * FROM "
+					     "global_src.\"%w\" "
+					     "LIMIT %lld",
+					     name, (long long)src[i].rank,
+					     src[i].host, table,
+					     (long long)max_rows)
+				   : sqlite3_mprintf(
+					     "CREATE TEMP TABLE \"%w\" AS "
+					     "SELECT "
+					     "%lld AS _rank, %Q AS _host, * "
+					     "FROM "
+					     "global_src.\"%w\" LIMIT %lld",
+					     name, (long long)src[i].rank,
+					     src[i].host, table,
+					     (long long)max_rows);
+			one = sql ? exec_locked(st, sql, why, sizeof(why))
+				  : -ENOMEM;
+			sqlite3_free(sql);
+			made |= one == 0;
+			sqlite3_exec(st->db, "DETACH global_src", NULL, NULL,
+				     NULL);
+		}
+		if (one == -ENOMEM)
+			rc = -ENOMEM;
+		else if (one && nl < noteslen)
+			nl += (size_t)snprintf(notes + nl, noteslen - nl,
+					       "%sglobal.%s.%s: rank %lld: %s",
+					       nl ? "\n" : "", schema, table,
+					       (long long)src[i].rank, why);
+	}
+	if (!rc && !made) {
+		errbuf_set(err, errlen,
+			   "global.%s.%s: no rank's recording has "
+			   "it",
+			   schema, table);
+		rc = STORE_ESQL;
+	}
+	st->q.restricted = saved;
+	sqlite3_mutex_leave(mu);
+	return rc;
+}
+
 void store_free(struct store *st)
 {
 	if (!st)

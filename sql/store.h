@@ -78,6 +78,25 @@ int store_new(struct store **out, char *err, size_t errlen);
 int store_open_recording(const char *dir, struct store **out, char *err,
 			 size_t errlen);
 
+/*
+ * For a reader of a finished job's recordings (the `global` schema):
+ * makes temp table name of table schema.table of each recording
+ * src[i].dir, its rows tagged _rank and _host, at most max_rows of each.
+ * A recording without the table is left out and said in notes (lines).
+ * 0, or STORE_ESQL (none has it) / -ENOMEM with err.
+ */
+struct store_source {
+	const char *dir;
+	int64_t rank;
+	const char *host;
+};
+
+int store_gather_recorded(struct store *st, const char *name,
+			  const char *schema, const char *table,
+			  const struct store_source *src, size_t n,
+			  size_t max_rows, char *notes, size_t noteslen,
+			  char *err, size_t errlen);
+
 /* Closes the database.  No other thread may be using st.  NULL is a no-op. */
 void store_free(struct store *st);
 

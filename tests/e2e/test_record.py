@@ -328,8 +328,12 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
     script.write_text("import sys, time\nprint('up', flush=True)\n"
                       "time.sleep(float(sys.argv[1]))\n")
 
-    def start(seconds):
-        return subprocess.Popen([python, str(script), str(seconds)], env=env,
+    bare = dict(env)
+    del bare["PROBING"]
+
+    def start(seconds, agent=True):
+        return subprocess.Popen([python, str(script), str(seconds)],
+                                env=env if agent else bare,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     first = start(1.2)
     pid = first.pid
@@ -342,7 +346,7 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
                     f.write(str(pid - 1))
             except OSError as e:
                 pytest.skip("cannot set the next pid here (needs root): %s" % e)
-            p = start(60)
+            p = start(60, agent=False)
             if p.pid == pid:
                 second = p
                 break
@@ -350,12 +354,22 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
             p.wait()
         if second is None:
             pytest.skip("pid %d was taken by other processes 200 times" % pid)
+        cli_env = {"PROBING_DATA_DIR": str(data)}
+        # The pid is another process's now, one without an agent: the
+        # earlier one's recording is pointed at.
+        a = run_dirs(data)[0]
+        r = probing("query", "SELECT 1", target=pid, env=cli_env)
+        assert r.rc == 4 and "has no Probing agent" in r.err, r
+        assert ("an earlier process %d left a recording: probing -t %s"
+                % (pid, os.path.basename(a))) in r.err, r
+        assert second.stdout.readline().strip() == b"up"  # Python is up
+        r = probing("inject", target=pid, env=cli_env)
+        assert r.rc == 0, r
         wait_for(lambda: agent_listening(pid), 30, "the second agent")
         wait_for(lambda: len(run_dirs(data)) == 2, 30, "the second recording")
         a, b = run_dirs(data)  # by name: the earlier start first
         assert os.path.basename(a).split("-")[-2] == os.path.basename(b).split("-")[-2] == str(pid)
         assert json.load(open(a + "/end.json"))["how"] == "exit"
-        cli_env = {"PROBING_DATA_DIR": str(data)}
         # The pid runs: it is the live agent, not a recording.
         r = probing("query", "SELECT count(*) > 0 FROM python.backtrace", target=pid,
                     env=cli_env)
@@ -416,6 +430,17 @@ def test_cluster_query_on_a_job_that_ended(tmp_path):
     per_rank = {x["op"]: x["n"] for x in rows if x["rank"] == "1"}
     assert per_rank["all_reduce"] == "6" and per_rank["broadcast"] == "3", rows
     assert "reading the recordings of 2 ranks of %s" % jobs[0] in r.err, r
+    # global.<schema>.<table> in one query: every rank's rows, read from
+    # the recordings of the rank's job.
+    r = probing("query", "-f", "json",
+                "SELECT _rank, count(*) AS n FROM global.python.comm_collective "
+                "WHERE op = 'all_reduce' GROUP BY _rank ORDER BY _rank",
+                target=os.path.basename(ranks[0]), env=env)
+    assert r.rc == 0, r
+    assert json.loads(r.out) == [{"_rank": 0, "n": 6}, {"_rank": 1, "n": 6}], r.out
+    r = probing("query", "SELECT * FROM global.python.nosuch",
+                target=os.path.basename(ranks[0]), env=env)
+    assert r.rc == 7 and "no rank's recording has it" in r.err, r
     # A rank's pid names its job too.
     pid = json.load(open(ranks[0] + "/run.json"))["pid"]
     r = probing("cluster", "query", "SELECT count(*) FROM process.memory",
