@@ -562,34 +562,36 @@ int store_gather_recorded(struct store *st, const char *name,
 	st->q.restricted = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		char why[256], *sql;
-		int one;
+		int one, attached;
 
 		one = attach_src(st, src[i].dir, schema, why, sizeof(why));
+		attached = one == 0;
+		/* The first rank that has it gives the columns. */
+		if (!one && !made) {
+			sql = sqlite3_mprintf(
+				"CREATE TEMP TABLE \"%w\" AS "
+				"SELECT 0 AS _rank, '' AS _host, "
+				"* FROM global_src.\"%w\" WHERE 0",
+				name, table);
+			one = sql ? exec_locked(st, sql, why, sizeof(why))
+				  : -ENOMEM;
+			sqlite3_free(sql);
+		}
 		if (!one) {
-			sql = made ? sqlite3_mprintf(
-					     "INSERT INTO temp.\"%w\" SELECT "
-					     "%lld, %Q, * FROM "
-					     "global_src.\"%w\" "
-					     "LIMIT %lld",
-					     name, (long long)src[i].rank,
-					     src[i].host, table,
-					     (long long)max_rows)
-				   : sqlite3_mprintf(
-					     "CREATE TEMP TABLE \"%w\" AS "
-					     "SELECT "
-					     "%lld AS _rank, %Q AS _host, * "
-					     "FROM "
-					     "global_src.\"%w\" LIMIT %lld",
-					     name, (long long)src[i].rank,
-					     src[i].host, table,
-					     (long long)max_rows);
+			sql = sqlite3_mprintf(
+				"INSERT INTO temp.\"%w\" SELECT "
+				"%lld, %Q, * FROM global_src.\"%w\" "
+				"LIMIT %lld",
+				name, (long long)src[i].rank, src[i].host,
+				table, (long long)max_rows);
 			one = sql ? exec_locked(st, sql, why, sizeof(why))
 				  : -ENOMEM;
 			sqlite3_free(sql);
 			made |= one == 0;
+		}
+		if (attached)
 			sqlite3_exec(st->db, "DETACH global_src", NULL, NULL,
 				     NULL);
-		}
 		if (one == -ENOMEM)
 			rc = -ENOMEM;
 		else if (one && nl < noteslen)
