@@ -481,6 +481,10 @@ int cluster_start(struct server *srv, struct store *st, char *err,
 	cluster_store_begin(&job.id);
 	if (!job.remote)
 		put_self();
+	/* Until the thread's first look: never an empty status. */
+	cluster_status("rank %lld: registering in the store at %.200s:%d",
+		       (long long)job.id.rank, job.id.master,
+		       job.id.master_port);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
 	pthread_cond_init(&cond, &ca);

@@ -594,8 +594,7 @@ def family(spawn, python, how, env=None, args=(), procs=1):
     t = spawn(python, FAMILY, agent=None, env=env, args=(how, *args))
     if how == "init":
         t.wait_line("ready", 60)
-        assert cluster_status(t.pid).startswith(
-            "rank 1: waiting for the process to import torch")
+        rank_status_is(t.pid, "rank 1: waiting for the process to import torch")
         os.kill(t.pid, signal.SIGUSR1)
     def printed():
         return t.output().count("proc ") >= procs
@@ -617,6 +616,13 @@ def cluster_status(pid):
     return {s["name"]: s["value"] for s in r.json()}["cluster.status"]
 
 
+def rank_status_is(pid, prefix):
+    """A rank's registration thread says where it is at its first look
+    (before it: "registering in the store at ...")."""
+    wait_for(lambda: cluster_status(pid).startswith(prefix), 10,
+             "cluster.status to start with %r" % prefix)
+
+
 def test_cluster_child_of_a_rank_is_not_the_rank(spawn, python):
     """A DataLoader worker (forked, or the same Python started again)
     inherits RANK and the rest, but is never registered as the rank: it
@@ -629,7 +635,7 @@ def test_cluster_child_of_a_rank_is_not_the_rank(spawn, python):
         assert cluster_status(kid) == (
             "a child of rank 1 (pid %d), not the rank: not registered "
             "(the rank's own agent answers for it)" % rank)
-        assert cluster_status(rank).startswith(rank_says)
+        rank_status_is(rank, rank_says)
     # A launcher gives the job's environment to a shell script, which
     # starts Python: that Python is the rank (its parent is no Python of
     # the job), and its forked worker is its child.
@@ -637,7 +643,7 @@ def test_cluster_child_of_a_rank_is_not_the_rank(spawn, python):
     launcher, kids = family(spawn, python, "shell", procs=2,
                             args=["%s=%s" % kv for kv in job.items()])
     rank, = [p for p in kids if p != launcher]
-    assert cluster_status(rank).startswith(rank_says)
+    rank_status_is(rank, rank_says)
     assert cluster_status(kids[rank]).startswith(
         "a child of rank 1 (pid %d), not the rank" % rank)
     if SANITIZED_TARGETS:
