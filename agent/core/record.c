@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 #define PRUNE_EVERY_MS 60000 /* other runs' directories */
 #define SUFFIX_MAX 99	     /* an agent started again in one process */
 #define MB (1024.0 * 1024.0)
+#define RECORD_NICE 10	      /* the thread's nice value */
 
 static struct {
 	pthread_mutex_t lock;
@@ -636,6 +639,9 @@ static void *record_main(void *arg)
 	char setting[CONFIG_VALUE_MAX];
 
 	(void)arg;
+	/* Background work: the program's threads come first when they
+	 * want a CPU this thread has (nice applies per thread on Linux). */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RECORD_NICE);
 	pthread_mutex_lock(&R.lock);
 	while (!R.stop) {
 		struct timespec dl;

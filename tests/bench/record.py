@@ -19,11 +19,12 @@ printed too), "ratio" = median / baseline's median, "paired" = median of
 each round's variant / the same round's baseline, and for disk against
 memory the same paired ratio ("disk/memory").  "agent CPU" is the process's
 CPU minus the training thread's (the sampler, the recorder, the recording
-thread).  "bytes/hour" is the recording's size at the end of a disk run
-over that run's wall time from the agent's start, times 3600.
+thread).  "bytes/hour" is what a disk run's recording grew by from 2.5 s
+after the sampler started (the files made) to the process's exit, over
+that time, times 3600.
 
 Usage: PROBING_BUILD=build python3 tests/bench/record.py [--runs 7]
-       [--steps 3000]
+       [--steps 40000]
 Prints a Markdown table (docs/benchmarks.md has the last one).
 """
 import argparse
@@ -87,34 +88,41 @@ def run(variant, steps):
                   if variant == "disk" else "off"})
     go = os.path.join(tmp, "go")
     code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
-    started = time.time()
     p = subprocess.Popen([PY, "-c", code, str(steps), go], env=e,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    line = p.stdout.readline()
-    if not line.startswith("READY"):
-        sys.exit("%s: %s %s" % (variant, line, p.stderr.read()[-2000:]))
+    seen = []
+    for line in p.stdout:  # train() prints its loss now and then
+        if line.startswith("READY"):
+            break
+        seen.append(line)
+    else:
+        sys.exit("%s: no READY: %s %s" % (variant, "".join(seen)[-500:],
+                                          p.stderr.read()[-2000:]))
     if variant != "baseline":
         r = subprocess.run([CLI, "-t", str(p.pid), "perf", "--start", "--hz",
                             "100"], capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("%s: perf --start: %s" % (variant, r.stderr))
+    data = os.path.join(tmp, "data")
+    time.sleep(2.5)  # the first flushes: the files made, their base size
+    size0, t0 = dir_bytes(data), time.time()
     open(go, "w").close()
     out, err = p.communicate()
     if p.returncode != 0:
         sys.exit("%s run failed:\n%s" % (variant, err[-3000:]))
-    wall_all = time.time() - started
+    grown = dir_bytes(data) - size0
+    took = time.time() - t0
     line = [l for l in out.splitlines() if l.startswith("ELAPSED")][0]
     cpu, wall, other = (float(x) for x in line.split()[1:])
-    size = dir_bytes(os.path.join(tmp, "data")) if variant == "disk" else 0
     shutil.rmtree(tmp, True)
-    return cpu, wall, other, size / wall_all * 3600 if size else 0
+    return cpu, wall, other, grown / took * 3600 if variant == "disk" else 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=40000)
     args = ap.parse_args()
     res = {n: [] for n in VARIANTS}
     for i in range(args.runs):
