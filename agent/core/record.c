@@ -502,7 +502,8 @@ static void prune(void)
 
 	R.live_runs = 0;
 	rundir_walk(R.root, scan_one, &sc, 1);
-	qsort(sc.list, sc.n, sizeof(*sc.list), by_mtime);
+	if (sc.n)
+		qsort(sc.list, sc.n, sizeof(*sc.list), by_mtime);
 	for (size_t i = 0; i < sc.n; i++) {
 		int old = days > 0 && now - sc.list[i].mtime > days * 86400;
 		int over = max > 0 && (double)sc.total > max;

@@ -93,7 +93,8 @@ static int cmd_runs_exec(struct cmd_ctx *ctx, int argc, char **argv)
 				 "recordings");
 	if (n < 0)
 		return cli_error(CLI_EFAIL, "%s: %s", root, strerror(-n));
-	qsort(r.v, r.n, sizeof(*r.v), by_start);
+	if (r.n)
+		qsort(r.v, r.n, sizeof(*r.v), by_start);
 	t = cli_table_new(tty && fmt <= CLI_FORMAT_TABLE ? 9 : 10, cols);
 	if (!t) {
 		free(r.v);

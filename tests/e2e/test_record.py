@@ -26,6 +26,23 @@ while True:
 """
 
 
+def sanitized(env, tmp_path):
+    """env for a target started here (not through spawn) under the ASan
+    run: the sanitizer runtime first, its reports into files that
+    no_sanitizer_reports() checks."""
+    pre = os.environ.get("PROBING_TARGET_PRELOAD")
+    if pre:
+        env["LD_PRELOAD"] = pre
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            env[k] = os.environ.get(k, "") + ":log_path=" + str(tmp_path / "sanitizer")
+    return env
+
+
+def no_sanitizer_reports(tmp_path):
+    reports = glob.glob(str(tmp_path / "sanitizer*"))
+    assert not reports, "".join(open(r).read()[-3000:] for r in reports)
+
+
 def rec_env(data, **extra):
     e = {"PROBING_DATA_DIR": str(data), "PROBING_DATA_FLUSH_MS": "200",
          "PROBING_MEMORY_INTERVAL_MS": "100"}
@@ -104,7 +121,8 @@ def test_end_says_how_the_process_ended(spawn, python, tmp_path):
 def test_crash_report_names_its_recording(spawn, python, tmp_path):
     data = tmp_path / "data"
     code = "import ctypes, time\ntime.sleep(0.6)\nctypes.string_at(0)\n"
-    t = spawn(python, code, env=rec_env(data, PROBING_CRASH="1"))
+    from test_crash import asan_env
+    t = spawn(python, code, env=rec_env(data, PROBING_CRASH="1", **asan_env(tmp_path)))
     assert t.proc.wait(timeout=60) == -signal.SIGSEGV
     run = run_dirs(data)[0]
     report = glob.glob(str(tmp_path / ("probing-crash-%d-*.txt" % t.pid)))
@@ -321,8 +339,8 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
     as root): two recordings, the live process is the agent's, the ended
     one's recording is still its own."""
     data = tmp_path / "data"
-    env = dict(os.environ, PYTHONUSERBASE=USERBASE, PROBING="1",
-               **rec_env(data))
+    env = sanitized(dict(os.environ, PYTHONUSERBASE=USERBASE, PROBING="1",
+                         **rec_env(data)), tmp_path)
     env.pop("PROBING_TARGET", None)
     script = tmp_path / "t.py"
     script.write_text("import sys, time\nprint('up', flush=True)\n"
@@ -390,6 +408,7 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
         if second is not None and second.poll() is None:
             second.kill()
             second.wait()
+    no_sanitizer_reports(tmp_path)
 
 
 def test_cluster_query_on_a_job_that_ended(tmp_path):
@@ -404,6 +423,7 @@ def test_cluster_query_on_a_job_that_ended(tmp_path):
              PYTHONUNBUFFERED="1", PROBING_DATA_DIR=str(data))
     for k in ("PROBING_PORT", "PROBING_LISTEN", "PROBING_TARGET"):
         e.pop(k, None)
+    e = sanitized(e, tmp_path)
     # --redirects/--tee: torch 1.13's torchrun needs them on 3.11
     # (test_cluster.Job says why); its default monitor interval (5 s)
     # sees the ranks end.
@@ -446,3 +466,4 @@ def test_cluster_query_on_a_job_that_ended(tmp_path):
     r = probing("cluster", "query", "SELECT count(*) FROM process.memory",
                 target=pid, env=env)
     assert r.rc == 0 and "2 ranks" in r.err, r
+    no_sanitizer_reports(tmp_path)
