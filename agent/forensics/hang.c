@@ -276,6 +276,7 @@ static void record(int64_t stuck_ms)
 		store_stmt_real(s, 3, now);
 		store_stmt_real(s, 5, (double)stuck_ms / 1000);
 		store_stmt_int(s, 13, W.changed);
+		store_stmt_real(s, 14, now); /* ts: when it was seen */
 		if (main) {
 			store_stmt_int(s, 6, (int64_t)main->thread_id);
 			store_stmt_int(s, 7, main->native_id);
@@ -486,7 +487,7 @@ int hang_start(struct store *st, char *err, size_t errlen)
 			   "resumed REAL, seconds REAL, thread_id INTEGER, "
 			   "native_id INTEGER, func TEXT, file TEXT, "
 			   "lineno INTEGER, path TEXT, report TEXT, "
-			   "started_known INTEGER",
+			   "started_known INTEGER, ts REAL",
 		.doc = "hangs of the main thread seen by the watchdog "
 		       "(hang.timeout), with every thread's stacks",
 		.max_rows = 1000,

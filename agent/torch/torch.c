@@ -57,14 +57,14 @@ int torch_init(struct store *st, char *err, size_t errlen)
 			"step INTEGER, seq INTEGER, module TEXT, stage TEXT, "
 			"duration REAL, allocated REAL, max_allocated REAL, "
 			"cached REAL, max_cached REAL, time_offset REAL, "
-			"rank INTEGER",
+			"rank INTEGER, ts REAL",
 		.doc = "torch module forward/backward and optimizer step times "
 		       "(torch.profiling=on); seconds, memory in MB",
 	};
 	struct recorder_opts v = {
 		.schema = "python",
 		.name = "variables",
-		.columns = "step INTEGER, func TEXT, name TEXT, value",
+		.columns = "step INTEGER, func TEXT, name TEXT, value, ts REAL",
 		.doc = "watched variables (torch.watch), once per traced step",
 	};
 	int rc;
@@ -172,11 +172,43 @@ static void apply(void)
 
 /* ---- writing the records (no GIL) ------------------------------------ */
 
+/*
+ * Unix seconds minus the hooks' monotonic clock: a record's ts is its
+ * monotonic time plus this.  Read with the least time between the two
+ * clocks of three tries (a preemption between them would shift every ts
+ * of a batch), and again at most every SHIFT_EVERY_S (the wall clock is
+ * slewed or set): rows of one step keep their order.
+ */
+#define SHIFT_EVERY_S 10.0
+
+static double clock_shift(void)
+{
+	static double shift, at = -SHIFT_EVERY_S;
+	double m0, m1, now = torch_hooks_now(), best = 1e9;
+	struct timespec w;
+
+	if (now - at < SHIFT_EVERY_S)
+		return shift;
+	for (int i = 0; i < 3; i++) {
+		m0 = torch_hooks_now();
+		clock_gettime(CLOCK_REALTIME, &w);
+		m1 = torch_hooks_now();
+		if (m1 - m0 < best) {
+			best = m1 - m0;
+			shift = (double)w.tv_sec + (double)w.tv_nsec * 1e-9 -
+				(m0 + m1) / 2;
+		}
+	}
+	at = now;
+	return shift;
+}
+
 static void drain_trace(void)
 {
 	struct torch_trace_rec r;
 	struct store_stmt *s;
 	char err[256];
+	double shift;
 	int n = 0;
 
 	if (torch_hooks_pop_trace(&r))
@@ -186,6 +218,7 @@ static void drain_trace(void)
 		return;
 	}
 	s = recorder_stmt(trace_rec);
+	shift = clock_shift();
 	do {
 		const char *module = torch_names_text(r.module);
 		const char *stage = r.stage >= 0 && r.stage <= TORCH_STEP
@@ -200,6 +233,7 @@ static void drain_trace(void)
 			store_stmt_real(s, 6 + i, r.mem[i]);
 		store_stmt_real(s, 10, r.offset);
 		store_stmt_int(s, 11, r.rank);
+		store_stmt_real(s, 12, r.start + shift);
 		if (recorder_add(trace_rec, 9 * 8 + strlen(module) + 8, err,
 				 sizeof(err)))
 			break;
@@ -213,6 +247,7 @@ static void drain_vars(void)
 	struct torch_var_rec r;
 	struct store_stmt *s;
 	char err[256];
+	double shift;
 	int n = 0;
 
 	if (torch_hooks_pop_var(&r))
@@ -220,6 +255,7 @@ static void drain_vars(void)
 	if (recorder_begin(var_rec, err, sizeof(err)))
 		return;
 	s = recorder_stmt(var_rec);
+	shift = clock_shift();
 	do {
 		store_stmt_int(s, 1, r.step);
 		store_stmt_text(s, 2, r.func);
@@ -228,6 +264,7 @@ static void drain_vars(void)
 			store_stmt_real(s, 4, r.num);
 		else
 			store_stmt_text(s, 4, r.value);
+		store_stmt_real(s, 5, r.at + shift);
 		if (recorder_add(var_rec,
 				 8 + strlen(r.func) + strlen(r.name) +
 					 (r.is_num ? 8 : strlen(r.value)),

@@ -164,6 +164,7 @@ void torch_hooks_emit(int stage, int64_t seq, int32_t name, double start,
 		.stage = stage,
 		.duration = end - start,
 		.offset = start - torch_step_t0(),
+		.start = start,
 	};
 
 	memory(r.mem);

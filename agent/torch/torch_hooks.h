@@ -52,11 +52,13 @@ struct torch_trace_rec {
 	int32_t module;		 /* torch_names id */
 	int32_t stage;		 /* enum torch_stage */
 	double duration, offset; /* seconds */
+	double start;		 /* the stage's start, torch_hooks_now() */
 	double mem[4]; /* MB: allocated, max_allocated, cached, max_cached */
 };
 
 struct torch_var_rec {
 	int64_t step;
+	double at; /* when it was read, torch_hooks_now() */
 	int is_num;
 	double num;
 	char func[WATCH_FUNC_MAX];
@@ -99,6 +101,9 @@ void torch_hooks_remove(void);
 /* What the hooks do now, from values they publish as they go: any
  * thread, no GIL (a snapshot that may be a step behind). */
 void torch_hooks_info(struct torch_hooks_info *out);
+
+/* The monotonic clock in seconds (records' start and at). */
+double torch_hooks_now(void);
 
 /* Recorder thread: the next record, 0 or -EAGAIN. */
 int torch_hooks_pop_trace(struct torch_trace_rec *rec);

@@ -32,9 +32,6 @@
 #include "python/pymods.h"
 #include "torch_hooks.h"
 
-/* The monotonic clock in seconds. */
-double torch_hooks_now(void);
-
 /* Are the hooks installed (the others do nothing when not)? */
 int torch_hooks_installed(void);
 

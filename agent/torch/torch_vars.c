@@ -90,7 +90,8 @@ void torch_vars_record(void)
 				PyErr_Clear();
 				continue;
 			}
-			struct torch_var_rec r = {.step = torch_step_number()};
+			struct torch_var_rec r = {.step = torch_step_number(),
+						  .at = torch_hooks_now()};
 			snprintf(r.func, sizeof(r.func), "%s", it->func);
 			snprintf(r.name, sizeof(r.name), "%s", it->name);
 			value_text(v, &r);

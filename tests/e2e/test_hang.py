@@ -69,6 +69,10 @@ def test_main_thread_stuck_on_a_lock(spawn, python, tmp_path):
     assert row["lineno"] == str(line_of(STUCK, "lock.acquire()"))
     assert float(row["seconds"]) >= 2.0
     assert float(row["detected"]) - float(row["started"]) >= 2.0
+    # ts, the recorded tables' one time column: when it was seen.
+    r = probing("query", "SELECT ts = detected FROM process.hangs WHERE "
+                "func = 'stuck'", target=t.pid)
+    assert r.rc == 0 and r.out.split()[-1] == "1", r
     # Seen to change from the sleep: its start is known.
     assert row["started_known"] == "1", row
     # "Stuck for" keeps counting while it is stuck (it stayed at the

@@ -116,9 +116,16 @@ def test_every_module_forward_backward_and_steps(spawn):
     t = start(spawn, steps=8)
     t.wait_line("DONE", timeout=60)
     rows = rows_settled(t, "SELECT step, seq, module, stage, duration, "
-                           "allocated, time_offset, rank "
+                           "allocated, time_offset, rank, ts "
                            "FROM python.torch_trace ORDER BY step, seq")
     assert rows, "no rows"
+    # ts: Unix seconds of the stage's start: within a step, ts minus the
+    # offset from the step's start is that start, the same for each row.
+    now = time.time()
+    assert all(now - 300 < r["ts"] <= now for r in rows), rows[:3]
+    for step in {r["step"] for r in rows}:
+        starts = [r["ts"] - r["time_offset"] for r in rows if r["step"] == step]
+        assert max(starts) - min(starts) < 0.05, (step, starts)
     steps = sorted({r["step"] for r in rows})
     assert steps == list(range(8))
     for step in steps:
