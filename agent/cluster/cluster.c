@@ -25,7 +25,7 @@
 #include "cluster_store.h"
 #include "core/auth.h"
 #include "core/config.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "core/log.h"
 #include "core/thread.h"
 #include "dap_addr.h"

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 
 int cluster_listen_host_canon(const char *text, char *canon, size_t canonlen,
 			      char *err, size_t errlen)

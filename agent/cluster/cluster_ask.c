@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cluster_intern.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "dap_addr.h"
 #include "dap_frame.h"
 #include "dap_msg.h"

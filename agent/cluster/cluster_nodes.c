@@ -13,7 +13,7 @@
 #include "cluster_intern.h"
 #include "cluster_probe.h"
 #include "cluster_store.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "livetab.h"
 #include "store.h"
 

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "cluster_intern.h"
 
 /* Starts a non-blocking connect to p->addr (numeric or resolved). */

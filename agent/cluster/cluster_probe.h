@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "dap_addr.h"
 
 #define CLUSTER_PROBE_MS 500

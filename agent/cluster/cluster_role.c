@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 
 #define ENVIRON_MAX (8u << 20) /* a starting environment larger: unread */
 #define ANCESTORS_MAX 32       /* how far up the parents are followed */

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 
 #define VALIDATE_MAGIC 0x3C85F7CEu
 

@@ -12,7 +12,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "pyframes.h"
 
 /* 0: process_vm_readv; 1: forced pipe (tests); 2: pipe, learned. */

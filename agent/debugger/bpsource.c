@@ -15,7 +15,7 @@
 
 #include "bp.h"
 #include "bpsource.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "cpython/cpython.h"
 #include "errbuf.h"
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "core/log.h"
 #include "core/record.h"
 #include "core/thread.h"

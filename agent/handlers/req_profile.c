@@ -14,7 +14,7 @@
 
 #include "core/agent.h"
 #include "core/config.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "flamereq.h"
 #include "profiler/sampler.h"
 #include "server/handler.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 
 /* The number after "Key:" on the line starting at line, or -1. */
 static long long field(const char *line, const char *key)

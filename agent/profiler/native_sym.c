@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 
 struct sym {
 	uintptr_t value, size;

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "cpython/cpython.h"
 #include "native.h"
 #include "python/pystack.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "core/log.h"
 #include "core/thread.h"
 #include "cpython/cpython.h"

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 
 static struct thr *thr; /* SAMPLER_THREADS_MAX */
 static size_t nthr;

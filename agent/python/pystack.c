@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "cpython/cpython.h"
 #include "errbuf.h"
 #include "pystack.h"

@@ -21,7 +21,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "core/wake.h"
 #include "dap_addr.h"
 #include "server.h"

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "dap_frame.h"
 
 struct server;

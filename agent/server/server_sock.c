@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/auth.h"
-#include "core/fdown.h"
+#include "fdown.h"
 #include "dap_addr.h"
 
 pid_t server_sock_unix_holder(const struct dap_addr *addr)

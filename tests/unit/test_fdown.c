@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/fdown.h"
+#include "fdown.h"
 #include "test.h"
 
 static int is_open(int fd)
