@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include "errbuf.h"
+#include "recvfs.h"
 #include "store.h"
 #include "store_intern.h"
 
@@ -387,9 +388,16 @@ static int disk_open(struct recording *r, char *err, size_t errlen)
 
 	if (r->disk)
 		return 0;
+	if (recvfs_register() != SQLITE_OK) {
+		errbuf_set(err, errlen,
+			   "the SQLite VFS %s could not be "
+			   "registered",
+			   RECVFS_NAME);
+		return STORE_ESQL;
+	}
 	rc = sqlite3_open_v2(":memory:", &r->disk,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				     SQLITE_OPEN_NOMUTEX,
+				     SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI,
 			     NULL);
 	if (rc != SQLITE_OK) {
 		errbuf_set(err, errlen, "%s", sqlite3_errstr(rc));
@@ -397,32 +405,45 @@ static int disk_open(struct recording *r, char *err, size_t errlen)
 		return sql_rc(rc);
 	}
 	/* The WAL is checkpointed every CHECKPOINT_EVERY flushes, not at
-	 * every close. */
+	 * every close; nothing is kept in temporary files. */
 	sqlite3_db_config(r->disk, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_db_config(r->disk, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
 	sqlite3_busy_timeout(r->disk, BUSY_MS);
-	for (size_t i = 0; i < NSCHEMAS; i++) {
-		char *sql;
+	/* Exclusive locking for every file attached below, before it is
+	 * read: a WAL file needs it without shared memory. */
+	rc = disk_exec(r,
+		       "PRAGMA temp_store = MEMORY;"
+		       "PRAGMA locking_mode = EXCLUSIVE;",
+		       err, errlen);
+	for (size_t i = 0; i < NSCHEMAS && !rc; i++) {
+		char *sql, *uri;
 
 		if (recording_file(r->dir, schemas[i], path, sizeof(path))) {
 			errbuf_set(err, errlen, "path too long");
 			disk_close(r);
 			return -ENAMETOOLONG;
 		}
-		/* auto_vacuum applies to a new file only (before its first
-		 * table): trimmed space can then be given back. */
-		sql = sqlite3_mprintf("ATTACH %Q AS \"%w\";"
-				      "PRAGMA \"%w\".auto_vacuum = INCREMENTAL;"
-				      "PRAGMA \"%w\".journal_mode = WAL;"
-				      "PRAGMA \"%w\".synchronous = NORMAL;",
-				      path, schemas[i], schemas[i], schemas[i],
-				      schemas[i]);
+		/* The files through owned descriptors (recvfs.h); WAL in
+		 * exclusive locking mode: its index in this connection's
+		 * memory, no shared-memory file.  auto_vacuum applies to a
+		 * new file only (before its first table): trimmed space can
+		 * then be given back. */
+		uri = recvfs_uri(path, "vfs=" RECVFS_NAME);
+		sql = uri ? sqlite3_mprintf(
+				    "ATTACH %Q AS \"%w\";"
+				    "PRAGMA \"%w\".auto_vacuum = INCREMENTAL;"
+				    "PRAGMA \"%w\".journal_mode = WAL;"
+				    "PRAGMA \"%w\".synchronous = NORMAL;",
+				    uri, schemas[i], schemas[i], schemas[i],
+				    schemas[i])
+			  : NULL;
+		free(uri);
 		rc = sql ? disk_exec(r, sql, err, errlen) : -ENOMEM;
 		sqlite3_free(sql);
-		if (rc) {
-			disk_close(r);
-			return rc;
-		}
+	}
+	if (rc) {
+		disk_close(r);
+		return rc;
 	}
 	rc = disk_exec(r, "BEGIN", err, errlen);
 	if (rc) {

@@ -10,6 +10,7 @@
 #include "store.h"
 #include "errbuf.h"
 #include "livetab.h"
+#include "recvfs.h"
 #include "sqlfuncs.h"
 #include "sqlhint.h"
 #include "store_intern.h"
@@ -409,25 +410,6 @@ int store_new(struct store **out, char *err, size_t errlen)
 	return 0;
 }
 
-/* "file:PATH?mode=MODE" with PATH's %, ? and # escaped. */
-static char *file_uri(const char *path, const char *mode)
-{
-	size_t n = strlen(path);
-	char *uri = malloc(n * 3 + 32), *p;
-
-	if (!uri)
-		return NULL;
-	p = uri + sprintf(uri, "file:");
-	for (; *path; path++) {
-		if (*path == '%' || *path == '?' || *path == '#')
-			p += sprintf(p, "%%%02x", (unsigned char)*path);
-		else
-			*p++ = *path;
-	}
-	sprintf(p, "?mode=%s", mode);
-	return uri;
-}
-
 /* Attaches one file of a recording as schema, read-only (read-write
  * when its WAL has no index to read it by: SQLite then rebuilds it), or
  * an empty schema when there is no file. */
@@ -435,7 +417,6 @@ static int attach_recorded(struct store *st, const char *dir,
 			   const char *schema, char *err, size_t errlen)
 {
 	char path[4200];
-	static const char *const modes[] = {"ro", "rw"};
 	int rc = STORE_ESQL;
 
 	snprintf(path, sizeof(path), "%s/%s.db", dir, schema);
@@ -448,7 +429,7 @@ static int attach_recorded(struct store *st, const char *dir,
 		return rc;
 	}
 	for (size_t m = 0; m < 2 && rc; m++) {
-		char *uri = file_uri(path, modes[m]);
+		char *uri = recvfs_uri(path, m ? "mode=rw" : "mode=ro");
 		char *sql = uri ? sqlite3_mprintf("ATTACH %Q AS \"%w\"", uri,
 						  schema)
 				: NULL;
@@ -537,7 +518,7 @@ static int attach_src(struct store *st, const char *dir, const char *schema,
 		errbuf_set(err, errlen, "no %s.db", schema);
 		return -ENOENT;
 	}
-	uri = file_uri(path, "ro");
+	uri = recvfs_uri(path, "mode=ro");
 	sql = uri ? sqlite3_mprintf("ATTACH %Q AS global_src", uri) : NULL;
 	rc = sql ? exec_locked(st, sql, err, errlen) : -ENOMEM;
 	sqlite3_free(sql);

@@ -467,3 +467,37 @@ def test_cluster_query_on_a_job_that_ended(tmp_path):
                 target=pid, env=env)
     assert r.rc == 0 and "2 ranks" in r.err, r
     no_sanitizer_reports(tmp_path)
+
+
+def test_a_program_reusing_our_descriptors_never_gets_our_pages(spawn, python,
+                                                              tmp_path):
+    """A daemon-style program closes every descriptor again and again and
+    puts its own file at every low number and at those ours live at (512
+    and up) while the recording flushes: not a byte of ours lands in its file — a flush whose
+    file changed hands fails and the recording stops, the program goes on
+    (the files go through owned descriptors: sql/recvfs.c)."""
+    data = tmp_path / "data"
+    target = tmp_path / "theirs"
+    code = """
+import os, time
+print("pid", os.getpid(), flush=True)
+t0 = time.time()
+while time.time() - t0 < 4:
+    os.closerange(3, 4096)
+    fd = os.open(%r, os.O_RDWR | os.O_CREAT, 0o600)
+    for n in list(range(fd + 1, 64)) + list(range(512, 600)):
+        try:
+            os.dup2(fd, n)
+        except OSError:  # EBUSY: another thread is opening that number
+            pass
+    time.sleep(0.01)
+    os.closerange(3, 4096)
+print("DONE", os.path.getsize(%r), flush=True)
+time.sleep(60)
+""" % (str(target), str(target))
+    t = spawn(python, code, env=rec_env(data, PROBING_MEMORY_INTERVAL_MS="20",
+                                        PROBING_DATA_FLUSH_MS="100"))
+    t.wait_line("DONE", 60)
+    assert "DONE 0" in t.output(), t.output()
+    assert target.stat().st_size == 0
+    assert t.proc.poll() is None
