@@ -265,6 +265,15 @@ int recorded_open(const char *dir, struct recorded **out, char *err,
 		free(r);
 		return rc;
 	}
+	/* Its files are being written: the agent answers for it. */
+	if (r->info.alive) {
+		snprintf(err, errlen,
+			 "process %d still runs: ask its agent (probing -t %d "
+			 "...); its recording is read once it has ended",
+			 r->info.pid, r->info.pid);
+		free(r);
+		return -EBUSY;
+	}
 	rc = store_open_recording(dir, &r->st, err, errlen);
 	if (rc) {
 		free(r);
@@ -352,7 +361,8 @@ static void job_rank(const struct run_info *ri, void *arg)
 {
 	struct ranks *k = arg;
 
-	if (strcmp(ri->job, k->job))
+	/* A rank that still runs is its agent's to answer for. */
+	if (strcmp(ri->job, k->job) || ri->alive)
 		return;
 	if (k->n == k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 16;

@@ -46,6 +46,10 @@ struct rtable {
 	int64_t mark;	/* rows up to this rowid are read (mu) */
 	int64_t *dirty; /* rowids at or below mark changed since (mu) */
 	size_t ndirty;
+	int64_t begin_mark; /* mark when the flush began: put back if it fails
+			     */
+	int64_t *inflight;  /* dirty rowids taken by the flush (put back too) */
+	size_t ninflight;
 	sqlite3_stmt *read_new; /* store: rows past ?1, at most ?2 */
 	sqlite3_stmt *read_one; /* store: the row ?1 */
 	sqlite3_stmt *ins;	/* disk, during a flush */
@@ -159,6 +163,7 @@ static void table_free(struct rtable *t)
 	sqlite3_free(t->ddl);
 	sqlite3_free(t->insert);
 	free(t->dirty);
+	free(t->inflight);
 	free(t);
 }
 
@@ -357,9 +362,11 @@ static void find_tables(struct recording *r, char *err, size_t errlen)
 		    strlen(name) >= sizeof(t->name))
 			continue;
 		t = calloc(1, sizeof(*t));
-		if (t)
+		if (t) {
 			t->dirty = malloc(DIRTY_MAX * sizeof(*t->dirty));
-		if (!t || !t->dirty) {
+			t->inflight = malloc(DIRTY_MAX * sizeof(*t->inflight));
+		}
+		if (!t || !t->dirty || !t->inflight) {
 			table_free(t);
 			break;
 		}
@@ -578,7 +585,7 @@ static int flush_new(struct recording *r, struct rtable *t, size_t max_rows,
 static int flush_dirty(struct recording *r, struct rtable *t, char *err,
 		       size_t errlen)
 {
-	size_t w = (size_t)t->ncols + 1, n;
+	size_t w = (size_t)t->ncols + 1, n, first;
 	int64_t *ids;
 	sqlite3_value **vals;
 	int rc = 0;
@@ -588,19 +595,24 @@ static int flush_dirty(struct recording *r, struct rtable *t, char *err,
 	pthread_mutex_unlock(&r->mu);
 	if (!n)
 		return 0;
-	ids = malloc(DIRTY_MAX * sizeof(*ids));
 	vals = malloc(w * sizeof(*vals));
-	if (!ids || !vals) {
-		free(ids);
-		free(vals);
+	if (!vals) {
 		errbuf_set(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	/* Taken into inflight: given back if the flush fails. */
 	pthread_mutex_lock(&r->mu);
+	first = t->ninflight;
 	n = t->ndirty;
-	memcpy(ids, t->dirty, n * sizeof(*ids));
+	if (n > DIRTY_MAX - first) {
+		r->stats.lost += n - (DIRTY_MAX - first);
+		n = DIRTY_MAX - first;
+	}
+	memcpy(t->inflight + first, t->dirty, n * sizeof(*t->dirty));
+	t->ninflight += n;
 	t->ndirty = 0;
 	pthread_mutex_unlock(&r->mu);
+	ids = t->inflight + first;
 	for (size_t i = 0; i < n && !rc; i++) {
 		int saved = store_lock(r->st), got = 0, step;
 
@@ -630,7 +642,6 @@ static int flush_dirty(struct recording *r, struct rtable *t, char *err,
 		free_values(vals, w);
 	}
 	free(vals);
-	free(ids);
 	return rc;
 }
 
@@ -782,16 +793,45 @@ static int disk_commit(struct recording *r, char *err, size_t errlen)
 	return rc;
 }
 
+/* The flush is over: its taken rows are on disk (ok), or are put back
+ * to be read again by the next one. */
+static void flush_done(struct recording *r, int ok)
+{
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->nt; i++) {
+		struct rtable *t = r->t[i];
+
+		if (!ok) {
+			t->mark = t->begin_mark;
+			for (size_t k = 0; k < t->ninflight; k++) {
+				if (t->ndirty < DIRTY_MAX)
+					t->dirty[t->ndirty++] = t->inflight[k];
+				else
+					r->stats.lost++;
+			}
+		}
+		t->ninflight = 0;
+	}
+	pthread_mutex_unlock(&r->mu);
+	for (int i = 0; i < r->nfeeds; i++)
+		if (r->feeds[i].f->done)
+			r->feeds[i].f->done(r->feeds[i].f->ctx, ok);
+}
+
 int recording_flush(struct recording *r, size_t max_rows, char *err,
 		    size_t errlen)
 {
 	double t0 = now_ms();
 	uint64_t rows0 = r->stats.rows;
-	int saved, rc = 0;
+	int saved, rc = 0, busy = 0;
 
 	saved = store_lock(r->st);
 	find_tables(r, err, errlen);
 	store_unlock(r->st, saved);
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->nt; i++)
+		r->t[i]->begin_mark = r->t[i]->mark;
+	pthread_mutex_unlock(&r->mu);
 	for (int i = 0; i < r->nt && !rc; i++) {
 		rc = flush_new(r, r->t[i], max_rows ? max_rows : SIZE_MAX, err,
 			       errlen);
@@ -802,11 +842,17 @@ int recording_flush(struct recording *r, size_t max_rows, char *err,
 		rc = flush_feed(r, &r->feeds[i], err, errlen);
 	if (!rc)
 		rc = disk_commit(r, err, errlen);
+	if (rc && r->disk) {
+		int code = sqlite3_errcode(r->disk) & 0xff;
+
+		busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
+	}
 	disk_close(r);
-	if (r->stats.rows != rows0)
+	flush_done(r, rc == 0);
+	if (r->stats.rows != rows0 && !rc)
 		r->stats.flushes++;
 	r->stats.last_ms = now_ms() - t0;
-	return rc;
+	return busy ? -EBUSY : rc;
 }
 
 /* Bytes the file of schema holds in use, and its WAL's. */

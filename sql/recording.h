@@ -53,9 +53,11 @@ void recording_close(struct recording *r);
 
 /*
  * Copies what is new, at most max_rows rows per table (the rest next
- * time).  0, or an error with err: STORE_ESQL (SQLite's word, e.g. the
- * disk is full: SQLITE_FULL) or -errno.  After an error the files hold
- * the flushes before it, whole; the caller decides whether to go on.
+ * time).  0; -EBUSY when a reader holds a file's lock (nothing lost: the
+ * next flush copies it all); or an error with err: STORE_ESQL (SQLite's
+ * word, e.g. the disk is full: SQLITE_FULL) or -errno.  After an error
+ * the files hold the flushes before it, whole, and what this one took is
+ * taken again by the next; the caller decides whether to go on.
  */
 int recording_flush(struct recording *r, size_t max_rows, char *err,
 		    size_t errlen);
@@ -76,6 +78,9 @@ struct recording_feed {
 	const char *schema, *name, *columns;
 	int (*write)(void *ctx, struct recording_rows *w);
 	int (*pending)(void *ctx);
+	/* The flush is over: ok, or what write() gave is not on disk and
+	 * must be given again.  May be NULL. */
+	void (*done)(void *ctx, int ok);
 	void *ctx;
 };
 

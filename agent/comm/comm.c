@@ -34,8 +34,9 @@ static _Atomic int changed;
 static int installed, waiting, waited_ms, listening;
 static int ddp_waiting; /* recording, DDP's module not imported yet */
 static char error_text[200];
-/* Calls below it are on disk as they ended (the recording thread's). */
-static uint64_t feed_next;
+/* Calls below it are on disk as they ended (the recording thread's);
+ * feed_before: its value before the flush in progress. */
+static uint64_t feed_next, feed_before;
 
 static const char *const state_names[] = {"running", "done", "failed"};
 
@@ -230,6 +231,7 @@ static int feed_write(void *ctx, struct recording_rows *w)
 	int n = 0;
 
 	(void)ctx;
+	feed_before = feed_next;
 	comm_log_span(&log_, &first, &end);
 	start = feed_next > first ? feed_next : first;
 	if (end - start > FEED_WINDOW)
@@ -248,12 +250,21 @@ static int feed_write(void *ctx, struct recording_rows *w)
 	return n;
 }
 
+/* The flush failed: its calls are given again. */
+static void feed_done(void *ctx, int ok)
+{
+	(void)ctx;
+	if (!ok)
+		feed_next = feed_before;
+}
+
 static const struct recording_feed comm_feed = {
 	.schema = "python",
 	.name = "comm_collective",
 	.columns = "id INTEGER PRIMARY KEY, " COLUMNS_AFTER_ID,
 	.write = feed_write,
 	.pending = feed_pending,
+	.done = feed_done,
 };
 
 /* The original Probing's comm_metrics, as a view. */

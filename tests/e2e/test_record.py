@@ -392,6 +392,9 @@ def test_two_processes_with_one_pid_are_kept_apart(python, tmp_path):
         r = probing("query", "SELECT count(*) > 0 FROM python.backtrace", target=pid,
                     env=cli_env)
         assert r.rc == 0 and r.out.split()[-1] == "1" and "recording" not in r.err, r
+        # The live process's own recording is its agent's to answer for.
+        r = probing("query", "SELECT 1", target=os.path.basename(b), env=cli_env)
+        assert r.rc == 1 and "still runs: ask its agent" in r.err, r
         # The first process's recording is read as its own.
         r = probing("query", "SELECT count(*) FROM process.memory",
                     target=os.path.basename(a), env=cli_env)

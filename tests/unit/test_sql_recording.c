@@ -176,6 +176,44 @@ static void test_rows_and_changes(void)
 	store_free(st);
 }
 
+/* A flush that fails (here: its file replaced by a directory) loses
+ * nothing: the next one copies what it had taken, and the rows changed
+ * meanwhile too. */
+static void test_failed_flush_loses_nothing(void)
+{
+	struct recorder_opts o = {
+		.schema = "process",
+		.name = "series",
+		.columns = "ts REAL, i INTEGER, s TEXT",
+	};
+	struct store *st = NULL;
+	struct recorder *r = NULL;
+	struct recording *rec = NULL;
+	char err[256], path[512], moved[560];
+
+	CHECK(store_new(&st, err, sizeof(err)) == 0);
+	CHECK(recorder_new(st, &o, &r, err, sizeof(err)) == 0);
+	CHECK(recording_open(st, dir, &rec, err, sizeof(err)) == 0);
+	add_rows(r, 0, 10, 1.0);
+	CHECK(recording_flush(rec, 0, err, sizeof(err)) == 0);
+	recording_file(dir, "process", path, sizeof(path));
+	snprintf(moved, sizeof(moved), "%s.away", path);
+	CHECK(rename(path, moved) == 0);
+	CHECK(mkdir(path, 0700) == 0);
+	add_rows(r, 10, 10, 1.0);
+	exec(st, "UPDATE process.series SET s = 'changed' WHERE i = 3");
+	CHECK(recording_flush(rec, 0, err, sizeof(err)) != 0);
+	CHECK(rmdir(path) == 0);
+	CHECK(rename(moved, path) == 0);
+	CHECK(recording_flush(rec, 0, err, sizeof(err)) == 0);
+	CHECK(disk_int("process", "SELECT count(*) FROM series") == 20);
+	CHECK(disk_int("process", "SELECT count(*) FROM series WHERE "
+				  "s = 'changed' AND i = 3") == 1);
+	recording_close(rec);
+	recorder_free(r);
+	store_free(st);
+}
+
 /* A feed: rows from a function, written again as they change. */
 static int feed_state;
 
@@ -281,5 +319,6 @@ static void remove_dir(void)
 	CHECK(system(cmd) == 0);
 }
 
-TEST_MAIN(make_dir, test_rows_and_changes, empty_dir, test_feed,
+TEST_MAIN(make_dir, test_rows_and_changes, empty_dir,
+	  test_failed_flush_loses_nothing, empty_dir, test_feed,
 	  test_unwritable, remove_dir)
