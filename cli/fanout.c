@@ -209,6 +209,7 @@ int fanout_read_nodes(const char *path, struct fanout_node **out, char *err,
 			}
 			v = p;
 		}
+		memset(&v[n], 0, sizeof(v[n])); /* rec "": an agent's node */
 		v[n].rank = rank >= 0 ? rank : next;
 		if (v[n].rank >= next)
 			next = v[n].rank + 1;
