@@ -212,6 +212,61 @@ int recorded_find(const char *text, char *dir, size_t dirlen)
 	return 1;
 }
 
+struct job {
+	const char *job;
+	struct run_info *v;
+	size_t n, cap;
+	int nomem;
+};
+
+static void add_rank(const struct run_info *ri, void *arg)
+{
+	struct job *k = arg;
+
+	if (strcmp(ri->job, k->job) || ri->alive)
+		return;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 16;
+		struct run_info *v = realloc(k->v, cap * sizeof(*v));
+
+		if (!v) {
+			k->nomem = 1;
+			return;
+		}
+		k->v = v;
+		k->cap = cap;
+	}
+	k->v[k->n++] = *ri;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct run_info *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+int recorded_job(const char *job, struct run_info **out, size_t *n)
+{
+	struct job k = {job, NULL, 0, 0, 0};
+	char root[RUNDIR_PATH_MAX];
+
+	*out = NULL;
+	*n = 0;
+	if (!job[0])
+		return 0;
+	recorded_runs(add_rank, &k, root, sizeof(root));
+	if (k.nomem) {
+		free(k.v);
+		return -ENOMEM;
+	}
+	if (k.n)
+		qsort(k.v, k.n, sizeof(*k.v), by_rank);
+	*out = k.v;
+	*n = k.n;
+	return 0;
+}
+
 struct earlier {
 	int pid;
 	char host[64];
@@ -351,31 +406,6 @@ static const char *const live_tables[] = {
 
 #define GLOBAL_REFS_MAX 8
 
-struct ranks {
-	const char *job;
-	struct run_info *v;
-	size_t n, cap;
-};
-
-static void job_rank(const struct run_info *ri, void *arg)
-{
-	struct ranks *k = arg;
-
-	/* A rank that still runs is its agent's to answer for. */
-	if (strcmp(ri->job, k->job) || ri->alive)
-		return;
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 16;
-		struct run_info *v = realloc(k->v, cap * sizeof(*v));
-
-		if (!v)
-			return;
-		k->v = v;
-		k->cap = cap;
-	}
-	k->v[k->n++] = *ri;
-}
-
 /*
  * The SQL with each global.<schema>.<table> replaced by a temp table of
  * that table on every rank of this recording's job (itself alone when it
@@ -388,9 +418,10 @@ static char *globalize(struct recorded *r, const char *sql, size_t max_rows,
 {
 	struct sqlglobal_ref refs[GLOBAL_REFS_MAX];
 	int nrefs = sqlglobal_refs(sql, refs, GLOBAL_REFS_MAX);
-	struct ranks k = {r->info.job, NULL, 0, 0};
+	struct run_info *ranks = NULL;
+	size_t nranks = 0;
 	struct store_source *src = NULL;
-	char root[RUNDIR_PATH_MAX], *out = NULL;
+	char *out = NULL;
 	size_t len = strlen(sql), cap, at = 0, nl = 0;
 
 	*ntemp = 0;
@@ -401,23 +432,30 @@ static char *globalize(struct recorded *r, const char *sql, size_t max_rows,
 			 GLOBAL_REFS_MAX);
 		return NULL;
 	}
-	if (r->info.job[0])
-		recorded_runs(job_rank, &k, root, sizeof(root));
-	else
-		job_rank(&r->info, &k);
-	src = calloc(k.n ? k.n : 1, sizeof(*src));
+	/* Not a rank of a job: itself alone. */
+	if (!r->info.job[0])
+		ranks = malloc(sizeof(*ranks));
+	if (ranks) {
+		ranks[0] = r->info;
+		nranks = 1;
+	} else if (r->info.job[0] && recorded_job(r->info.job, &ranks,
+						  &nranks)) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	src = calloc(nranks ? nranks : 1, sizeof(*src));
 	cap = len + (size_t)nrefs * 32 + 1;
 	out = malloc(cap);
-	if (!src || !out || !k.n) {
+	if (!src || !out || !nranks) {
 		snprintf(err, errlen,
-			 k.n ? "out of memory"
-			     : "no recording of the job's ranks");
+			 nranks ? "out of memory"
+				: "no recording of the job's ranks");
 		goto fail;
 	}
-	for (size_t i = 0; i < k.n; i++) {
-		src[i].dir = k.v[i].dir;
-		src[i].rank = k.v[i].rank >= 0 ? k.v[i].rank : (int64_t)i;
-		src[i].host = k.v[i].host;
+	for (size_t i = 0; i < nranks; i++) {
+		src[i].dir = ranks[i].dir;
+		src[i].rank = ranks[i].rank >= 0 ? ranks[i].rank : (int64_t)i;
+		src[i].host = ranks[i].host;
 	}
 	for (int i = 0; i < nrefs; i++) {
 		char schema[64], name[32], more[512];
@@ -428,7 +466,7 @@ static char *globalize(struct recorded *r, const char *sql, size_t max_rows,
 			 (int)(table - refs[i].name), refs[i].name);
 		snprintf(name, sizeof(name), "global_%d", i);
 		rc = store_gather_recorded(r->st, name, schema, table + 1, src,
-					   k.n, max_rows, more, sizeof(more),
+					   nranks, max_rows, more, sizeof(more),
 					   err, errlen);
 		if (rc)
 			goto fail;
@@ -444,11 +482,11 @@ static char *globalize(struct recorded *r, const char *sql, size_t max_rows,
 	}
 	snprintf(out + at, cap - at, "%s", sql + refs[nrefs - 1].end);
 	free(src);
-	free(k.v);
+	free(ranks);
 	return out;
 fail:
 	free(src);
-	free(k.v);
+	free(ranks);
 	free(out);
 	return NULL;
 }

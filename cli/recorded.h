@@ -54,6 +54,14 @@ int recorded_runs(void (*fn)(const struct run_info *ri, void *arg), void *arg,
 		  char *root, size_t rootlen);
 
 /*
+ * The recordings of job's ranks (run.json's job; "" names none) whose
+ * processes have ended — a rank that still runs is its agent's to
+ * answer for — in rank order.  *out is a heap array the caller frees
+ * (NULL when *n is 0).  0 or -ENOMEM.
+ */
+int recorded_job(const char *job, struct run_info **out, size_t *n);
+
+/*
  * Whether -t text names a recording: a directory holding run.json, a
  * recording's name under the data directory, or the pid of a process
  * that has ended and left one (the newest of that pid on this host).  1

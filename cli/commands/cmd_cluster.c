@@ -85,45 +85,6 @@ static int target_query(struct cmd_ctx *ctx, const char *sql,
 	return rc;
 }
 
-/* The ranks of a job that has ended, from their recordings. */
-struct job_pick {
-	const char *job;
-	struct fanout_node *v;
-	size_t n, cap;
-};
-
-static void job_rank(const struct run_info *ri, void *arg)
-{
-	struct job_pick *p = arg;
-
-	if (strcmp(ri->job, p->job) || ri->alive)
-		return;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 16;
-		struct fanout_node *v;
-
-		if (cap > FANOUT_NODES_MAX ||
-		    !(v = realloc(p->v, cap * sizeof(*v))))
-			return;
-		p->v = v;
-		p->cap = cap;
-	}
-	memset(&p->v[p->n], 0, sizeof(p->v[p->n]));
-	p->v[p->n].rank = ri->rank;
-	snprintf(p->v[p->n].host, sizeof(p->v[p->n].host), "%s", ri->host);
-	snprintf(p->v[p->n].rec, sizeof(p->v[p->n].rec), "%s", ri->dir);
-	snprintf(p->v[p->n].addr, sizeof(p->v[p->n].addr), "%.*s",
-		 (int)sizeof(p->v[p->n].addr) - 1, ri->name);
-	p->n++;
-}
-
-static int by_rank(const void *a, const void *b)
-{
-	const struct fanout_node *x = a, *y = b;
-
-	return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
 /*
  * -t names a job that has ended — one of its ranks' recordings (a pid, a
  * run's name or directory) or the job's directory (job-ID): its ranks'
@@ -132,36 +93,53 @@ static int by_rank(const void *a, const void *b)
 static int ended_job_nodes(struct cmd_ctx *ctx, struct fanout_node **out,
 			   size_t *n)
 {
-	char dir[RUNDIR_PATH_MAX], root[RUNDIR_PATH_MAX];
+	char dir[RUNDIR_PATH_MAX];
 	const char *base = ctx->target ? strrchr(ctx->target, '/') : NULL;
-	struct job_pick p = {0};
-	struct run_info ri;
+	struct run_info one, *ranks = NULL;
+	struct fanout_node *v;
+	size_t k = 0;
 
 	base = base ? base + 1 : ctx->target;
 	if (!base)
 		return 0;
 	if (!strncmp(base, "job-", 4)) {
-		p.job = base;
+		if (recorded_job(base, &ranks, &k))
+			return -ENOMEM;
 	} else if (recorded_find(ctx->target, dir, sizeof(dir)) == 1 &&
-		   recorded_info(dir, &ri) == 0) {
+		   recorded_info(dir, &one) == 0) {
+		if (one.job[0] && recorded_job(one.job, &ranks, &k))
+			return -ENOMEM;
 		/* Not a rank of a job: itself alone. */
-		p.job = ri.job;
-		if (!ri.job[0])
-			job_rank(&ri, &p);
-	} else {
+		if (!one.job[0] && !one.alive)
+			ranks = malloc(sizeof(*ranks));
+		if (!one.job[0] && ranks) {
+			ranks[0] = one;
+			k = 1;
+		}
+	}
+	if (!k) {
+		free(ranks);
 		return 0;
 	}
-	if (!p.n)
-		recorded_runs(job_rank, &p, root, sizeof(root));
-	if (!p.n) {
-		free(p.v);
-		return 0;
+	if (k > FANOUT_NODES_MAX)
+		k = FANOUT_NODES_MAX;
+	v = calloc(k, sizeof(*v));
+	if (!v) {
+		free(ranks);
+		return -ENOMEM;
 	}
-	qsort(p.v, p.n, sizeof(*p.v), by_rank);
+	for (size_t i = 0; i < k; i++) {
+		v[i].rank = ranks[i].rank;
+		snprintf(v[i].host, sizeof(v[i].host), "%s", ranks[i].host);
+		snprintf(v[i].rec, sizeof(v[i].rec), "%s", ranks[i].dir);
+		snprintf(v[i].addr, sizeof(v[i].addr), "%.*s",
+			 (int)sizeof(v[i].addr) - 1, ranks[i].name);
+	}
 	fprintf(stderr, "probing: reading the recordings of %zu rank%s of %s\n",
-		p.n, p.n == 1 ? "" : "s", p.job[0] ? p.job : ctx->target);
-	*out = p.v;
-	*n = p.n;
+		k, k == 1 ? "" : "s", ranks[0].job[0] ? ranks[0].job : ctx->target);
+	free(ranks);
+	*out = v;
+	*n = k;
 	return 1;
 }
 
