@@ -438,8 +438,8 @@ static char *globalize(struct recorded *r, const char *sql, size_t max_rows,
 	if (ranks) {
 		ranks[0] = r->info;
 		nranks = 1;
-	} else if (r->info.job[0] && recorded_job(r->info.job, &ranks,
-						  &nranks)) {
+	} else if (r->info.job[0] &&
+		   recorded_job(r->info.job, &ranks, &nranks)) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}

@@ -136,7 +136,8 @@ static int ended_job_nodes(struct cmd_ctx *ctx, struct fanout_node **out,
 			 (int)sizeof(v[i].addr) - 1, ranks[i].name);
 	}
 	fprintf(stderr, "probing: reading the recordings of %zu rank%s of %s\n",
-		k, k == 1 ? "" : "s", ranks[0].job[0] ? ranks[0].job : ctx->target);
+		k, k == 1 ? "" : "s",
+		ranks[0].job[0] ? ranks[0].job : ctx->target);
 	free(ranks);
 	*out = v;
 	*n = k;
