@@ -127,12 +127,15 @@ def agent_listening(pid):
 
 
 def wait_for(pred, timeout=30.0, what="condition"):
+    """Polls pred until true; `what` (a string, or a function giving one
+    when the wait fails) names it in the failure."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if pred():
             return
         time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
+    raise AssertionError("timed out waiting for " +
+                         (what() if callable(what) else what))
 
 
 class Target:
