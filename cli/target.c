@@ -206,6 +206,11 @@ void cli_target_set_token(const char *token)
 	given_token = token && *token ? token : NULL;
 }
 
+const char *cli_target_given_token(void)
+{
+	return given_token;
+}
+
 int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
 		     char *src, size_t srclen)
 {

@@ -44,6 +44,9 @@ int cli_target_resolve(const char *text, struct dap_addr *addr, char *err,
  * none), for every later connection.  Called once, by main. */
 void cli_target_set_token(const char *token);
 
+/* The token cli_target_set_token was given, or NULL. */
+const char *cli_target_given_token(void);
+
 /*
  * The token to present to the agent at addr, as above.  Returns 1 with it
  * in out (>= DAP_TOKEN_MAX + 1 bytes) and where it came from in src

@@ -64,8 +64,8 @@ static int cmd_runs_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	static const char *const cols[] = {
-		"run",	 "pid", "rank", "job",	   "started",
-		"ended", "how", "mb",	"command", "dir",
+		"run", "pid", "rank",	 "job", "started", "ended",
+		"how", "mb",  "command", "dir", "report",
 	};
 	enum cli_format fmt = ctx->format;
 	struct runs r = {0};
@@ -95,7 +95,7 @@ static int cmd_runs_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		return cli_error(CLI_EFAIL, "%s: %s", root, strerror(-n));
 	if (r.n)
 		qsort(r.v, r.n, sizeof(*r.v), by_start);
-	t = cli_table_new(tty && fmt <= CLI_FORMAT_TABLE ? 9 : 10, cols);
+	t = cli_table_new(tty && fmt <= CLI_FORMAT_TABLE ? 9 : 11, cols);
 	if (!t) {
 		free(r.v);
 		return cli_error(CLI_EFAIL, "out of memory");
@@ -106,9 +106,9 @@ static int cmd_runs_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	for (size_t i = 0; i < r.n; i++) {
 		const struct run_info *ri = &r.v[i];
 		char pid[16], rank[16], start[32], end[32], how[32], mb[32];
-		const char *row[10] = {ri->name,    pid,    rank, ri->job,
-				       start,	    end,    how,  mb,
-				       ri->command, ri->dir};
+		const char *row[11] = {ri->name,    pid,     rank,	ri->job,
+				       start,	    end,     how,	mb,
+				       ri->command, ri->dir, ri->report};
 
 		snprintf(pid, sizeof(pid), "%d", ri->pid);
 		if (ri->rank >= 0)
@@ -149,7 +149,9 @@ const struct cmd_entry cmd_runs_entry = {
 		"\n"
 		"Options:\n"
 		"  -f, --format FORMAT  table (default), json or csv (with "
-		"the directory)\n",
+		"the directory\n"
+		"                       and the crash report file, when "
+		"there is one)\n",
 	.flags = 0,
 	.exec = cmd_runs_exec,
 };
