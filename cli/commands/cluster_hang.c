@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "render/frames.h"
 #include "render/hangverdict.h"
 
 /* Each group's newest call, newest first: one scan of the live table. */
@@ -67,64 +68,19 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 	}
 }
 
-/* Is this frame the program's own (not Python's, not a library's)? */
-static int own_code(const char *file)
-{
-	static const char *const libs[] = {"/torch/", "/lib/python",
-					   "site-packages/", "dist-packages/"};
-
-	if (!file || file[0] == '<')
-		return 0;
-	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
-		if (strstr(file, libs[i]))
-			return 0;
-	return 1;
-}
-
 /* "load_batch (train.py:88)": the innermost frame of the program's own
  * code in the main thread (else the innermost frame); "" when none. */
 static void where_of(const struct fanout_result *b, char *out, size_t len)
 {
-	const cJSON *threads, *th, *frames, *f, *pick = NULL;
+	const cJSON *th;
 
 	out[0] = '\0';
 	if (b->rc != CLI_OK || !b->resp || !b->resp->success)
 		return;
-	threads = cJSON_GetObjectItemCaseSensitive(b->resp->body, "threads");
-	cJSON_ArrayForEach(th, threads)
-	{
-		if (cJSON_IsTrue(
-			    cJSON_GetObjectItemCaseSensitive(th, "isMain")))
-			break;
-	}
-	frames = cJSON_GetObjectItemCaseSensitive(
-		th ? th : cJSON_GetArrayItem(threads, 0), "frames");
-	cJSON_ArrayForEach(f, frames)
-	{
-		const cJSON *file = cJSON_GetObjectItemCaseSensitive(f, "file");
-
-		if (!pick)
-			pick = f;
-		if (cJSON_IsString(file) && own_code(file->valuestring)) {
-			pick = f;
-			break;
-		}
-	}
-	if (pick) {
-		const cJSON *fn =
-			cJSON_GetObjectItemCaseSensitive(pick, "func");
-		const cJSON *fl =
-			cJSON_GetObjectItemCaseSensitive(pick, "file");
-		const cJSON *ln =
-			cJSON_GetObjectItemCaseSensitive(pick, "line");
-		const char *file = cJSON_IsString(fl) ? fl->valuestring : "?";
-		const char *base = strrchr(file, '/');
-
-		snprintf(out, len, "%s (%s:%d)",
-			 cJSON_IsString(fn) ? fn->valuestring : "?",
-			 base ? base + 1 : file,
-			 cJSON_IsNumber(ln) ? (int)ln->valuedouble : 0);
-	}
+	th = frames_main_thread(b->resp->body);
+	frame_where(frames_own_innermost(
+			    cJSON_GetObjectItemCaseSensitive(th, "frames")),
+		    out, len);
 }
 
 static void print_table(const struct hv_rank *r, size_t n)

@@ -6,7 +6,8 @@
  * knows; else the newest).  What it offers:
  *
  *   tools      the ops of ops.h (backtrace, query, describe_tables,
- *              memory, flamegraph, cluster_hang, ...); eval only when
+ *              memory, flamegraph, cluster_hang, diagnose, ...); eval
+ *              only when
  *              allow_eval.  A tool's failure (the agent's error, a bad
  *              argument) is a result with isError, its text the reason.
  *   resources  crash and hang reports: every recording's crash report

@@ -243,6 +243,19 @@ static int build_report(const cJSON *args, struct op_words *w, char *err,
 	       add(w, str_arg(args, "file"));
 }
 
+static int build_diagnose(const cJSON *args, struct op_words *w, char *err,
+			  size_t errlen)
+{
+	int ms = 0;
+
+	if (str_arg(args, "duration") &&
+	    duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
+		return -1;
+	return target(args, w) || add(w, "diagnose") ||
+	       add(w, str_arg(args, "playbook")) ||
+	       (ms && add_fmt(w, "--duration=%dms", ms));
+}
+
 static int build_eval(const cJSON *args, struct op_words *w, char *err,
 		      size_t errlen)
 {
@@ -296,6 +309,20 @@ static const struct op_param report_params[] = {
 	{"file", OP_STR, 1,
 	 "the report's path (probing-crash-PID-TIME.txt, "
 	 "probing-hang-PID-TIME.txt; list_recordings' report column)",
+	 NULL},
+	END_PARAMS};
+static const char *const playbooks[] = {"hang", "leak", "slow", "dataloader",
+					NULL};
+static const struct op_param diagnose_params[] = {
+	TARGET_PARAM,
+	{"playbook", OP_STR, 1,
+	 "hang (stuck? where? which rank?), leak (does memory grow, and "
+	 "what), slow (where the time goes), dataloader (does training wait "
+	 "for data)",
+	 playbooks},
+	{"duration", OP_STR, 0,
+	 "how long to watch: hang 2s, leak 10s, slow and dataloader 5s by "
+	 "default; at most 2m",
 	 NULL},
 	END_PARAMS};
 static const struct op_param eval_params[] = {
@@ -376,6 +403,15 @@ const struct op ops_all[] = {
 	 "stacks — which ranks wait in which collective, which rank has not "
 	 "reached it and where it is, or mismatched collectives.",
 	 target_only, 0, 2 * RUN_MS, build_cluster_hang},
+	{"diagnose", "A diagnostic playbook: verdict and evidence",
+	 "Runs a fixed sequence of looks at the process (backtraces, SQL "
+	 "over what it recorded, a few seconds of sampling, the cluster's "
+	 "collectives) and returns a short verdict with the evidence and the "
+	 "commands to look further.  Start here when the question is "
+	 "\"is it stuck\", \"does it leak\", \"why is it slow\" or \"is "
+	 "it waiting for data\"; it takes the duration it watches plus a "
+	 "few seconds.",
+	 diagnose_params, 0, 2 * RUN_MS, build_diagnose},
 	{"report", "A crash or hang report file",
 	 "Shows a crash or hang report the agent wrote (the stacks of the "
 	 "crashed or stuck thread first, Python and native, with source "
@@ -455,6 +491,19 @@ static int check(const struct op *op, const cJSON *args, char *err,
 			snprintf(err, errlen, "%s: '%s' is a %s", op->name,
 				 p->name, type_name(p->type));
 			return -1;
+		}
+		if (p->type == OP_STR && p->choices) {
+			const char *const *c = p->choices;
+
+			while (*c && strcmp(*c, v->valuestring))
+				c++;
+			if (!*c) {
+				snprintf(err, errlen,
+					 "%s: '%s' is not one of the choices "
+					 "(the schema's enum)",
+					 op->name, p->name);
+				return -1;
+			}
 		}
 		if (p->type == OP_STR && !*v->valuestring && p->required) {
 			snprintf(err, errlen, "%s: '%s' is empty", op->name,

@@ -108,8 +108,8 @@ class Job:
             r = probing("query", "SELECT count(*) AS n FROM cluster.nodes "
                         "WHERE role = 'rank'",
                         target=self.pids[0], env={"PROBING_TIMEOUT": "5000"})
-            return r.rc == 0 and r.out.split()[-1] == "4"
-        wait_for(registered, 120, "4 ranks in cluster.nodes")
+            return r.rc == 0 and r.out.split()[-1] == str(self.world)
+        wait_for(registered, 120, "%d ranks in cluster.nodes" % self.world)
         return self
 
     def stop(self):

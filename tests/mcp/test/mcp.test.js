@@ -22,7 +22,7 @@ ctypes.string_at(0)
 
 const TOOLS = ['list_agents', 'list_recordings', 'backtrace', 'query', 'describe_tables',
 	'memory', 'flamegraph', 'torch_module_times', 'hangs', 'cluster_backtrace',
-	'cluster_hang', 'report'];
+	'cluster_hang', 'diagnose', 'report'];
 
 describe('probing mcp with an MCP client', () => {
 	let dir, train, hang, crashed, job, client, evalClient;
@@ -202,6 +202,18 @@ describe('probing mcp with an MCP client', () => {
 		const single = await call(client, 'cluster_hang', { target: String(train.pid) });
 		assert.equal(single.isError, true);
 		assert.match(single.text, /not in a torch\.distributed job/);
+	});
+
+	it('diagnose: the playbooks\' verdicts on the hung process and the job', async () => {
+		const h = await call(client, 'diagnose', { target: String(hang.pid), playbook: 'hang', duration: '1s' });
+		assert.equal(h.isError, false, h.text);
+		assert.match(h.text, /^verdict: the main thread is stuck in main \(hang\.py:\d+\) for \d+ s/, h.text);
+		assert.match(h.text, /thread consumer: .*consumer \(hang\.py:\d+\)/);
+		const j = await call(client, 'diagnose', { target: String(job.pids[1]), playbook: 'hang' });
+		assert.match(j.text, /^verdict: rank 0 waits? in all_reduce #4 .*rank 1 has not reached it \(it is in load_batch/, j.text);
+		const bad = await call(client, 'diagnose', { target: String(hang.pid), playbook: 'everything' });
+		assert.equal(bad.isError, true);
+		assert.match(bad.text, /not one of the choices/);
 	});
 
 	it('eval with --allow-eval; refused by an agent in read-only mode', async () => {
