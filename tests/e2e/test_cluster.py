@@ -609,8 +609,15 @@ def family(spawn, python, how, env=None, args=(), procs=1):
 
 def cluster_status(pid):
     """The agent of pid (injected if need be): its cluster.status."""
-    r = probing("inject", target=pid)
-    assert r.rc == 0, r
+    last = {}
+
+    def injected():
+        # A child exec'd a moment ago may not have initialized Python yet
+        # (exit code 9, "try again in a moment").
+        last["r"] = r = probing("inject", target=pid)
+        assert r.rc in (0, 9), r
+        return r.rc == 0
+    wait_for(injected, 30, lambda: "inject: %r" % last["r"])
     r = probing("config", "-f", "json", target=pid)
     assert r.rc == 0, r
     return {s["name"]: s["value"] for s in r.json()}["cluster.status"]
