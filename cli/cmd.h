@@ -96,6 +96,7 @@ extern const struct cmd_entry cmd_report_entry;
 extern const struct cmd_entry cmd_cluster_entry;
 extern const struct cmd_entry cmd_mcp_entry;
 extern const struct cmd_entry cmd_diagnose_entry;
+extern const struct cmd_entry cmd_web_entry;
 
 /* The pids of the agents on this machine (their @probing-<pid> sockets
  * in /proc/net/unix), sorted, at most max (cmd_list.c).  Returns how

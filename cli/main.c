@@ -21,16 +21,13 @@
 #endif
 
 static const struct cmd_entry *const cmd_table[] = {
-	&cmd_list_entry,      &cmd_runs_entry,
-	&cmd_backtrace_entry, &cmd_eval_entry,
-	&cmd_query_entry,     &cmd_flamegraph_entry,
-	&cmd_perf_entry,      &cmd_repl_entry,
-	&cmd_config_entry,    &cmd_dap_entry,
-	&cmd_inject_entry,    &cmd_launch_entry,
-	&cmd_debug_entry,     &cmd_memory_entry,
-	&cmd_hangs_entry,     &cmd_report_entry,
-	&cmd_cluster_entry,   &cmd_diagnose_entry,
-	&cmd_mcp_entry,	      NULL,
+	&cmd_list_entry,   &cmd_runs_entry,    &cmd_backtrace_entry,
+	&cmd_eval_entry,   &cmd_query_entry,   &cmd_flamegraph_entry,
+	&cmd_perf_entry,   &cmd_repl_entry,    &cmd_config_entry,
+	&cmd_dap_entry,	   &cmd_inject_entry,  &cmd_launch_entry,
+	&cmd_debug_entry,  &cmd_memory_entry,  &cmd_hangs_entry,
+	&cmd_report_entry, &cmd_cluster_entry, &cmd_diagnose_entry,
+	&cmd_mcp_entry,	   &cmd_web_entry,     NULL,
 };
 
 static const char global_help[] =

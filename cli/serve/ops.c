@@ -20,7 +20,7 @@
 
 /* ---- building words ---------------------------------------------------- */
 
-static int add(struct op_words *w, const char *word)
+int op_words_add(struct op_words *w, const char *word)
 {
 	if (w->n >= OP_WORDS_MAX)
 		return -1;
@@ -29,9 +29,7 @@ static int add(struct op_words *w, const char *word)
 	return 0;
 }
 
-/* Adds a word formatted into w->text. */
-__attribute__((format(printf, 2, 3))) static int add_fmt(struct op_words *w,
-							 const char *fmt, ...)
+int op_words_fmt(struct op_words *w, const char *fmt, ...)
 {
 	size_t room = sizeof(w->text) - w->used;
 	char *at = w->text + w->used;
@@ -44,22 +42,28 @@ __attribute__((format(printf, 2, 3))) static int add_fmt(struct op_words *w,
 	if (n < 0 || (size_t)n >= room)
 		return -1;
 	w->used += (size_t)n + 1;
-	return add(w, at);
+	return op_words_add(w, at);
 }
 
-static const char *str_arg(const cJSON *args, const char *name)
+#define add op_words_add
+#define add_fmt op_words_fmt
+#define str_arg ops_str
+#define bool_arg ops_bool
+#define int_arg ops_int
+
+const char *ops_str(const cJSON *args, const char *name)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
 
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static int bool_arg(const cJSON *args, const char *name)
+int ops_bool(const cJSON *args, const char *name)
 {
 	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, name));
 }
 
-static int int_arg(const cJSON *args, const char *name, int dflt)
+int ops_int(const cJSON *args, const char *name, int dflt)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
 
@@ -72,9 +76,8 @@ static int target(const cJSON *args, struct op_words *w)
 	return add(w, "-t") || add(w, str_arg(args, "target"));
 }
 
-/* A duration argument (default dflt), checked; its milliseconds in *ms. */
-static int duration(const cJSON *args, const char *dflt, int *ms, char *err,
-		    size_t errlen)
+int ops_duration(const cJSON *args, const char *dflt, int *ms, char *err,
+		 size_t errlen)
 {
 	const char *d = str_arg(args, "duration");
 
@@ -188,7 +191,7 @@ static int build_flamegraph(const cJSON *args, struct op_words *w, char *err,
 {
 	int ms, top = int_arg(args, "top", 30);
 
-	if (duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
+	if (ops_duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
 		return -1;
 	if (top < 1 || top > 1000) {
 		snprintf(err, errlen, "top %d: give 1 to 1000", top);
@@ -205,7 +208,7 @@ static int build_torch(const cJSON *args, struct op_words *w, char *err,
 {
 	int ms;
 
-	if (duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
+	if (ops_duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
 		return -1;
 	return target(args, w) || add(w, "perf") || add(w, "--torch") ||
 	       add_fmt(w, "--duration=%dms", ms);
@@ -249,7 +252,7 @@ static int build_diagnose(const cJSON *args, struct op_words *w, char *err,
 	int ms = 0;
 
 	if (str_arg(args, "duration") &&
-	    duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
+	    ops_duration(args, SAMPLE_DEFAULT, &ms, err, errlen))
 		return -1;
 	return target(args, w) || add(w, "diagnose") ||
 	       add(w, str_arg(args, "playbook")) ||
@@ -455,41 +458,41 @@ static int type_ok(const struct op_param *p, const cJSON *v)
 	}
 }
 
-static int check(const struct op *op, const cJSON *args, char *err,
-		 size_t errlen)
+int ops_check(const char *name, const struct op_param *params,
+	      const cJSON *args, char *err, size_t errlen)
 {
 	const struct op_param *p;
 	const cJSON *v;
 
 	if (args && !cJSON_IsObject(args)) {
 		snprintf(err, errlen, "%s: the arguments are not an object",
-			 op->name);
+			 name);
 		return -1;
 	}
 	cJSON_ArrayForEach(v, args)
 	{
-		for (p = op->params; p->name; p++)
+		for (p = params; p->name; p++)
 			if (!strcmp(p->name, v->string))
 				break;
 		if (!p->name) {
-			snprintf(err, errlen, "%s takes no argument '%s'",
-				 op->name, v->string);
+			snprintf(err, errlen, "%s takes no argument '%s'", name,
+				 v->string);
 			return -1;
 		}
 	}
-	for (p = op->params; p->name; p++) {
+	for (p = params; p->name; p++) {
 		v = cJSON_GetObjectItemCaseSensitive(args, p->name);
 		if (!v || cJSON_IsNull(v)) {
 			if (p->required) {
 				snprintf(err, errlen, "%s needs '%s' (%s)",
-					 op->name, p->name, p->doc);
+					 name, p->name, p->doc);
 				return -1;
 			}
 			continue;
 		}
 		if (!type_ok(p, v)) {
-			snprintf(err, errlen, "%s: '%s' is a %s", op->name,
-				 p->name, type_name(p->type));
+			snprintf(err, errlen, "%s: '%s' is a %s", name, p->name,
+				 type_name(p->type));
 			return -1;
 		}
 		if (p->type == OP_STR && p->choices) {
@@ -501,12 +504,12 @@ static int check(const struct op *op, const cJSON *args, char *err,
 				snprintf(err, errlen,
 					 "%s: '%s' is not one of the choices "
 					 "(the schema's enum)",
-					 op->name, p->name);
+					 name, p->name);
 				return -1;
 			}
 		}
 		if (p->type == OP_STR && !*v->valuestring && p->required) {
-			snprintf(err, errlen, "%s: '%s' is empty", op->name,
+			snprintf(err, errlen, "%s: '%s' is empty", name,
 				 p->name);
 			return -1;
 		}
@@ -518,11 +521,10 @@ int ops_run(const struct op *op, const cJSON *args, struct op_result *r,
 	    char *err, size_t errlen)
 {
 	struct op_words w = {.n = 0};
-	struct selfrun_result sr;
-	int ms = 0, rc;
+	int ms = 0;
 
 	memset(r, 0, sizeof(*r));
-	if (check(op, args, err, errlen))
+	if (ops_check(op->name, op->params, args, err, errlen))
 		return -1;
 	if (op->build(args, &w, err, errlen)) {
 		if (!*err)
@@ -530,8 +532,18 @@ int ops_run(const struct op *op, const cJSON *args, struct op_result *r,
 		return -1;
 	}
 	if (cJSON_GetObjectItemCaseSensitive(args, "duration"))
-		duration(args, SAMPLE_DEFAULT, &ms, err, errlen);
-	rc = selfrun(w.w, op->timeout_ms + ms, OUT_MAX, &sr);
+		ops_duration(args, SAMPLE_DEFAULT, &ms, err, errlen);
+	return ops_exec(&w, op->timeout_ms + ms, r, err, errlen);
+}
+
+int ops_exec(const struct op_words *w, int timeout_ms, struct op_result *r,
+	     char *err, size_t errlen)
+{
+	struct selfrun_result sr;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rc = selfrun(w->w, timeout_ms, OUT_MAX, &sr);
 	if (rc) {
 		snprintf(err, errlen, "could not run probing: %s",
 			 strerror(-rc));
@@ -559,7 +571,7 @@ int ops_run(const struct op *op, const cJSON *args, struct op_result *r,
 		char *t;
 
 		if (asprintf(&t, "%sprobing: gave up after %d s\n", r->text,
-			     (op->timeout_ms + ms) / 1000) >= 0) {
+			     timeout_ms / 1000) >= 0) {
 			free(r->text);
 			r->text = t;
 		}

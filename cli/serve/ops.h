@@ -82,4 +82,33 @@ void ops_result_free(struct op_result *r);
 /* The JSON Schema of op's parameters ({"type": "object", ...}), new. */
 cJSON *ops_schema(const struct op *op);
 
+/* ---- the parts, for other tables of commands (web.c) --------------------- */
+
+/* Appends a word (borrowed), or one formatted into w->text.  0, or -1 when
+ * there is no room. */
+int op_words_add(struct op_words *w, const char *word);
+int op_words_fmt(struct op_words *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Checks args against params (NULL-named end) as ops_run does; name is
+ * what the message calls the caller.  0, or -1 with the reason in err. */
+int ops_check(const char *name, const struct op_param *params,
+	      const cJSON *args, char *err, size_t errlen);
+
+/* An argument as a string (NULL when not one), a boolean (1 only for
+ * true), an integer (dflt when not a number). */
+const char *ops_str(const cJSON *args, const char *name);
+int ops_bool(const cJSON *args, const char *name);
+int ops_int(const cJSON *args, const char *name, int dflt);
+
+/* args' "duration" (dflt when absent) in *ms, at most 2 minutes.  0, or
+ * -1 with the reason in err. */
+int ops_duration(const cJSON *args, const char *dflt, int *ms, char *err,
+		 size_t errlen);
+
+/* Runs the command w (timeout_ms past nothing: the whole time it may
+ * take) as ops_run does.  0 with *r set, or -1 with the reason in err. */
+int ops_exec(const struct op_words *w, int timeout_ms, struct op_result *r,
+	     char *err, size_t errlen);
+
 #endif

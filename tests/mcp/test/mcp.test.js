@@ -11,7 +11,8 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { ROOT, startTarget, startJob, mcpClient, call, sleep } = require('../lib/procs');
+const { ROOT, startTarget, startJob, sleep } = require('../../lib/procs');
+const { mcpClient, call } = require('../lib/client');
 
 const CRASH = `\
 import ctypes, time

@@ -1,17 +1,15 @@
 'use strict';
-// Helpers for the MCP client tests: real Python processes with the real
-// agent (PROBING=1 through the build's .pth hook), a torchrun job, and an
-// MCP client (@modelcontextprotocol/sdk) that spawns `probing mcp`.
+// Helpers for the Node tests of the CLI's doors (tests/mcp, tests/web): real
+// Python processes with the real agent (PROBING=1 through the build's .pth
+// hook) and a torchrun job.  No dependencies: each suite brings its own.
 
 const cp = require('child_process');
 const fs = require('fs');
 const net = require('net');
 const os = require('os');
 const path = require('path');
-const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
-const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 
-const ROOT = path.resolve(__dirname, '..', '..', '..');
+const ROOT = path.resolve(__dirname, '..', '..');
 const BUILD = path.resolve(process.env.PROBING_BUILD || path.join(ROOT, 'build'));
 const PROBING = path.join(BUILD, 'cli', 'probing');
 const USERBASE = path.join(BUILD, 'userbase');
@@ -117,24 +115,4 @@ async function startJob(dir, nproc, jobArgs) {
 	return { proc: p, pids };
 }
 
-// An MCP client connected to a `probing mcp` it spawned.
-async function mcpClient(args = [], env = {}) {
-	const transport = new StdioClientTransport({
-		command: PROBING, args: ['mcp', ...args],
-		env: { ...process.env, ...env }, stderr: 'pipe',
-	});
-	const client = new Client({ name: 'probing-tests', version: '0.0.0' });
-	await client.connect(transport);
-	return client;
-}
-
-// A tool's text (its one content item), and whether it failed.
-async function call(client, name, args = {}, timeout = 120000) {
-	const r = await client.callTool({ name, arguments: args }, undefined, { timeout });
-	if (r.content.length !== 1 || r.content[0].type !== 'text') {
-		throw new Error(`${name}: not one text item: ${JSON.stringify(r)}`);
-	}
-	return { text: r.content[0].text, isError: !!r.isError };
-}
-
-module.exports = { ROOT, BUILD, PROBING, PYTHON, TORCHRUN, sleep, agentUp, startTarget, startJob, mcpClient, call };
+module.exports = { ROOT, BUILD, PROBING, PYTHON, TORCHRUN, sleep, agentUp, startTarget, startJob, Proc, targetEnv };

@@ -1,0 +1,414 @@
+/*
+ * web: see web.h.
+ */
+#include "serve/web.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <microhttpd.h>
+
+#include "serve/ops.h"
+#include "serve/webassets.h"
+#include "serve/webroutes.h"
+
+#define TOKEN_HEX 32
+#define COOKIE "probing_web"
+#define CONNECTIONS_MAX 64
+
+struct web {
+	char token[TOKEN_HEX * 2 + 1];
+	char hosts[4][300]; /* what the Host header may say */
+	int nhosts;
+};
+
+static const char page_csp[] =
+	"default-src 'self'; script-src 'self'; style-src 'self'; img-src "
+	"'self' data:; frame-src 'self'; frame-ancestors 'self'; "
+	"form-action 'self'; base-uri 'none'";
+/* The flamegraph is the project's own SVG, with its own script. */
+static const char svg_csp[] =
+	"default-src 'none'; script-src 'unsafe-inline'; style-src "
+	"'unsafe-inline'; frame-ancestors 'self'";
+
+/* ---- answers --------------------------------------------------------------
+ */
+
+static enum MHD_Result answer(struct MHD_Connection *c, unsigned status,
+			      const char *type, const void *body, size_t len,
+			      int copy)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		len, (void *)body,
+		copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result rc;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(r, "Content-Security-Policy",
+				strstr(type, "svg") ? svg_csp : page_csp);
+	rc = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* {"error": text, "exit": code} with status. */
+static enum MHD_Result error(struct MHD_Connection *c, unsigned status,
+			     const char *text, int exit_code)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *body;
+	enum MHD_Result rc;
+
+	cJSON_AddStringToObject(o, "error", text);
+	if (exit_code)
+		cJSON_AddNumberToObject(o, "exit", exit_code);
+	body = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!body)
+		return MHD_NO;
+	rc = answer(c, status, "application/json", body, strlen(body), 1);
+	free(body);
+	return rc;
+}
+
+/* ---- the token and the host ------------------------------------------------
+ */
+
+static int same(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+	unsigned diff = 0;
+
+	if (!a || strlen(a) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++) /* in constant time */
+		diff |= (unsigned)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
+static int host_ok(const struct web *w, struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+
+	for (int i = 0; h && i < w->nhosts; i++)
+		if (!strcmp(h, w->hosts[i]))
+			return 1;
+	return 0;
+}
+
+static int cookie_ok(const struct web *w, struct MHD_Connection *c)
+{
+	return same(MHD_lookup_connection_value(c, MHD_COOKIE_KIND, COOKIE),
+		    w->token);
+}
+
+static int header_ok(const struct web *w, struct MHD_Connection *c)
+{
+	return same(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						"X-Probing-Token"),
+		    w->token);
+}
+
+/* GET /?token=T: the cookie, and the page without the token in its URL. */
+static enum MHD_Result let_in(const struct web *w, struct MHD_Connection *c,
+			      const char *target)
+{
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	char cookie[200], where[300];
+	enum MHD_Result rc;
+
+	if (!r)
+		return MHD_NO;
+	/* The target goes into the Location header: a pid, a run name,
+	 * HOST:PORT or @name only. */
+	for (const char *p = target; p && *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("_.:@/-[]", *p))
+			target = NULL;
+	snprintf(cookie, sizeof(cookie),
+		 COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", w->token);
+	snprintf(where, sizeof(where), "/%s%s", target ? "#agent/" : "",
+		 target ? target : "");
+	MHD_add_response_header(r, "Set-Cookie", cookie);
+	MHD_add_response_header(r, "Location", where);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	rc = MHD_queue_response(c, MHD_HTTP_SEE_OTHER, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* ---- routes ---------------------------------------------------------------
+ */
+
+/* The query parameters route takes, typed as its parameters say. */
+static cJSON *args_of(const struct web_route *rt, struct MHD_Connection *c)
+{
+	cJSON *a = cJSON_CreateObject();
+
+	for (const struct op_param *p = rt->params; a && p->name; p++) {
+		const char *v = MHD_lookup_connection_value(
+			c, MHD_GET_ARGUMENT_KIND, p->name);
+		char *end;
+		long n;
+
+		if (!v)
+			continue;
+		if (p->type == OP_BOOL)
+			cJSON_AddBoolToObject(a, p->name,
+					      !strcmp(v, "1") ||
+						      !strcmp(v, "true"));
+		else if (p->type == OP_INT) {
+			n = strtol(v, &end, 10);
+			if (*end || !*v)
+				cJSON_AddStringToObject(a, p->name, v);
+			else
+				cJSON_AddNumberToObject(a, p->name, (double)n);
+		} else {
+			cJSON_AddStringToObject(a, p->name, v);
+		}
+	}
+	return a;
+}
+
+static enum MHD_Result route(struct MHD_Connection *c,
+			     const struct web_route *rt)
+{
+	struct op_words words = {.n = 0};
+	struct op_result r;
+	char err[1024] = "";
+	cJSON *args = args_of(rt, c);
+	int ms = 0;
+	enum MHD_Result rc;
+
+	if (!args)
+		return error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no memory", 0);
+	if (ops_check(rt->path, rt->params, args, err, sizeof(err)) ||
+	    rt->build(args, &words, err, sizeof(err))) {
+		cJSON_Delete(args);
+		return error(c, MHD_HTTP_BAD_REQUEST,
+			     *err ? err : "too many words", 0);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(args, "duration"))
+		ops_duration(args, "5s", &ms, err, sizeof(err));
+	if (ops_exec(&words, rt->timeout_ms + ms, &r, err, sizeof(err))) {
+		cJSON_Delete(args);
+		return error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, err, 0);
+	}
+	cJSON_Delete(args);
+	if (r.ok)
+		rc = answer(c, MHD_HTTP_OK, rt->type, r.text, strlen(r.text),
+			    1);
+	else
+		rc = error(c, 422, r.text, r.status > 0 ? r.status : 5);
+	ops_result_free(&r);
+	return rc;
+}
+
+/* ---- the handler ------------------------------------------------------------
+ */
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
+			      const char *url, const char *method,
+			      const char *version, const char *upload,
+			      size_t *upload_len, void **state)
+{
+	static int seen;
+	const struct web *w = cls;
+	const struct web_route *rt;
+	int post = !strcmp(method, "POST");
+
+	(void)version, (void)upload;
+	if (!*state) { /* the headers: answer when the body is in */
+		*state = &seen;
+		return MHD_YES;
+	}
+	if (*upload_len) { /* a body: not read, nothing takes one */
+		*upload_len = 0;
+		return MHD_YES;
+	}
+	if (!host_ok(w, c))
+		return error(c, MHD_HTTP_FORBIDDEN,
+			     "this server answers to its own address only "
+			     "(the Host header)",
+			     0);
+	if (!post && strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST", 0);
+	if (!strcmp(url, "/") &&
+	    same(MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token"),
+		 w->token))
+		return let_in(w, c,
+			      MHD_lookup_connection_value(
+				      c, MHD_GET_ARGUMENT_KIND, "target"));
+	if (!cookie_ok(w, c) && !header_ok(w, c)) {
+		static const char page[] =
+			"<!doctype html><title>probing web</title><p>Open the "
+			"address <code>probing web</code> printed: it carries "
+			"the token this page needs.";
+
+		return answer(c, MHD_HTTP_UNAUTHORIZED,
+			      "text/html; charset=utf-8", page,
+			      sizeof(page) - 1, 0);
+	}
+	for (const struct web_asset *a = web_assets; a->path; a++)
+		if (!strcmp(url, a->path))
+			return post ? error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+					    "GET", 0)
+				    : answer(c, MHD_HTTP_OK, a->type, a->data,
+					     a->len, 0);
+	if (!strcmp(url, "/api/session")) { /* the token, for POST headers */
+		char body[TOKEN_HEX * 2 + 16];
+
+		snprintf(body, sizeof(body), "{\"token\":\"%s\"}", w->token);
+		return answer(c, MHD_HTTP_OK, "application/json", body,
+			      strlen(body), 1);
+	}
+	rt = web_route_find(url);
+	if (!rt)
+		return error(c, MHD_HTTP_NOT_FOUND, "no such page", 0);
+	if (rt->post != post)
+		return error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+			     rt->post ? "POST" : "GET", 0);
+	/* A POST changes the target: the header too, which no other site's
+	 * page can send here (CORS preflight is never answered). */
+	if (post && !header_ok(w, c))
+		return error(c, MHD_HTTP_FORBIDDEN,
+			     "POST needs the X-Probing-Token header", 0);
+	return route(c, rt);
+}
+
+/* ---- serving ---------------------------------------------------------------
+ */
+
+static int make_token(char *out)
+{
+	unsigned char b[TOKEN_HEX];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -1;
+	for (int i = 0; i < TOKEN_HEX; i++)
+		snprintf(out + 2 * i, 3, "%02x", b[i]);
+	return 0;
+}
+
+/* "HOST:PORT" (or "[V6]:PORT") into host and port. */
+static int split(const char *listen, char *host, size_t hostlen, char *port,
+		 size_t portlen)
+{
+	const char *colon = strrchr(listen, ':');
+	size_t n;
+
+	if (!colon || !colon[1] || strlen(colon + 1) >= portlen)
+		return -1;
+	n = (size_t)(colon - listen);
+	if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']') {
+		listen++;
+		n -= 2;
+	}
+	if (!n || n >= hostlen)
+		return -1;
+	memcpy(host, listen, n);
+	host[n] = '\0';
+	snprintf(port, portlen, "%s", colon + 1);
+	return 0;
+}
+
+static int loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)
+				      ->sin_addr.s_addr) >>
+			24) == 127;
+	return sa->sa_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(
+		       &((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV | AI_PASSIVE},
+			*ai = NULL;
+	static struct web w;
+	char host[256], port[16], shown[300];
+	const union MHD_DaemonInfo *info;
+	struct MHD_Daemon *d;
+	unsigned flags;
+	sigset_t stop;
+	int rc, sig, bound;
+
+	if (split(o->listen, host, sizeof(host), port, sizeof(port))) {
+		snprintf(err, errlen, "--listen %s: give HOST:PORT", o->listen);
+		return -1;
+	}
+	if ((rc = getaddrinfo(host, port, &hints, &ai))) {
+		snprintf(err, errlen, "--listen %s: %s", o->listen,
+			 gai_strerror(rc));
+		return -1;
+	}
+	if (o->token)
+		snprintf(w.token, sizeof(w.token), "%s", o->token);
+	else if (make_token(w.token)) {
+		freeaddrinfo(ai);
+		snprintf(err, errlen, "no random bytes for a token: %s",
+			 strerror(errno));
+		return -1;
+	}
+	/* The signals end it: blocked before MHD's threads start, so they
+	 * inherit the mask and sigwait below takes them. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	d = MHD_start_daemon(
+		flags, 0, NULL, NULL, handle, &w, MHD_OPTION_SOCK_ADDR,
+		ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX,
+		MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+	if (!d) {
+		snprintf(err, errlen,
+			 "cannot listen on %s (in use, or not an address of "
+			 "this machine)",
+			 o->listen);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	bound = info ? info->port : atoi(port);
+	snprintf(shown, sizeof(shown), "%s%s%s:%d",
+		 ai->ai_family == AF_INET6 ? "[" : "", host,
+		 ai->ai_family == AF_INET6 ? "]" : "", bound);
+	snprintf(w.hosts[w.nhosts++], sizeof(w.hosts[0]), "%s", shown);
+	if (loopback(ai->ai_addr)) {
+		snprintf(w.hosts[w.nhosts++], sizeof(w.hosts[0]),
+			 "localhost:%d", bound);
+		snprintf(w.hosts[w.nhosts++], sizeof(w.hosts[0]),
+			 "127.0.0.1:%d", bound);
+	}
+	fprintf(say, "probing web: http://%s/?token=%s%s%s\n", shown, w.token,
+		o->target ? "&target=" : "", o->target ? o->target : "");
+	if (!loopback(ai->ai_addr))
+		fprintf(say, "probing web: listening beyond loopback: anyone "
+			     "with the address above (and its token) reaches "
+			     "every agent you can\n");
+	fflush(say);
+	freeaddrinfo(ai);
+	while (sigwait(&stop, &sig) == EINTR)
+		;
+	MHD_stop_daemon(d);
+	return 0;
+}

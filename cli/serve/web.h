@@ -1,0 +1,30 @@
+/*
+ * web: `probing web`, a local web page over the agents (docs/web.md).
+ *
+ * An HTTP server (libmicrohttpd, a thread per connection) serving the
+ * page's own assets (cli/web/, built into the binary: nothing is fetched
+ * at run time) and the routes of webroutes.h, each a CLI command run as
+ * its own process.  Nothing new listens inside a target.
+ *
+ * Every request needs the server's token: the URL it prints carries it
+ * once (?token=), which becomes an HttpOnly, SameSite=Strict cookie; POSTs
+ * (the sampler's start and stop) need it in an X-Probing-Token header as
+ * well.  The Host header must name the server (no DNS rebinding).  It
+ * listens on loopback unless told otherwise.
+ */
+#ifndef CLI_WEB_H
+#define CLI_WEB_H
+
+#include <stdio.h>
+
+struct web_opts {
+	const char *listen; /* "HOST:PORT" (PORT 0: any free one) */
+	const char *token;  /* NULL: a random one */
+	const char *target; /* the page opens on this agent, or NULL */
+};
+
+/* Serves until SIGINT or SIGTERM; says where (the URL with its token) on
+ * say.  Returns 0, or -1 with the reason in err. */
+int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen);
+
+#endif
