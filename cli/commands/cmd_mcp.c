@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "serve/mcp.h"
+#include "serve/selfrun.h"
 #include "target.h"
 
 static int cmd_mcp_exec(struct cmd_ctx *ctx, int argc, char **argv)
@@ -17,7 +18,6 @@ static int cmd_mcp_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	int c, allow_eval = 0;
-	char ms[16];
 
 	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
 		switch (c) {
@@ -30,16 +30,10 @@ static int cmd_mcp_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (cli_args_done(&cmd_mcp_entry, argc, argv))
 		return CLI_EUSAGE;
-	/* The commands answering the tools get what this one was given
-	 * (the environment: a command line is readable by every user). */
-	if (cli_target_given_token() &&
-	    setenv("PROBING_TOKEN", cli_target_given_token(), 1))
+	/* The commands answering the tools get what this one was given. */
+	if (selfrun_hand_down(cli_target_given_token(),
+			      ctx->timeout_given ? ctx->timeout_ms : 0))
 		return cli_error(CLI_EFAIL, "out of memory");
-	if (ctx->timeout_given) {
-		snprintf(ms, sizeof(ms), "%d", ctx->timeout_ms);
-		if (setenv("PROBING_TIMEOUT", ms, 1))
-			return cli_error(CLI_EFAIL, "out of memory");
-	}
 	if (mcp_serve(stdin, stdout, allow_eval))
 		return cli_error(CLI_EFAIL,
 				 "mcp: stdout: the client went away");

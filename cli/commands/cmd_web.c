@@ -9,6 +9,7 @@
 
 #include "cmd.h"
 #include "serve/web.h"
+#include "serve/selfrun.h"
 #include "target.h"
 
 #define LISTEN_DEFAULT "127.0.0.1:0"
@@ -21,7 +22,7 @@ static int cmd_web_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct web_opts o = {.listen = LISTEN_DEFAULT, .target = ctx->target};
-	char err[512], ms[16];
+	char err[512];
 	int c;
 
 	while ((c = getopt_long(argc, argv, ":l:", opts, NULL)) != -1) {
@@ -43,14 +44,9 @@ static int cmd_web_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (cli_args_done(&cmd_web_entry, argc, argv))
 		return CLI_EUSAGE;
 	/* What the pages' commands are given (as `probing mcp` does). */
-	if (cli_target_given_token() &&
-	    setenv("PROBING_TOKEN", cli_target_given_token(), 1))
+	if (selfrun_hand_down(cli_target_given_token(),
+			      ctx->timeout_given ? ctx->timeout_ms : 0))
 		return cli_error(CLI_EFAIL, "out of memory");
-	if (ctx->timeout_given) {
-		snprintf(ms, sizeof(ms), "%d", ctx->timeout_ms);
-		if (setenv("PROBING_TIMEOUT", ms, 1))
-			return cli_error(CLI_EFAIL, "out of memory");
-	}
 	if (web_serve(&o, stdout, err, sizeof(err)))
 		return cli_error(CLI_EFAIL, "web: %s", err);
 	return CLI_OK;

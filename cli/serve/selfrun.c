@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -187,4 +188,18 @@ void selfrun_free(struct selfrun_result *r)
 	free(r->out);
 	free(r->err);
 	r->out = r->err = NULL;
+}
+
+int selfrun_hand_down(const char *token, int timeout_ms)
+{
+	char ms[16];
+
+	if (token && setenv("PROBING_TOKEN", token, 1))
+		return -ENOMEM;
+	if (timeout_ms > 0) {
+		snprintf(ms, sizeof(ms), "%d", timeout_ms);
+		if (setenv("PROBING_TIMEOUT", ms, 1))
+			return -ENOMEM;
+	}
+	return 0;
 }

@@ -42,4 +42,12 @@ int selfrun(const char *const *argv, int timeout_ms, size_t max_out,
 
 void selfrun_free(struct selfrun_result *r);
 
+/*
+ * Hands what this CLI was given to the commands it runs: token (NULL:
+ * none) as PROBING_TOKEN and timeout_ms (0: not given) as
+ * PROBING_TIMEOUT, through the environment (a command line is readable by
+ * every user).  Call before threads start.  0, or -ENOMEM.
+ */
+int selfrun_hand_down(const char *token, int timeout_ms);
+
 #endif
