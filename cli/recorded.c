@@ -351,13 +351,17 @@ const struct run_info *recorded_run(const struct recorded *r)
 	return &r->info;
 }
 
-static void utc(double t, char *out, size_t outlen)
+void recorded_utc(double t, char *out, size_t outlen)
 {
 	time_t s = (time_t)t;
 	struct tm tm;
 
+	if (t <= 0) {
+		snprintf(out, outlen, "-");
+		return;
+	}
 	gmtime_r(&s, &tm);
-	strftime(out, outlen, "%Y-%m-%d %H:%M:%S UTC", &tm);
+	strftime(out, outlen, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
 void recorded_how(const struct run_info *ri, char *out, size_t outlen)
@@ -384,15 +388,16 @@ void recorded_describe(const struct run_info *ri, char *out, size_t outlen)
 			 ri->command);
 		return;
 	}
-	utc(ri->end ? ri->end : ri->last_write, when, sizeof(when));
+	recorded_utc(ri->end ? ri->end : ri->last_write, when, sizeof(when));
 	if (ri->end)
-		snprintf(out, outlen, "process %d (%.80s) ended at %s (%s%s%s)",
-			 ri->pid, ri->command, when, how,
+		snprintf(out, outlen,
+			 "process %d (%.80s) ended at %s UTC (%s%s%s)", ri->pid,
+			 ri->command, when, how,
 			 ri->report[0] ? ", report " : "", ri->report);
 	else
 		snprintf(out, outlen,
 			 "process %d (%.80s) has ended, how is not known "
-			 "(killed, or os._exit); last written at %s",
+			 "(killed, or os._exit); last written at %s UTC",
 			 ri->pid, ri->command, when);
 }
 
@@ -672,13 +677,13 @@ static struct dap_message *answer_memory(struct recorded *r)
 					: v->type == STORE_INT ? (double)v->u.i
 							       : 0);
 	}
-	utc(res.cells[6].type == STORE_REAL ? res.cells[6].u.d : 0, when,
-	    sizeof(when));
+	recorded_utc(res.cells[6].type == STORE_REAL ? res.cells[6].u.d : 0,
+		     when, sizeof(when));
 	if (resp) {
 		char msg[600];
 
 		snprintf(msg, sizeof(msg),
-			 "the last figures recorded, at %s; Python objects "
+			 "the last figures recorded, at %s UTC; Python objects "
 			 "and tensors are counted in a running process only; "
 			 "the series: query 'SELECT * FROM process.memory'",
 			 when);

@@ -87,6 +87,10 @@ const struct run_info *recorded_run(const struct recorded *r);
  * ...", or "... still runs". */
 void recorded_describe(const struct run_info *ri, char *out, size_t outlen);
 
+/* t (seconds since the epoch) as "YYYY-mm-dd HH:MM:SS" in UTC, or "-"
+ * for 0. */
+void recorded_utc(double t, char *out, size_t outlen);
+
 /* How a run ended, in a few words ("exit 0", "signal 11", "exception",
  * "running", "unknown"). */
 void recorded_how(const struct run_info *ri, char *out, size_t outlen);

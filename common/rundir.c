@@ -127,6 +127,28 @@ int rundir_name(char *out, size_t outlen, const char *host, int pid,
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
+int rundir_parse_name(const char *name, int *pid, double *start)
+{
+	char stamp[32];
+	const char *dash = strrchr(name, '-'), *p;
+	struct tm tm;
+
+	if (!dash || dash == name)
+		return -1;
+	snprintf(stamp, sizeof(stamp), "%.15s", dash + 1);
+	memset(&tm, 0, sizeof(tm));
+	p = strptime(stamp, "%Y%m%dT%H%M%S", &tm);
+	if (!p || *p || strlen(dash + 1) != 15)
+		return -1;
+	for (p = dash - 1; p > name && *p >= '0' && *p <= '9'; p--)
+		;
+	if (*p != '-' || p == name || p + 1 == dash)
+		return -1; /* no pid, or no host before it */
+	*pid = atoi(p + 1);
+	*start = (double)timegm(&tm);
+	return 0;
+}
+
 void rundir_job_name(char *out, size_t outlen, const char *id)
 {
 	size_t n = (size_t)snprintf(out, outlen, "job-");

@@ -40,6 +40,10 @@ int rundir_proc_start(int pid, double *epoch);
 int rundir_name(char *out, size_t outlen, const char *host, int pid,
 		double start);
 
+/* The pid and start of a run from its directory name (rundir_name's
+ * form; the host may hold '-').  0, or -1 when name is not one. */
+int rundir_parse_name(const char *name, int *pid, double *start);
+
 /* A job's directory name from its id (torchrun's run id): the id with
  * anything but [A-Za-z0-9._-] as '_', after "job-". */
 void rundir_job_name(char *out, size_t outlen, const char *id);

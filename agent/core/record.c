@@ -387,29 +387,6 @@ struct old_run {
 	uint64_t bytes;
 };
 
-/* The pid and start a run directory's name gives; 0 or -1. */
-static int parse_name(const char *name, int *pid, double *start)
-{
-	char stamp[32];
-	const char *dash = strrchr(name, '-'), *p;
-	struct tm tm;
-
-	if (!dash || dash == name)
-		return -1;
-	snprintf(stamp, sizeof(stamp), "%.15s", dash + 1);
-	memset(&tm, 0, sizeof(tm));
-	p = strptime(stamp, "%Y%m%dT%H%M%S", &tm);
-	if (!p || *p)
-		return -1;
-	for (p = dash - 1; p > name && *p >= '0' && *p <= '9'; p--)
-		;
-	if (*p != '-' || p + 1 == dash)
-		return -1;
-	*pid = atoi(p + 1);
-	*start = (double)timegm(&tm);
-	return 0;
-}
-
 /* The files of one run: bytes and newest mtime.  -1: not a run. */
 static int run_size(const char *dir, uint64_t *bytes, double *mtime)
 {
@@ -462,7 +439,8 @@ static void scan_one(const char *path, const char *name, void *arg)
 	if (run_size(path, &bytes, &mtime))
 		return;
 	sc->total += bytes;
-	if (parse_name(name, &pid, &start) == 0 && rundir_alive(pid, start)) {
+	if (rundir_parse_name(name, &pid, &start) == 0 &&
+	    rundir_alive(pid, start)) {
 		R.live_runs++;
 		return;
 	}

@@ -44,19 +44,6 @@ static int by_start(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void utc(double t, char *out, size_t outlen)
-{
-	time_t s = (time_t)t;
-	struct tm tm;
-
-	if (t <= 0) {
-		snprintf(out, outlen, "-");
-		return;
-	}
-	gmtime_r(&s, &tm);
-	strftime(out, outlen, "%Y-%m-%d %H:%M:%S", &tm);
-}
-
 static int cmd_runs_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -115,8 +102,8 @@ static int cmd_runs_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			snprintf(rank, sizeof(rank), "%d", ri->rank);
 		else
 			snprintf(rank, sizeof(rank), "-");
-		utc(ri->start, start, sizeof(start));
-		utc(ri->end, end, sizeof(end));
+		recorded_utc(ri->start, start, sizeof(start));
+		recorded_utc(ri->end, end, sizeof(end));
 		recorded_how(ri, how, sizeof(how));
 		snprintf(mb, sizeof(mb), "%.1f", (double)ri->bytes / 1048576);
 		cli_table_add(t, row);
