@@ -1,6 +1,6 @@
 """Cost of the recording on disk, with every recorder on.
 
-The loop is examples/train.py's train() (a two-layer MLP, batch 64, SGD),
+The loop is examples/train.py's train() (a two-layer MLP, batch --batch, SGD),
 timed inside the process over --steps steps after a warm-up, in three
 variants run alternating (the order rotates every round) --runs times
 each:
@@ -23,8 +23,13 @@ thread).  "bytes/hour" is what a disk run's recording grew by from 2.5 s
 after the sampler started (the files made) to the process's exit, over
 that time, times 3600.
 
+--batch makes each step bigger (64 by default: ~170 µs a step, a loop
+where tracing every step shows; 16384: a few ms a step, nearer a real
+model's): the recorders' cost is per step and per second, the step's
+work is not.
+
 Usage: PROBING_BUILD=build python3 tests/bench/record.py [--runs 7]
-       [--steps 40000]
+       [--steps 40000] [--batch 64]
 Prints a Markdown table (docs/benchmarks.md has the last one).
 """
 import argparse
@@ -48,14 +53,14 @@ sys.path.insert(0, %(examples)r)
 import torch
 torch.set_num_threads(1)
 import train
-steps, go = int(sys.argv[1]), sys.argv[2]
-train.train(50, 64, 0)                    # warm-up
+steps, go, batch = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+train.train(50, batch, 0)                 # warm-up
 print("READY", flush=True)
 while not os.path.exists(go):             # the sampler is started
     time.sleep(0.01)
-train.train(50, 64, 0)
+train.train(50, batch, 0)
 w0, t0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
-train.train(steps, 64, 0)
+train.train(steps, batch, 0)
 w1, t1, p1 = time.perf_counter(), time.thread_time(), time.process_time()
 print("ELAPSED", t1 - t0, w1 - w0, (p1 - p0) - (t1 - t0), flush=True)
 """
@@ -74,7 +79,7 @@ def dir_bytes(d):
     return total
 
 
-def run(variant, steps):
+def run(variant, steps, batch):
     tmp = tempfile.mkdtemp(prefix="probing-bench-record.")
     e = dict(os.environ)
     for k in list(e):
@@ -88,7 +93,7 @@ def run(variant, steps):
                   if variant == "disk" else "off"})
     go = os.path.join(tmp, "go")
     code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
-    p = subprocess.Popen([PY, "-c", code, str(steps), go], env=e,
+    p = subprocess.Popen([PY, "-c", code, str(steps), go, str(batch)], env=e,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     seen = []
@@ -123,19 +128,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--steps", type=int, default=40000)
+    ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
     res = {n: [] for n in VARIANTS}
     for i in range(args.runs):
         order = VARIANTS[i % 3:] + VARIANTS[:i % 3]
         for n in order:
-            res[n].append(run(n, args.steps))
+            res[n].append(run(n, args.steps, args.batch))
         print("round %d/%d done" % (i + 1, args.runs), file=sys.stderr)
     base = statistics.median(r[0] for r in res["baseline"])
     base_wall = statistics.median(r[1] for r in res["baseline"])
     print("Host: %s, %d CPUs, Python %s, torch (system) on /usr/bin/python3"
           % (platform.machine(), os.cpu_count(), platform.python_version()))
-    print("Loop: examples/train.py train(), %d steps, %d runs each, "
-          "alternating\n" % (args.steps, args.runs))
+    print("Loop: examples/train.py train(), batch %d, %d steps, %d runs "
+          "each, alternating\n" % (args.batch, args.steps, args.runs))
     print("| variant | thread CPU median (s) | ratio | paired | wall median (s) "
           "| wall ratio | agent CPU (s) | bytes/hour |")
     print("|---|---|---|---|---|---|---|---|")
