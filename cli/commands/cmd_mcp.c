@@ -3,6 +3,7 @@
  * assistants (serve/mcp.h; docs/mcp.md).
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,6 +35,9 @@ static int cmd_mcp_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (selfrun_hand_down(cli_target_given_token(),
 			      ctx->timeout_given ? ctx->timeout_ms : 0))
 		return cli_error(CLI_EFAIL, "out of memory");
+	/* A client gone: EPIPE on a write, an error and an exit, not a
+	 * signal. */
+	signal(SIGPIPE, SIG_IGN);
 	if (mcp_serve(stdin, stdout, allow_eval))
 		return cli_error(CLI_EFAIL,
 				 "mcp: stdout: the client went away");

@@ -72,6 +72,8 @@ static int drain(int fd, struct buf *b)
 static int spawn(const char *const *argv, int out_w, int err_w, pid_t *pid)
 {
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, dflt;
 	char *args[ARGS_MAX + 2];
 	size_t n = 0;
 	int rc;
@@ -95,9 +97,26 @@ static int spawn(const char *const *argv, int out_w, int err_w, pid_t *pid)
 	if (!rc)
 		rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 #endif
-	if (!rc)
-		rc = posix_spawn(pid, "/proc/self/exe", &fa, NULL, args,
-				 environ);
+	/* The child starts as a command typed in a shell would: no signal
+	 * blocked (web blocks SIGINT and SIGTERM for its sigwait), none
+	 * ignored that matters (mcp ignores SIGPIPE). */
+	sigemptyset(&none);
+	sigemptyset(&dflt);
+	sigaddset(&dflt, SIGINT);
+	sigaddset(&dflt, SIGTERM);
+	sigaddset(&dflt, SIGPIPE);
+	if (!rc && !(rc = posix_spawnattr_init(&at))) {
+		rc = posix_spawnattr_setflags(
+			&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+		if (!rc)
+			rc = posix_spawnattr_setsigmask(&at, &none);
+		if (!rc)
+			rc = posix_spawnattr_setsigdefault(&at, &dflt);
+		if (!rc)
+			rc = posix_spawn(pid, "/proc/self/exe", &fa, &at, args,
+					 environ);
+		posix_spawnattr_destroy(&at);
+	}
 	posix_spawn_file_actions_destroy(&fa);
 	return -rc;
 }

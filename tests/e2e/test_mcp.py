@@ -166,3 +166,19 @@ def test_usage():
     assert r.rc == 0 and "--allow-eval" in r.out, r
     r = probing("mcp", input="")
     assert r.rc == 0 and r.out == "", r
+
+
+def test_a_client_gone_ends_it_cleanly():
+    """stdout closed by the client: the next reply fails with EPIPE, and
+    the server says so and exits 1 (not killed by SIGPIPE)."""
+    import os
+    r, w = os.pipe()
+    p = subprocess.Popen([CLI, "mcp"], stdin=subprocess.PIPE, stdout=w,
+                         stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    os.close(r)  # nobody reads the replies
+    p.stdin.write(json.dumps(init()) + "\n")
+    p.stdin.flush()
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 1, (p.returncode, err)
+    assert "the client went away" in err

@@ -186,3 +186,29 @@ def test_listen_and_end():
                      headers={"Host": h})
     assert st == 303
     w.stop()
+
+
+def test_commands_start_with_no_signal_blocked(web, spawn, python):
+    """The server blocks SIGINT and SIGTERM for itself; a route's command
+    starts as one typed in a shell would (nothing blocked or ignored)."""
+    import threading
+    t = spawn(python, "import time\nwhile True: time.sleep(0.05)\n")
+    t.wait_agent()
+    got = {}
+    th = threading.Thread(target=lambda: got.update(r=web.get(
+        "/api/flamegraph.svg?target=%d&duration=3s" % t.pid)))
+    th.start()
+    kids = []
+
+    def child():
+        out = subprocess.run(["pgrep", "-P", str(web.proc.pid)],
+                             capture_output=True, text=True).stdout.split()
+        kids[:] = out
+        return bool(out)
+    wait_for(child, 10, "the route's command")
+    status = open("/proc/%s/status" % kids[0]).read()
+    fields = dict(l.split(":\t", 1) for l in status.splitlines() if ":\t" in l)
+    assert int(fields["SigBlk"], 16) == 0, fields["SigBlk"]
+    assert int(fields["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1)) == 0
+    th.join(60)
+    assert got["r"][0] == 200
