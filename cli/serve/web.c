@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include <microhttpd.h>
@@ -26,8 +27,7 @@
 
 struct web {
 	char token[TOKEN_HEX * 2 + 1];
-	char hosts[4][300]; /* what the Host header may say */
-	int nhosts;
+	int loopback; /* listening on loopback only: Host is checked */
 };
 
 static const char page_csp[] =
@@ -99,12 +99,26 @@ static int same(const char *a, const char *b)
 	return diff == 0;
 }
 
+/* On loopback the Host header must name loopback (a DNS-rebinding page
+ * can only make it name its own domain); any port, for a forwarded one
+ * (ssh -L 9000:127.0.0.1:8080).  Beyond loopback the token is the guard. */
 static int host_ok(const struct web *w, struct MHD_Connection *c)
 {
+	static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+	const char *colon;
+	size_t n;
 
-	for (int i = 0; h && i < w->nhosts; i++)
-		if (!strcmp(h, w->hosts[i]))
+	if (!w->loopback)
+		return 1;
+	if (!h)
+		return 0;
+	colon = strrchr(h, ':');
+	if (colon && strchr(colon, ']')) /* "[::1]" without a port */
+		colon = NULL;
+	n = colon ? (size_t)(colon - h) : strlen(h);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == n && !strncasecmp(h, names[i], n))
 			return 1;
 	return 0;
 }
@@ -392,13 +406,7 @@ int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen)
 	snprintf(shown, sizeof(shown), "%s%s%s:%d",
 		 ai->ai_family == AF_INET6 ? "[" : "", host,
 		 ai->ai_family == AF_INET6 ? "]" : "", bound);
-	snprintf(w.hosts[w.nhosts++], sizeof(w.hosts[0]), "%s", shown);
-	if (loopback(ai->ai_addr)) {
-		snprintf(w.hosts[w.nhosts++], sizeof(w.hosts[0]),
-			 "localhost:%d", bound);
-		snprintf(w.hosts[w.nhosts++], sizeof(w.hosts[0]),
-			 "127.0.0.1:%d", bound);
-	}
+	w.loopback = loopback(ai->ai_addr);
 	fprintf(say, "probing web: http://%s/?token=%s%s%s\n", shown, w.token,
 		o->target ? "&target=" : "", o->target ? o->target : "");
 	if (!loopback(ai->ai_addr))

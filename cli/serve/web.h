@@ -9,8 +9,8 @@
  * Every request needs the server's token: the URL it prints carries it
  * once (?token=), which becomes an HttpOnly, SameSite=Strict cookie; POSTs
  * (the sampler's start and stop) need it in an X-Probing-Token header as
- * well.  The Host header must name the server (no DNS rebinding).  It
- * listens on loopback unless told otherwise.
+ * well.  On loopback (the default) the Host header must name loopback, on
+ * any port (no DNS rebinding; a forwarded port works).
  */
 #ifndef CLI_WEB_H
 #define CLI_WEB_H

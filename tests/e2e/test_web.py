@@ -78,14 +78,16 @@ def test_the_token(web):
     assert st == 200 and isinstance(json.loads(body), list)
 
 
-def test_the_host_must_be_the_server(web):
-    for host in ("evil.example:%s" % web.port, "127.0.0.1:1",
-                 "localhost"):
+def test_the_host_must_be_loopback(web):
+    for host in ("evil.example:%s" % web.port, "evil.example",
+                 "localhost.evil.example:80", "127.0.0.1.nip.io", ""):
         st, _, body = web.get("/api/agents", headers={"Host": host})
         assert st == 403 and "Host" in body, (host, st, body)
-    st, _, _ = web.get("/api/agents",
-                       headers={"Host": "localhost:%s" % web.port})
-    assert st == 200
+    # Loopback by any name and on any port (a forwarded one).
+    for host in ("localhost:%s" % web.port, "127.0.0.1:9000", "localhost",
+                 "LOCALHOST:1", "[::1]:8080", "[::1]"):
+        st, _, body = web.get("/api/agents", headers={"Host": host})
+        assert st == 200, (host, st, body)
 
 
 def test_assets_and_headers(web):
