@@ -309,19 +309,6 @@ static cJSON *resources_list(void)
 	return r;
 }
 
-/* A report file's name as the agent writes them. */
-static int report_name_ok(const char *path)
-{
-	const char *base = strrchr(path, '/');
-	size_t n;
-
-	base = base ? base + 1 : path;
-	n = strlen(base);
-	return (!strncmp(base, "probing-crash-", 14) ||
-		!strncmp(base, "probing-hang-", 13)) &&
-	       n > 4 && !strcmp(base + n - 4, ".txt");
-}
-
 static int resources_read(struct server *s, const cJSON *id,
 			  const cJSON *params)
 {
@@ -338,7 +325,7 @@ static int resources_read(struct server *s, const cJSON *id,
 				  "resources/read needs a uri");
 	}
 	if (!strncmp(uri->valuestring, "file://", 7) &&
-	    report_name_ok(uri->valuestring + 7)) {
+	    ops_report_name_ok(uri->valuestring + 7)) {
 		op = ops_find("report");
 		cJSON_AddStringToObject(args, "file", uri->valuestring + 7);
 	} else if (sscanf(uri->valuestring, "probing://hang/%31[0-9]/%d", pid,

@@ -76,6 +76,18 @@ static int target(const cJSON *args, struct op_words *w)
 	return add(w, "-t") || add(w, str_arg(args, "target"));
 }
 
+int ops_report_name_ok(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t n;
+
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	return (!strncmp(base, "probing-crash-", 14) ||
+		!strncmp(base, "probing-hang-", 13)) &&
+	       n > 4 && !strcmp(base + n - 4, ".txt");
+}
+
 int ops_duration(const cJSON *args, const char *dflt, int *ms, char *err,
 		 size_t errlen)
 {

@@ -95,6 +95,11 @@ int op_words_fmt(struct op_words *w, const char *fmt, ...)
 int ops_check(const char *name, const struct op_param *params,
 	      const cJSON *args, char *err, size_t errlen);
 
+/* Is path's file name one the agent gives its reports
+ * (probing-crash-*.txt, probing-hang-*.txt)?  What a door serves of the
+ * files it is asked for (mcp's resources, web's report page). */
+int ops_report_name_ok(const char *path);
+
 /* An argument as a string (NULL when not one), a boolean (1 only for
  * true), an integer (dflt when not a number). */
 const char *ops_str(const cJSON *args, const char *name);

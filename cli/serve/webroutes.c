@@ -4,7 +4,6 @@
  */
 #include "serve/webroutes.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -128,14 +127,9 @@ static int build_hangs(const cJSON *args, struct op_words *w, char *err,
 static int build_report(const cJSON *args, struct op_words *w, char *err,
 			size_t errlen)
 {
-	const char *f = ops_str(args, "file"), *base = strrchr(f, '/');
-	size_t n;
+	const char *f = ops_str(args, "file");
 
-	base = base ? base + 1 : f;
-	n = strlen(base);
-	if ((strncmp(base, "probing-crash-", 14) &&
-	     strncmp(base, "probing-hang-", 13)) ||
-	    n < 5 || strcmp(base + n - 4, ".txt")) {
+	if (!ops_report_name_ok(f)) {
 		snprintf(err, errlen,
 			 "file: only report files (probing-crash-*.txt, "
 			 "probing-hang-*.txt)");
