@@ -156,6 +156,12 @@ void dx_free(struct dx *d)
 	d->nevidence = d->nnext = 0;
 }
 
+void dx_forgive(struct dx *d)
+{
+	d->err[0] = '\0';
+	d->status = 0;
+}
+
 double dx_num(const cJSON *row, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, key);

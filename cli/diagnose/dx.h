@@ -63,6 +63,10 @@ void dx_next(struct dx *d, const char *fmt, ...)
 void dx_verdict(struct dx *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Forgets a look's failure (d->err, d->status) when the playbook goes on
+ * without what it would have given (no cluster, no torch). */
+void dx_forgive(struct dx *d);
+
 /* A row's value as a number (0 when missing) or a string ("" when not one). */
 double dx_num(const cJSON *row, const char *key);
 const char *dx_str(const cJSON *row, const char *key);

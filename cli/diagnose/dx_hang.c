@@ -29,8 +29,7 @@ static int cluster(struct dx *d)
 
 	if (dx_json(d, &j, words)) {
 		/* Not in a job (or its ranks unknown): the local looks. */
-		d->err[0] = '\0';
-		d->status = 0;
+		dx_forgive(d);
 		return 0;
 	}
 	kind = dx_str(j, "kind");

@@ -41,8 +41,7 @@ static int take(struct dx *d, struct snap *s)
 	if (dx_query(d, &s->holders, HOLDERS_SQL)) {
 		/* No torch in the process: no tensors to follow. */
 		s->holders = NULL;
-		d->err[0] = '\0';
-		d->status = 0;
+		dx_forgive(d);
 	}
 	return 0;
 }

@@ -136,8 +136,7 @@ int dx_slow(struct dx *d)
 			free(text);
 		} else {
 			dx_evidence(d, "torch module times: %s", d->err);
-			d->err[0] = '\0';
-			d->status = 0;
+			dx_forgive(d);
 		}
 		dx_next(d, "probing -t %s perf --torch --duration 10s",
 			d->target);
