@@ -1,6 +1,7 @@
 """Overhead of torch module tracing, side by side with torch.profiler.
 
-The loop is examples/train.py's train() (a two-layer MLP, batch 64, SGD),
+The loop is examples/train.py's train() (a two-layer MLP, batch --batch,
+64 by default, SGD),
 timed inside the process over --steps steps after a warm-up, in these
 variants, run alternating (the order rotates every round, so drift on a
 shared machine does not favour one) --runs times each:
@@ -32,7 +33,7 @@ with other jobs changes times by tens of percent, instructions by a
 fraction of one.  Slow (a few minutes per variant, mostly `import torch`).
 
 Usage: PROBING_BUILD=build python3 tests/bench/torch_trace.py [--runs 7]
-       [--steps 4000] [--instructions]
+       [--steps 4000] [--batch 64] [--instructions]
 Prints a Markdown table (docs/benchmarks.md has the last one).
 """
 import argparse
@@ -47,12 +48,13 @@ BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "buil
 PY = "/usr/bin/python3"
 
 DRIVER = r"""
-import inspect, sys, time
+import inspect, os, sys, time
 sys.path.insert(0, %(examples)r)
 import torch
 torch.set_num_threads(1)
 import train
 variant, steps = sys.argv[1], int(sys.argv[2])
+batch = int(os.environ.get("BENCH_BATCH", "64"))
 if variant in ("full", "sampled"):
     # The agent installs its hooks shortly after torch is imported.
     deadline = time.time() + 10
@@ -62,9 +64,8 @@ if variant in ("full", "sampled"):
         if time.time() > deadline:
             sys.exit("tracing did not start")
         time.sleep(0.01)
-train.train(50, 64, 0)                    # warm-up
+train.train(50, batch, 0)                 # warm-up
 if len(sys.argv) > 3:                     # --instructions: sync with the bench
-    import os
     print("GO", flush=True)
     while not os.path.exists(sys.argv[3] + ".go"):
         time.sleep(0.01)
@@ -74,7 +75,7 @@ if variant == "profiler":
     ctx = profile(activities=[ProfilerActivity.CPU], with_modules=True)
     ctx.__enter__()
 w0, t0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
-train.train(steps, 64, 0)
+train.train(steps, batch, 0)
 w1, t1, p1 = time.perf_counter(), time.thread_time(), time.process_time()
 if ctx is not None:
     ctx.__exit__(None, None, None)
@@ -83,6 +84,8 @@ if len(sys.argv) > 3:
     while not os.path.exists(sys.argv[3] + ".end"):
         time.sleep(0.01)
 """
+
+BATCH = 64  # main() sets it from --batch
 
 VARIANTS = {
     "baseline": {},
@@ -93,12 +96,20 @@ VARIANTS = {
 }
 
 
-def run(variant, steps):
+def environment(variant):
+    """The environment of a run of variant: ours without the agent's
+    switches, then the batch and the variant's settings."""
     e = dict(os.environ)
     for k in ("PROBING", "PROBING_TORCH_PROFILING"):
         e.pop(k, None)
     e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
+    e["BENCH_BATCH"] = str(BATCH)
     e.update(VARIANTS[variant])
+    return e
+
+
+def run(variant, steps):
+    e = environment(variant)
     code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
     cp = subprocess.run([PY, "-c", code, variant, str(steps)], env=e,
                         capture_output=True, text=True)
@@ -118,11 +129,7 @@ def run_counted(variant, steps, tmp, all_threads=False, name=None,
     tmp (default: the variant's).  before_zero(pid) runs just before the
     counters are zeroed, after_dump(pid) just after they are dumped: what
     they do is not counted."""
-    e = dict(os.environ)
-    for k in ("PROBING", "PROBING_TORCH_PROFILING"):
-        e.pop(k, None)
-    e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
-    e.update(VARIANTS[variant])
+    e = environment(variant)
     code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
     # The ELAPSED line comes before the dump: when a GIL thread takes the
     # GIL, its instructions count in its own thread, not the training one.
@@ -180,8 +187,8 @@ def instructions(names, steps):
         counts[n] = run_counted(n, steps, tmp)
         print("%s done" % n, file=sys.stderr)
     base = counts[names[0]]
-    print("Instructions of the training thread, %d steps, under callgrind\n"
-          % steps)
+    print("Instructions of the training thread, %d steps of batch %d, "
+          "under callgrind\n" % (steps, BATCH))
     print("| variant | instructions per step | ratio |")
     print("|---|---|---|")
     for n in names:
@@ -195,7 +202,12 @@ def main():
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions under callgrind instead")
+    ap.add_argument("--batch", type=int, default=64,
+                    help="the loop's batch (64: ~170 µs a step; 4096: "
+                    "~5.5 ms)")
     args = ap.parse_args()
+    global BATCH
+    BATCH = args.batch
     names = args.variants.split(",")
     if args.instructions:
         instructions(names, args.steps)
@@ -210,8 +222,8 @@ def main():
     base_wall = statistics.median(r[1] for r in res[names[0]])
     print("Host: %s, %d CPUs, Python %s, torch (system) on /usr/bin/python3"
           % (platform.machine(), os.cpu_count(), platform.python_version()))
-    print("Loop: examples/train.py train(), %d steps, %d runs each, "
-          "alternating\n" % (args.steps, args.runs))
+    print("Loop: examples/train.py train(), batch %d, %d steps, %d runs each, "
+          "alternating\n" % (BATCH, args.steps, args.runs))
     base_min = min(r[0] for r in res[names[0]])
     print("| variant | thread CPU median (s) | ratio | paired | best | "
           "wall median (s) | wall ratio | agent CPU (s) | us/step added |")
