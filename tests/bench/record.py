@@ -49,9 +49,12 @@ ones (a linear drift cancels).  Once with the recording in memory only,
 once on disk.  Two processes of the same program differ by more than the
 1% looked for (the allocator's lottery above, where the libraries land);
 blocks of one process a second apart do not.  --recorders switches only
-some (the others stay off), --recording picks memory only or disk or
-both; RECORD_BLOCKS=1 prints each block to stderr (on, CPU seconds,
-involuntary and voluntary context switches, page faults).
+some (the others stay off); --recorders none switches nothing, the
+blocks labelled on and off all the same: the method's own spread, a
+control.  --recording picks memory only or disk or both; RECORD_BLOCKS=1
+prints each block to stderr (on, CPU seconds, involuntary and voluntary
+context switches, page faults).  The 95% interval of the median of quads
+is a bootstrap's (2000 resamples of the quads).
 
 --batch makes each step bigger (64 by default: ~170 µs a step, a loop
 where tracing every step shows; 4096: ~5.5 ms a step, nearer a real
@@ -68,6 +71,7 @@ Prints a Markdown table (docs/benchmarks.md has the last ones).
 import argparse
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -116,6 +120,7 @@ import train
 cli, steps, batch, blocks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
     int(sys.argv[4])
 which = sys.argv[5].split(",")            # sampler, tracing, series
+hz = sys.argv[6]                          # the sampler's rate
 pid = str(os.getpid())
 
 
@@ -127,7 +132,7 @@ def probing(*args):
 
 def recorders(on):
     if "sampler" in which:
-        probing("perf", "--start", "--hz", "100") if on else \
+        probing("perf", "--start", "--hz", hz) if on else \
             probing("perf", "--stop")
     if "series" in which:
         probing("config", "memory.interval_ms=%%d" %% (1000 if on else 0))
@@ -236,12 +241,13 @@ def run(variant, steps, batch, malloc):
     return cpu, wall, other, grown / took * 3600 if on_disk else 0, faults
 
 
-def run_toggled(on_disk, steps, batch, blocks, malloc, which):
+def run_toggled(on_disk, steps, batch, blocks, malloc, which, hz):
     """Thread CPU seconds of each block, as (on, seconds) pairs."""
     tmp, e = environment(IDLE, on_disk, malloc)
     code = TOGGLE_DRIVER % {"examples": os.path.join(ROOT, "examples")}
     cp = subprocess.run([PY, "-c", code, CLI, str(steps), str(batch),
-                         str(blocks), which], env=e, capture_output=True, text=True)
+                         str(blocks), which, str(hz)], env=e,
+                        capture_output=True, text=True)
     shutil.rmtree(tmp, True)
     if cp.returncode != 0:
         sys.exit("toggled run failed:\n%s" % cp.stderr[-3000:])
@@ -252,22 +258,33 @@ def run_toggled(on_disk, steps, batch, blocks, malloc, which):
             for l in cp.stdout.splitlines() if l.startswith("BLOCK")]
 
 
+def median_interval(xs, rounds=2000):
+    """A 95% interval of the median of xs: the 2.5th and 97.5th
+    percentiles of the medians of resamples (bootstrap; seeded, so the
+    same blocks give the same interval)."""
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs)))
+                  for _ in range(rounds))
+    return meds[int(0.025 * rounds)], meds[int(0.975 * rounds) - 1]
+
+
 def toggled(args):
     print("Host: %s, %d CPUs, Python %s, torch (system) on /usr/bin/python3"
           % (platform.machine(), os.cpu_count(), platform.python_version()))
     print("Loop: examples/train.py train(), batch %d, blocks of %d steps, "
-          "%d blocks a process, %d processes each; malloc %s; switched: %s\n"
+          "%d blocks a process, %d processes each; malloc %s; switched: %s "
+          "(sampler at %d Hz)\n"
           % (args.batch, args.steps, args.blocks, args.runs, args.malloc,
-             args.recorders))
-    print("| recording | quads | on/off, median of quads | on/off, all blocks "
-          "| quads above 1.01x |")
-    print("|---|---|---|---|---|")
+             args.recorders, args.hz))
+    print("| recording | quads | on/off, median of quads | 95% interval "
+          "| on/off, all blocks | quads above 1.01x |")
+    print("|---|---|---|---|---|---|")
     for on_disk in {"both": (False, True), "memory": (False,),
                     "disk": (True,)}[args.recording]:
         quads, on_all, off_all = [], [], []
         for i in range(args.runs):
             blocks = run_toggled(on_disk, args.steps, args.batch, args.blocks,
-                                 args.malloc, args.recorders)
+                                 args.malloc, args.recorders, args.hz)
             for q in range(0, len(blocks) - 3, 4):
                 on = sum(t for o, t in blocks[q:q + 4] if o)
                 off = sum(t for o, t in blocks[q:q + 4] if not o)
@@ -277,9 +294,10 @@ def toggled(args):
             print("%s process %d/%d done" % ("disk" if on_disk else "memory",
                                              i + 1, args.runs),
                   file=sys.stderr)
-        print("| %s | %d | %.4fx | %.4fx | %d |"
+        lo, hi = median_interval(quads)
+        print("| %s | %d | %.4fx | %.4f-%.4f | %.4fx | %d |"
               % ("disk" if on_disk else "memory only", len(quads),
-                 statistics.median(quads),
+                 statistics.median(quads), lo, hi,
                  statistics.median(on_all) / statistics.median(off_all),
                  sum(1 for q in quads if q > 1.01)))
 
@@ -311,16 +329,20 @@ def main():
                     help="with --toggle: blocks a process (a multiple of 4)")
     ap.add_argument("--recorders", default="sampler,tracing,series",
                     help="with --toggle: those switched (of sampler, "
-                    "tracing, series)")
+                    "tracing, series; none: nothing is, the blocks are "
+                    "labelled on and off all the same, a control)")
+    ap.add_argument("--hz", type=int, default=100,
+                    help="with --toggle: the sampler's rate (100)")
     ap.add_argument("--recording", choices=("both", "memory", "disk"),
                     default="both",
                     help="with --toggle: memory only, on disk, or both")
     args = ap.parse_args()
     if args.toggle:
-        bad = set(args.recorders.split(",")) - {"sampler", "tracing", "series"}
-        if bad or args.blocks % 4:
-            ap.error("--recorders: of sampler, tracing, series; --blocks: "
-                     "a multiple of 4")
+        which = set(args.recorders.split(","))
+        bad = which - {"sampler", "tracing", "series"}
+        if (bad and which != {"none"}) or args.blocks % 4:
+            ap.error("--recorders: of sampler, tracing, series (or none); "
+                     "--blocks: a multiple of 4")
         toggled(args)
         return
     names = args.variants.split(",")
