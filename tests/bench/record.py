@@ -121,6 +121,7 @@ cli, steps, batch, blocks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
     int(sys.argv[4])
 which = sys.argv[5].split(",")            # sampler, tracing, series
 hz = sys.argv[6]                          # the sampler's rate
+profiling = sys.argv[7]                   # torch.profiling when on
 pid = str(os.getpid())
 
 
@@ -138,7 +139,7 @@ def recorders(on):
         probing("config", "memory.interval_ms=%%d" %% (1000 if on else 0))
     if "tracing" not in which:
         return
-    probing("config", "torch.profiling=" + ("on" if on else "off"))
+    probing("config", "torch.profiling=" + (profiling if on else "off"))
     deadline = time.time() + 10     # the recorder thread applies it
     while ("\ton: " in probing("config", "torch.status")) != on:
         if time.time() > deadline:
@@ -241,12 +242,12 @@ def run(variant, steps, batch, malloc):
     return cpu, wall, other, grown / took * 3600 if on_disk else 0, faults
 
 
-def run_toggled(on_disk, steps, batch, blocks, malloc, which, hz):
+def run_toggled(on_disk, steps, batch, blocks, malloc, which, hz, profiling):
     """Thread CPU seconds of each block, as (on, seconds) pairs."""
     tmp, e = environment(IDLE, on_disk, malloc)
     code = TOGGLE_DRIVER % {"examples": os.path.join(ROOT, "examples")}
     cp = subprocess.run([PY, "-c", code, CLI, str(steps), str(batch),
-                         str(blocks), which, str(hz)], env=e,
+                         str(blocks), which, str(hz), profiling], env=e,
                         capture_output=True, text=True)
     shutil.rmtree(tmp, True)
     if cp.returncode != 0:
@@ -273,9 +274,9 @@ def toggled(args):
           % (platform.machine(), os.cpu_count(), platform.python_version()))
     print("Loop: examples/train.py train(), batch %d, blocks of %d steps, "
           "%d blocks a process, %d processes each; malloc %s; switched: %s "
-          "(sampler at %d Hz)\n"
+          "(sampler at %d Hz, torch.profiling=%s)\n"
           % (args.batch, args.steps, args.blocks, args.runs, args.malloc,
-             args.recorders, args.hz))
+             args.recorders, args.hz, args.torch_profiling))
     print("| recording | quads | on/off, median of quads | 95% interval "
           "| on/off, all blocks | quads above 1.01x |")
     print("|---|---|---|---|---|---|")
@@ -284,7 +285,8 @@ def toggled(args):
         quads, on_all, off_all = [], [], []
         for i in range(args.runs):
             blocks = run_toggled(on_disk, args.steps, args.batch, args.blocks,
-                                 args.malloc, args.recorders, args.hz)
+                                 args.malloc, args.recorders, args.hz,
+                                 args.torch_profiling)
             for q in range(0, len(blocks) - 3, 4):
                 on = sum(t for o, t in blocks[q:q + 4] if o)
                 off = sum(t for o, t in blocks[q:q + 4] if not o)
@@ -333,6 +335,9 @@ def main():
                     "labelled on and off all the same, a control)")
     ap.add_argument("--hz", type=int, default=100,
                     help="with --toggle: the sampler's rate (100)")
+    ap.add_argument("--torch-profiling", default="on",
+                    help="with --toggle: torch.profiling when tracing is "
+                    "switched on (on; e.g. on,step_rate=10)")
     ap.add_argument("--recording", choices=("both", "memory", "disk"),
                     default="both",
                     help="with --toggle: memory only, on disk, or both")
