@@ -42,7 +42,8 @@ agent starts idle (memory.interval_ms=0, no tracing, no sampler), and
 the process runs --blocks blocks of --steps steps with the recorders
 switched off, on, on, off, and so on (the sampler by `probing perf
 --start --hz 100` / `--stop`, tracing and the memory series by `probing
-config torch.profiling=on memory.interval_ms=1000` and back; each switch
+config torch.profiling=on memory.interval_ms=1000` and back, the rate and
+the torch.profiling value set by --hz and --torch-profiling; each switch
 waits until torch.status says it took), timing each block's training
 thread CPU; a quad's ratio is its two "on" blocks over its two "off"
 ones (a linear drift cancels).  Once with the recording in memory only,
@@ -108,7 +109,6 @@ ALL_ON = {"PROBING": "1", "PROBING_TORCH_PROFILING": "on",
           "PROBING_MEMORY_INTERVAL_MS": "1000"}
 IDLE = {"PROBING": "1", "PROBING_MEMORY_INTERVAL_MS": "0",
         "PROBING_DATA_DIR": "off"}
-# name: (environment, sampler started, recorded to disk)
 # --toggle: one process, the recorders switched on and off between blocks
 # of steps (off on on off, repeated: a linear drift cancels in each four).
 TOGGLE_DRIVER = r"""
@@ -164,6 +164,7 @@ for i in range(blocks):
           r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_minflt - r0.ru_minflt, flush=True)
 """
 
+# name: (environment, sampler started, recorded to disk)
 VARIANTS = {
     "baseline": ({}, False, False),
     "memory": (dict(ALL_ON, PROBING_DATA_DIR="off"), True, False),
