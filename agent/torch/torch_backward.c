@@ -117,11 +117,72 @@ static PyTypeObject bwd_hook_type = {
 	.tp_dealloc = bwd_hook_dealloc,
 };
 
+/*
+ * The nodes hooked in the current outermost module call, each with the
+ * hook holding its actions (strong references, until
+ * torch_backward_forget()): a module's input is often the node of the
+ * module before it, a container's output that of its last child, and a
+ * second registration on a node costs torch as much as the first.
+ * Holding the node also keeps its Python object, which the next read of
+ * a tensor's grad_fn then returns instead of making a new one.
+ */
+#define NODES_MAX 16
+
+static struct {
+	PyObject *node;
+	struct bwd_hook *hook;
+} nodes[NODES_MAX];
+static int nnodes;
+
+/* Where fast_register put the actions of the hook it was given. */
+static struct bwd_hook *registered_in;
+
+void torch_backward_forget(void)
+{
+	int n = nnodes;
+
+	nnodes = 0; /* first: a decref below may run code that attaches */
+	for (int i = 0; i < n; i++) {
+		Py_DECREF(nodes[i].node);
+		Py_DECREF(nodes[i].hook);
+	}
+}
+
+/* A hook kept for node that can take one more action, or NULL.  One
+ * whose only reference is ours is no longer in the node's dict. */
+static struct bwd_hook *kept_hook(PyObject *node)
+{
+	for (int i = 0; i < nnodes; i++) {
+		struct bwd_hook *h = nodes[i].hook;
+
+		if (nodes[i].node == node && h->gen == torch_step_gen() &&
+		    h->n < HOOK_ACTIONS && Py_REFCNT(h) > 1)
+			return h;
+	}
+	return NULL;
+}
+
+static void keep(PyObject *node, struct bwd_hook *h)
+{
+	if (nnodes >= NODES_MAX)
+		return;
+	nodes[nnodes].node = Py_NewRef(node);
+	nodes[nnodes].hook = (struct bwd_hook *)Py_NewRef((PyObject *)h);
+	nnodes++;
+}
+
 static void attach(PyObject *node, int slot, int kind)
 {
-	struct bwd_hook *h = PyObject_New(struct bwd_hook, &bwd_hook_type);
+	struct bwd_hook *h = kept_hook(node);
 	PyObject *r;
 
+	if (h) {
+		h->act[h->n].slot = (int16_t)slot;
+		h->act[h->n].kind = (int8_t)kind;
+		h->n++;
+		return;
+	}
+	h = PyObject_New(struct bwd_hook, &bwd_hook_type);
 	if (!h) {
 		PyErr_Clear();
 		return;
@@ -130,8 +191,11 @@ static void attach(PyObject *node, int slot, int kind)
 	h->n = 1;
 	h->act[0].slot = (int16_t)slot;
 	h->act[0].kind = (int8_t)kind;
+	registered_in = NULL;
 	r = PyObject_CallMethodOneArg(node, s_register_prehook, (PyObject *)h);
-	if (!r)
+	if (r)
+		keep(node, registered_in ? registered_in : h);
+	else
 		PyErr_Clear();
 	Py_XDECREF(r);
 	Py_DECREF(h);
@@ -178,6 +242,7 @@ static PyObject *fast_register(PyObject *self, PyObject *const *args,
 				continue;
 			for (int i = 0; i < h->n; i++)
 				o->act[o->n++] = h->act[i];
+			registered_in = o;
 			return Py_BuildValue("(NO)", hooks, Py_None);
 		}
 	}
@@ -197,7 +262,8 @@ static PyMethodDef fast_register_def = {
 	"probing_register_hook", (PyCFunction)(void (*)(void))fast_register,
 	METH_FASTCALL, NULL};
 
-void torch_backward_attach(int32_t name, PyObject *input, PyObject *output)
+void torch_backward_attach(int32_t name, PyObject *const *in, Py_ssize_t n,
+			   PyObject *output)
 {
 	PyObject *g = first_grad_fn(output), *prev = NULL;
 	int slot;
@@ -213,11 +279,8 @@ void torch_backward_attach(int32_t name, PyObject *input, PyObject *output)
 	slots[slot].state = ARMED;
 	attach(g, slot, HOOK_START);
 	Py_DECREF(g);
-	if (!PyTuple_Check(input))
-		return;
-	for (Py_ssize_t i = 0;
-	     i < PyTuple_GET_SIZE(input) && i < GRAD_ITEMS_MAX; i++) {
-		g = grad_fn_of(PyTuple_GET_ITEM(input, i));
+	for (Py_ssize_t i = 0; i < n && i < GRAD_ITEMS_MAX; i++) {
+		g = grad_fn_of(in[i]);
 		if (g && g != prev)
 			attach(g, slot, HOOK_END);
 		Py_XDECREF(prev);
@@ -303,6 +366,7 @@ static PyObject *bwd_hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
 
 void torch_backward_step_begin(void)
 {
+	torch_backward_forget();
 	nslots = 0;
 	end_queued = 0;
 }
@@ -345,6 +409,7 @@ void torch_backward_remove(void)
 	Py_CLEAR(function_cls);
 	Py_CLEAR(orig_register);
 	Py_CLEAR(odict_type);
+	torch_backward_forget();
 	nslots = 0;
 }
 

@@ -20,6 +20,7 @@
 #define TORCH_BACKWARD_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct _object;
 
@@ -27,9 +28,15 @@ struct _object;
 int torch_backward_init(void);
 
 /* Arms the backward timing of the traced call of module `name` that took
- * input (its args tuple) and gave output. */
-void torch_backward_attach(int32_t name, struct _object *input,
-			   struct _object *output);
+ * the n positional inputs in and gave output.  Hooks on one autograd node
+ * within one outermost module call are merged into one (the nodes and
+ * their hooks are kept until torch_backward_forget()). */
+void torch_backward_attach(int32_t name, struct _object *const *in,
+			   ssize_t n, struct _object *output);
+
+/* Lets go of the nodes kept by torch_backward_attach (the outermost module
+ * call returned, a step begins, tracing goes off). */
+void torch_backward_forget(void);
 
 /* A new step: the previous step's slots are forgotten. */
 void torch_backward_step_begin(void);

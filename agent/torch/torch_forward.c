@@ -23,13 +23,78 @@ struct frame {
 	double t0;
 };
 
-/* Our callables: made once, never freed (a hook tuple captured by a call
- * in flight may still call one after removal; they then do nothing). */
-static PyObject *pre_fn, *post_fn, *s_remove;
+/*
+ * The wrapper of torch.nn.Module.__call__ while installed: the module
+ * call timed around torch's own (which then takes its fast path: global
+ * module hooks would send every call of every module through
+ * Module._call_impl's slow path, most of what tracing the forward cost).
+ * A method descriptor, so calling a module makes no bound method.
+ * One may outlive its installation in a chain someone else built around
+ * Module.__call__ (torch.fx patches it while tracing): only the active
+ * wrapper times, the others pass the call on.
+ */
+struct module_call {
+	PyObject ob_base; /* PyObject_HEAD */
+	vectorcallfunc vectorcall;
+	PyObject *orig; /* what Module.__call__ was: a function */
+};
 
-/* torch's registrations and our handles, owned while installed. */
-static PyObject *reg_pre, *reg_post, *pre_handle, *post_handle;
-static int on_now; /* the hooks are registered */
+static PyObject *module_call_vectorcall(PyObject *self, PyObject *const *args,
+					size_t nargsf, PyObject *kwnames);
+
+static void module_call_dealloc(PyObject *self)
+{
+	Py_XDECREF(((struct module_call *)self)->orig);
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *module_call_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+	(void)type;
+	if (!obj || obj == Py_None)
+		return Py_NewRef(self);
+	return PyMethod_New(self, obj);
+}
+
+static PyObject *module_call_wrapped(PyObject *self, void *closure)
+{
+	(void)closure;
+	return Py_NewRef(((struct module_call *)self)->orig);
+}
+
+/* __name__ and __qualname__: torch's (a bound method's repr shows them). */
+static PyObject *module_call_name(PyObject *self, void *closure)
+{
+	return PyObject_GetAttrString(((struct module_call *)self)->orig,
+				      (const char *)closure);
+}
+
+static PyGetSetDef module_call_getset[] = {
+	{"__wrapped__", module_call_wrapped, NULL,
+	 "torch's Module.__call__, which this one calls", NULL},
+	{"__name__", module_call_name, NULL, NULL, "__name__"},
+	{"__qualname__", module_call_name, NULL, NULL, "__qualname__"},
+	{NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject module_call_type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "probing.ModuleCall",
+	.tp_basicsize = sizeof(struct module_call),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
+		    Py_TPFLAGS_METHOD_DESCRIPTOR,
+	.tp_doc = "torch.nn.Module.__call__ timed by Probing's module "
+		  "tracing (__wrapped__ is torch's)",
+	.tp_vectorcall_offset = offsetof(struct module_call, vectorcall),
+	.tp_call = PyVectorcall_Call,
+	.tp_dealloc = module_call_dealloc,
+	.tp_descr_get = module_call_get,
+	.tp_getset = module_call_getset,
+};
+
+static PyObject *module_cls; /* torch.nn.Module, owned while installed */
+static struct module_call *active; /* the wrapper installed, owned */
+static int on_now; /* a traced step runs: calls are timed */
+static PyObject *s_call;
 
 static struct frame stack[TORCH_DEPTH_MAX];
 static int depth;
@@ -41,133 +106,157 @@ static int module_traced(int32_t index)
 	return rate <= 1 || (index + torch_step_k()) % rate == 0;
 }
 
-static PyObject *pre_hook(PyObject *self, PyObject *const *args,
-			  Py_ssize_t nargs)
+/* A traced call of module begins: pushes its frame. */
+static void call_begin(PyObject *module, PyThreadState *ts)
 {
-	PyThreadState *ts = PyThreadState_Get();
 	struct frame *f, *root = NULL, *parent = NULL;
 	struct torch_module m;
 
-	(void)self;
-	if (!torch_hooks_installed() || !torch_step_traced() || nargs < 1 ||
-	    depth >= TORCH_DEPTH_MAX)
-		Py_RETURN_NONE;
 	for (int i = 0; i < depth; i++)
 		if (stack[i].ts == ts) {
 			root = root ? root : &stack[i];
 			parent = &stack[i];
 		}
-	torch_names_lookup(args[0], root ? root->module : NULL,
+	torch_names_lookup(module, root ? root->module : NULL,
 			   parent ? parent->name : 0, &m);
 	f = &stack[depth++];
-	f->module = args[0];
+	f->module = module;
 	f->ts = ts;
 	f->name = m.name;
 	f->traced = module_traced(m.index);
 	f->seq = f->traced ? torch_step_seq() : -1;
 	f->t0 = f->traced ? torch_hooks_now() : 0;
-	Py_RETURN_NONE;
 }
 
-static PyObject *post_hook(PyObject *self, PyObject *const *args,
-			   Py_ssize_t nargs)
+/* The call of module ends with output (NULL: it raised): pops its frame
+ * (and this thread's frames above it), emits its row and arms its
+ * backward hooks on the n positional inputs. */
+static void call_end(PyObject *module, PyThreadState *ts, PyObject *const *in,
+		     Py_ssize_t n, PyObject *output)
 {
-	PyThreadState *ts = PyThreadState_Get();
 	struct frame f;
 	double end;
 	int i, k;
 
-	(void)self;
-	if (!torch_hooks_installed() || nargs < 3)
-		Py_RETURN_NONE;
 	for (i = depth - 1; i >= 0; i--)
-		if (stack[i].module == args[0] && stack[i].ts == ts)
+		if (stack[i].module == module && stack[i].ts == ts)
 			break;
 	if (i < 0)
-		Py_RETURN_NONE;
+		return; /* switched off (and maybe on again) meanwhile */
 	f = stack[i];
-	/* Pop it, and this thread's frames above it (calls that raised);
-	 * other threads' frames stay. */
 	for (k = i; i < depth; i++)
 		if (stack[i].ts != ts)
 			stack[k++] = stack[i];
 	depth = k;
-	if (!f.traced || !torch_step_traced())
-		Py_RETURN_NONE;
+	if (!f.traced || !output || !on_now)
+		goto out;
 	end = torch_hooks_now();
 	torch_hooks_emit(TORCH_FORWARD, f.seq, f.name, f.t0, end);
 	torch_step_ended(end);
 	if (torch_hooks_opts()->backward)
-		torch_backward_attach(f.name, args[1], args[2]);
-	Py_RETURN_NONE;
+		torch_backward_attach(f.name, in, n, output);
+out:
+	if (depth == 0)
+		torch_backward_forget();
 }
 
-static PyMethodDef pre_def = {"probing_forward_pre_hook",
-			      (PyCFunction)(void (*)(void))pre_hook,
-			      METH_FASTCALL, NULL};
-static PyMethodDef post_def = {"probing_forward_hook",
-			       (PyCFunction)(void (*)(void))post_hook,
-			       METH_FASTCALL, NULL};
+static PyObject *module_call_vectorcall(PyObject *self, PyObject *const *args,
+					size_t nargsf, PyObject *kwnames)
+{
+	struct module_call *c = (struct module_call *)self;
+	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+	PyThreadState *ts;
+	PyObject *module, *out;
+
+	if (c != active || !on_now || !torch_hooks_installed() ||
+	    !torch_step_traced() || nargs < 1 || depth >= TORCH_DEPTH_MAX ||
+	    !PyObject_TypeCheck(args[0], (PyTypeObject *)module_cls))
+		return PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
+	module = args[0];
+	ts = PyThreadState_Get();
+	call_begin(module, ts);
+	out = PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
+	if (c == active)
+		call_end(module, ts, args + 1, nargs - 1, out);
+	return out;
+}
+
+/* The wrapper to install over cur (Module.__call__ now): cur itself when
+ * it is one of ours left from before, a new one over a function, else
+ * NULL (new reference). */
+static struct module_call *wrapper_for(PyObject *cur)
+{
+	struct module_call *c;
+
+	if (Py_TYPE(cur) == &module_call_type)
+		return (struct module_call *)Py_NewRef(cur);
+	if (!PyFunction_Check(cur))
+		return NULL;
+	c = PyObject_New(struct module_call, &module_call_type);
+	if (!c)
+		return NULL;
+	c->vectorcall = module_call_vectorcall;
+	c->orig = Py_NewRef(cur);
+	return c;
+}
 
 int torch_forward_install(void)
 {
-	reg_pre = pymods_attr("torch.nn.modules.module",
-			      "register_module_forward_pre_hook");
-	reg_post = pymods_attr("torch.nn.modules.module",
-			       "register_module_forward_hook");
-	if (reg_pre && reg_post)
-		return 0;
-	Py_CLEAR(reg_pre);
-	Py_CLEAR(reg_post);
+	PyObject *cls = pymods_attr("torch.nn.modules.module", "Module");
+	PyObject *dict, *cur;
+	struct module_call *c;
+
+	if (!cls || !PyType_Check(cls))
+		goto fail;
+	dict = ((PyTypeObject *)cls)->tp_dict;
+	cur = dict ? PyDict_GetItemWithError(dict, s_call) : NULL;
+	c = cur ? wrapper_for(cur) : NULL;
+	if (!c)
+		goto fail;
+	if (PyObject_SetAttr(cls, s_call, (PyObject *)c)) {
+		Py_DECREF(c);
+		goto fail;
+	}
+	module_cls = cls;
+	active = c;
+	return 0;
+fail:
+	PyErr_Clear();
+	Py_XDECREF(cls);
 	return -ENOTSUP;
 }
 
 void torch_forward_remove(void)
 {
-	torch_forward_enable(0);
-	Py_CLEAR(reg_pre);
-	Py_CLEAR(reg_post);
+	PyObject *dict, *cur;
+
+	on_now = 0;
 	depth = 0;
+	torch_backward_forget();
+	if (!active)
+		return;
+	/* Put torch's back unless someone has replaced ours since (then
+	 * ours stays in their chain, passing calls on). */
+	dict = ((PyTypeObject *)module_cls)->tp_dict;
+	cur = dict ? PyDict_GetItemWithError(dict, s_call) : NULL;
+	if (cur == (PyObject *)active)
+		PyObject_SetAttr(module_cls, s_call, active->orig);
+	PyErr_Clear();
+	Py_CLEAR(active); /* (a reference in someone's chain keeps it) */
+	Py_CLEAR(module_cls);
 }
 
 int torch_forward_enable(int on)
 {
-	PyObject *r;
-
-	if (on == on_now)
-		return on_now;
-	if (on && !reg_pre)
-		return on_now; /* not installed */
-	if (on) {
-		pre_handle = PyObject_CallOneArg(reg_pre, pre_fn);
-		post_handle = pre_handle
-				      ? PyObject_CallOneArg(reg_post, post_fn)
-				      : NULL;
-		if (post_handle)
-			return on_now = 1;
-		PyErr_Clear(); /* undo below */
-	}
-	if (pre_handle) {
-		r = PyObject_CallMethodNoArgs(pre_handle, s_remove);
-		Py_XDECREF(r);
-	}
-	if (post_handle) {
-		r = PyObject_CallMethodNoArgs(post_handle, s_remove);
-		Py_XDECREF(r);
-	}
-	PyErr_Clear();
-	Py_CLEAR(pre_handle);
-	Py_CLEAR(post_handle);
-	return on_now = 0;
+	on_now = on && active;
+	return on_now;
 }
 
 int torch_forward_init(void)
 {
-	if (!pre_fn)
-		pre_fn = PyCFunction_New(&pre_def, NULL);
-	if (!post_fn)
-		post_fn = PyCFunction_New(&post_def, NULL);
-	if (!s_remove)
-		s_remove = PyUnicode_InternFromString("remove");
-	return pre_fn && post_fn && s_remove ? 0 : -ENOMEM;
+	if (PyType_Ready(&module_call_type))
+		return -ENOMEM;
+	if (!s_call)
+		s_call = PyUnicode_InternFromString("__call__");
+	return s_call ? 0 : -ENOMEM;
 }

@@ -232,7 +232,9 @@ int torch_hooks_install(const struct torch_opts *o, char *err, size_t errlen)
 	if (torch_forward_install() || !tensor || !PyType_Check(tensor)) {
 		Py_XDECREF(tensor);
 		drop_refs();
-		snprintf(err, errlen, "this torch has no global module hooks");
+		snprintf(err, errlen,
+			 "torch.nn.Module.__call__ is not a function "
+			 "(replaced by something else?)");
 		return -ENOTSUP;
 	}
 	tensor_type = (PyTypeObject *)tensor;

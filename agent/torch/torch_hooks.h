@@ -1,14 +1,13 @@
 /*
  * torch_hooks: the part of torch tracing that runs inside the training
- * process's calls — global module forward hooks, autograd hooks for the
+ * process's calls — a wrapper of Module.__call__, autograd hooks for the
  * backward pass, the optimizer step hook — all C callables, and the
  * records they hand to the recorder thread.
  *
  * What is hooked, and how it goes away again:
- *  - torch.nn.modules.module.register_module_forward_pre_hook and
- *    register_module_forward_hook, with C functions; registered only
- *    while a traced step runs (an untraced step pays nothing per module),
- *    removed through their handles.
+ *  - torch.nn.Module.__call__, wrapped by a C method descriptor that
+ *    times the calls of a traced step (on an untraced one it only passes
+ *    them on; torch_forward.h), and put back on removal.
  *  - Step detection: torch.optim.optimizer.register_optimizer_step_pre/
  *    post_hook where torch has them (2.x); on torch 1.x, whose optimizers
  *    call self._optimizer_step_code() after every step (a hook point left

@@ -44,8 +44,7 @@ class Net(nn.Module):
         return self.head(x)
 
 def hooked():
-    import torch.nn.modules.module as m
-    return bool(m._global_forward_pre_hooks)
+    return type(nn.Module.__dict__["__call__"]).__name__ == "ModuleCall"
 
 def train(steps):
     model = Net()
@@ -208,12 +207,13 @@ def test_switch_on_and_off_at_run_time_leaves_nothing(spawn):
              "F = torch.autograd.function.Function\n"
              "print(len(m._global_forward_pre_hooks), len(m._global_forward_hooks),"
              " len(m._global_backward_hooks),"
+             " type(torch.nn.Module.__dict__['__call__']).__name__,"
              " type(torch.optim.Optimizer.__dict__['_optimizer_step_code']).__name__,"
              " '_register_hook' in F.__dict__)")
     r = probing("eval", probe, target=t.pid)
     assert r.rc == 0, r
     clean = r.out.strip()
-    assert clean == "0 0 0 function False", clean
+    assert clean == "0 0 0 function function False", clean
     assert status(t) == "off"
     r = probing("config", "torch.profiling=on", target=t.pid)
     assert r.rc == 0, r
@@ -367,3 +367,94 @@ def test_switched_on_in_the_middle_of_a_forward(spawn, tmp_path):
     names = {r["module"] for r in rows}
     assert "encoder.layers.1.self_attn" in names, names
     assert names <= set(MODULES) | {"SGD"}, names - set(MODULES)
+
+
+# What a program can see of Module.__call__, printed as one JSON line:
+# with tracing on (Module.__call__ wrapped) it must see what it sees
+# without.  A module overriding __call__ that calls super()'s, keyword
+# arguments, a forward that raises, inspect.signature, a bound
+# __call__'s repr, torch.fx.symbolic_trace (which patches
+# Module.__call__ itself while it traces).
+TRANSPARENT = """\
+import inspect, json, os, time, traceback
+import torch
+import torch.fx
+from torch import nn
+
+torch.manual_seed(0)
+
+class Boom(nn.Module):
+    def forward(self, x):
+        raise ValueError("boom %d" % x.shape[0])
+
+class KW(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+    def forward(self, x=None, scale=1.0):
+        return self.lin(x) * scale
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kw = KW()
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs) + 1
+    def forward(self, x):
+        return self.kw(x=x, scale=2.0)
+
+def wrapped():
+    return type(nn.Module.__dict__["__call__"]).__name__ == "ModuleCall"
+
+if os.environ.get("WAIT_HOOKS"):
+    while not wrapped():
+        time.sleep(0.01)
+facts = [str(inspect.signature(Outer())), str(inspect.signature(nn.Linear(2, 2)))]
+m = Outer()
+facts.append(repr(m.kw.lin.__call__).split(" of ")[0])
+x = torch.randn(3, 4)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for step in range(4):
+    opt.zero_grad()
+    loss = m(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    facts.append("%.6f" % loss.item())
+try:
+    Boom()(torch.zeros(5))
+except ValueError as e:
+    tb = traceback.extract_tb(e.__traceback__)
+    facts.append("%r %d %s" % (e, len(tb), tb[-1].name))
+gm = torch.fx.symbolic_trace(KW())
+facts.append(gm.code.strip())
+facts.append(str(gm(torch.ones(1, 4)).shape))
+print("FACTS", json.dumps(facts), flush=True)
+print("WRAPPED", wrapped(), flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_wrapped_module_call_is_transparent(spawn):
+    def facts(env):
+        t = spawn(SYSTEM_PYTHON, TRANSPARENT, env=env)
+        t.wait_line("WRAPPED", timeout=60)
+        out = t.output()
+        line = [l for l in out.splitlines() if l.startswith("FACTS ")][0]
+        return t, json.loads(line[6:]), "WRAPPED True" in out
+
+    t_on, on, wrapped_on = facts({"PROBING_TORCH_PROFILING": "on",
+                                  "WAIT_HOOKS": "1"})
+    t_off, off, wrapped_off = facts({})
+    assert on == off
+    assert "boom 5" in on[-3] and on[-3].endswith(" forward"), on
+    # torch.fx put our wrapper back after tracing; off, nothing wraps.
+    assert wrapped_on and not wrapped_off
+    t_on.wait_agent()
+    rows = rows_settled(t_on, "SELECT DISTINCT module, stage "
+                              "FROM python.torch_trace")
+    got = {(r["module"], r["stage"]) for r in rows}
+    for name in ("Outer", "kw", "kw.lin"):
+        assert (name, "forward") in got and (name, "backward") in got, got
+    # A call that raised has no row.
+    assert not any(r["module"] == "Boom" for r in rows), rows
