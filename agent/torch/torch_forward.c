@@ -1,5 +1,6 @@
 /*
- * torch_forward: the module forward hooks.  See torch_forward.h.
+ * torch_forward: timing module calls, around Module.__call__.  See
+ * torch_forward.h.
  */
 #include "torch_forward.h"
 

@@ -10,7 +10,7 @@
  *   torch_step.c      the step timeline: which step runs, whether it is
  *                     traced, its start, the order of its rows, when its
  *                     last traced call ended (torch_step.h).
- *   torch_forward.c   the module call stack and the forward hooks.
+ *   torch_forward.c   the module call stack and the Module.__call__ wrapper.
  *   torch_backward.c  the backward slots of the step and their hooks.
  *
  * Everything is guarded by the GIL: the hooks run with it, and so do

@@ -23,10 +23,10 @@
 int torch_step_init(void);
 
 /* Starts the current step at time t: decides whether it is traced
- * (step % step_rate == 0), turns the forward hooks on or off to match,
- * forgets the previous step's backward slots, publishes it.  Returns
- * whether it could: a traced step whose forward hooks could not be
- * registered gives 0. */
+ * (step % step_rate == 0), turns the timing of module calls on or off to
+ * match, forgets the previous step's backward slots, publishes it.
+ * Returns whether it could: a traced step whose module calls cannot be
+ * timed (Module.__call__ not wrapped) gives 0. */
 int torch_step_begin(double t);
 
 /* step_rate changed: the current step is traced, or not, again. */

@@ -55,7 +55,10 @@ blocks labelled on and off all the same: the method's own spread, a
 control.  --recording picks memory only or disk or both; RECORD_BLOCKS=1
 prints each block to stderr (on, CPU seconds, involuntary and voluntary
 context switches, page faults).  The 95% interval of the median of quads
-is a bootstrap's (2000 resamples of the quads).
+is a bootstrap's over whole processes (2000 resamples of the processes,
+each with all its quads): two processes of one program differ by more
+than quads of one process do, so resampling quads alone made the
+interval too narrow.  The processes of memory only and disk alternate.
 
 --batch makes each step bigger (64 by default: ~170 µs a step, a loop
 where tracing every step shows; 4096: ~5.5 ms a step, nearer a real
@@ -260,13 +263,16 @@ def run_toggled(on_disk, steps, batch, blocks, malloc, which, hz, profiling):
             for l in cp.stdout.splitlines() if l.startswith("BLOCK")]
 
 
-def median_interval(xs, rounds=2000):
-    """A 95% interval of the median of xs: the 2.5th and 97.5th
-    percentiles of the medians of resamples (bootstrap; seeded, so the
-    same blocks give the same interval)."""
+def median_interval(groups, rounds=2000):
+    """A 95% interval of the median of the quads of groups (one list of
+    quads a process): the 2.5th and 97.5th percentiles of the medians of
+    resamples of whole processes (a cluster bootstrap: quads of one
+    process are not independent, two processes differ by more than two
+    quads of one; seeded, so the same blocks give the same interval)."""
     rng = random.Random(1)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs)))
-                  for _ in range(rounds))
+    meds = sorted(statistics.median(
+        [q for g in rng.choices(groups, k=len(groups)) for q in g])
+        for _ in range(rounds))
     return meds[int(0.025 * rounds)], meds[int(0.975 * rounds) - 1]
 
 
@@ -278,31 +284,43 @@ def toggled(args):
           "(sampler at %d Hz, torch.profiling=%s)\n"
           % (args.batch, args.steps, args.blocks, args.runs, args.malloc,
              args.recorders, args.hz, args.torch_profiling))
-    print("| recording | quads | on/off, median of quads | 95% interval "
-          "| on/off, all blocks | quads above 1.01x |")
-    print("|---|---|---|---|---|---|")
-    for on_disk in {"both": (False, True), "memory": (False,),
-                    "disk": (True,)}[args.recording]:
-        quads, on_all, off_all = [], [], []
-        for i in range(args.runs):
+    modes = {"both": (False, True), "memory": (False,),
+             "disk": (True,)}[args.recording]
+    groups = {m: [] for m in modes}
+    on_all = {m: [] for m in modes}
+    off_all = {m: [] for m in modes}
+    # The modes' processes alternate: drift over the run touches each.
+    for i in range(args.runs):
+        for on_disk in modes:
             blocks = run_toggled(on_disk, args.steps, args.batch, args.blocks,
                                  args.malloc, args.recorders, args.hz,
                                  args.torch_profiling)
+            quads = []
             for q in range(0, len(blocks) - 3, 4):
                 on = sum(t for o, t in blocks[q:q + 4] if o)
                 off = sum(t for o, t in blocks[q:q + 4] if not o)
                 quads.append(on / off)
-            on_all += [t for o, t in blocks if o]
-            off_all += [t for o, t in blocks if not o]
+            groups[on_disk].append(quads)
+            on_all[on_disk] += [t for o, t in blocks if o]
+            off_all[on_disk] += [t for o, t in blocks if not o]
             print("%s process %d/%d done" % ("disk" if on_disk else "memory",
                                              i + 1, args.runs),
                   file=sys.stderr)
-        lo, hi = median_interval(quads)
-        print("| %s | %d | %.4fx | %.4f-%.4f | %.4fx | %d |"
+    print("| recording | quads | on/off, median of quads | 95% interval "
+          "(processes resampled) | on/off, all blocks | quads above 1.01x "
+          "| each process's median |")
+    print("|---|---|---|---|---|---|---|")
+    for on_disk in modes:
+        quads = [q for g in groups[on_disk] for q in g]
+        lo, hi = median_interval(groups[on_disk])
+        print("| %s | %d | %.4fx | %.4f-%.4f | %.4fx | %d | %s |"
               % ("disk" if on_disk else "memory only", len(quads),
                  statistics.median(quads), lo, hi,
-                 statistics.median(on_all) / statistics.median(off_all),
-                 sum(1 for q in quads if q > 1.01)))
+                 statistics.median(on_all[on_disk]) /
+                 statistics.median(off_all[on_disk]),
+                 sum(1 for q in quads if q > 1.01),
+                 " ".join("%.3f" % statistics.median(g)
+                          for g in groups[on_disk])))
 
 
 def main():
