@@ -123,7 +123,7 @@ static int stop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 		return 0;
 	dbgstep_clear(ts);
 	slot = debugger_enter_stop(tid, ts->thread_id, fr, n, exc, exc_mode,
-				   &first);
+				   !strcmp(reason, "pause"), &first);
 	if (slot < 0) {
 		frames_free(fr, n);
 		if (slot == -ENOSPC)

@@ -31,9 +31,10 @@ int dbgstop_busy(void);
  * "function breakpoint"); ids[0..nids) the breakpoints hit; text the
  * event's text or NULL; exc and exc_mode ("always", "unhandled") for an
  * exception stop, else NULL.  Returns the command it was resumed with (0
- * when the debugger went away, or when the thread could not stop) and,
- * in *cmd_epoch, the epoch that command started.  Not again on a thread
- * that is in it already (the Python code a stop runs): 0.
+ * when the debugger went away, when the thread could not stop, or when it
+ * was to stop only for a pause that a resume cancelled meanwhile) and, in
+ * *cmd_epoch, the epoch that command started.  Not again on a thread that
+ * is in it already (the Python code a stop runs): 0.
  */
 int dbgstop_here(struct _ts *ts, struct _frame *f, struct _object *tb,
 		 const char *reason, const int *ids, int nids, const char *text,

@@ -336,7 +336,7 @@ void debugger_pause_cancel(void)
 
 int debugger_enter_stop(long tid, uint64_t ident, struct debugger_pframe *fr,
 			size_t n, PyObject *exc, const char *exc_mode,
-			int *first)
+			int paused_for_pause, int *first)
 {
 	struct paused *p = NULL;
 
@@ -344,6 +344,11 @@ int debugger_enter_stop(long tid, uint64_t ident, struct debugger_pframe *fr,
 	if (!atomic_load(&active)) {
 		pthread_mutex_unlock(&lock);
 		return -ENOTCONN;
+	}
+	if (paused_for_pause && !pause_pending && !stopped) {
+		/* Resumed since the thread saw the pause wanted. */
+		pthread_mutex_unlock(&lock);
+		return -ECANCELED;
 	}
 	for (int i = 0; i < DEBUGGER_PAUSED_MAX && !p; i++)
 		if (!paused[i].used)

@@ -188,13 +188,17 @@ struct debugger_pframe {
  * GIL held, in the stopping thread (native id tid, Python ident): records
  * it paused with frames fr[0..n) (taken over on success) and exc (a new
  * reference is taken), *first set when it starts a round (the first
- * thread of an all-stop).  Returns the thread's slot, or -ENOTCONN (no
- * debugger) / -ENOSPC (DEBUGGER_PAUSED_MAX threads paused): fr stays the
- * caller's.
+ * thread of an all-stop).  paused_for_pause: the thread stops only
+ * because a pause is wanted (a pause request, or another thread's stop);
+ * then it stops only if one still is — a resume that came after the
+ * thread saw the pause wanted cancels it (-ECANCELED), so a thread late
+ * for a round that was continued never starts a new one.  Returns the
+ * thread's slot, or -ECANCELED, -ENOTCONN (no debugger) / -ENOSPC
+ * (DEBUGGER_PAUSED_MAX threads paused): fr stays the caller's.
  */
 int debugger_enter_stop(long tid, uint64_t ident, struct debugger_pframe *fr,
 			size_t n, struct _object *exc, const char *exc_mode,
-			int *first);
+			int paused_for_pause, int *first);
 
 /* The GIL released: waits until slot's thread is resumed or the debugger
  * goes away.  Returns the command (0: went away) and the epoch it started

@@ -234,7 +234,7 @@ for (const py of PYTHONS) {
 			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, hitCondition: '3' }, logpoint] });
 			const next = log.next('stopped');
 			await dc.continueRequest({ threadId: target.pid });
-			await next;
+			assert.equal((await next).body.reason, 'breakpoint');
 			const j = Number((await locals(dc, target.pid)).get('i').value);
 			assert.equal(j, i + 3, 'stopped on the third hit');
 			// The logpoint ran in the iterations between, without stopping.
@@ -250,7 +250,7 @@ for (const py of PYTHONS) {
 			await dc.setBreakpointsRequest({ source: { path: target.script }, breakpoints: [{ line, condition: 'undefined_xyz > 1' }] });
 			const raised = log.next('stopped');
 			await dc.continueRequest({ threadId: target.pid });
-			await raised;
+			assert.deepEqual([(await raised).body.reason, (await raised).body.threadId], ['breakpoint', target.pid]);
 			const why = await log.next('output', (e) => e.body.category === 'stderr');
 			assert.match(why.body.output, /NameError/);
 			await dc.disconnectRequest({});
@@ -706,6 +706,65 @@ for (const py of PYTHONS) {
 			await target.exitPromise;
 			assert.match(target.out, /ZeroDivisionError: division by zero/);
 			assert.equal(target.exited.code, 1);
+			dc.stopAdapter();
+		});
+	});
+}
+
+// Threads late for an all-stop: when a continue comes while another thread
+// is between seeing the pause wanted and stopping, that thread must go on
+// instead of starting a new stop of its own (a `stopped` with reason
+// "pause" nobody asked for).  Busy threads on short sleeps make the window
+// wide; every stop after a continue must be the breakpoint's.
+const LATE_SCRIPT = `\
+import threading, time
+
+
+def busy():
+    n = 0
+    while True:
+        n += 1
+        time.sleep(0.0002)
+
+
+def hit(i):
+    return i + 1  # @hit
+
+
+for k in range(6):
+    threading.Thread(target=busy, name="busy%d" % k, daemon=True).start()
+print("ready", flush=True)
+i = 0
+while True:
+    i = hit(i)
+    time.sleep(0.001)
+`;
+
+for (const py of PYTHONS) {
+	describe(`debugger: a continue cancels the stops it overtook (${py.label} Python)`, { skip: py.skip }, () => {
+		let target;
+
+		before(async () => {
+			target = await spawnTarget(py.exe, LATE_SCRIPT, { ready: 'ready' });
+		});
+
+		after(async () => {
+			if (target) await target.stop();
+		});
+
+		it('every stop after a continue is the breakpoint, in the main thread', async () => {
+			const dc = await target.client();
+			const line = target.line('# @hit');
+			const { log } = await attach(dc, { bps: { [target.script]: [line] } });
+			let stop = await log.next('stopped');
+			for (let k = 0; k < 60; k++) {
+				assert.deepEqual([stop.body.reason, stop.body.threadId], ['breakpoint', target.pid],
+					`stop ${k}: ${JSON.stringify(stop.body)}`);
+				const next = log.next('stopped');
+				await dc.continueRequest({ threadId: target.pid });
+				stop = await next;
+			}
+			await dc.disconnectRequest({});
 			dc.stopAdapter();
 		});
 	});
