@@ -18,6 +18,7 @@
 #include "forensics/hang.h"
 #include "record.h"
 #include "server/server.h"
+#include "torch/torch_rate.h"
 #include "torch/watch.h"
 
 /* K_LATCH: a K_BOOL that, once on, cannot be set off (server.readonly).
@@ -111,15 +112,16 @@ static struct setting settings[] = {
 	 0, 0},
 	{"torch.profiling", K_SWITCH, "off", 0, 0,
 	 "trace torch modules into python.torch_trace: on, off, or "
-	 "on,exprs=VAR@FUNC;...,step_rate=N,module_rate=N",
+	 "on,exprs=VAR@FUNC;...,step_rate=N|auto,module_rate=N",
 	 "", 0, 0},
 	{"torch.watch", K_TEXT, "", 0, 0,
 	 "locals recorded into python.variables once per traced step: "
 	 "VAR@FUNC;VAR@FUNC",
 	 "", 0, CONFIG_RUNS_CODE},
-	{"torch.step_rate", K_INT, "1", 1, 1000000,
+	{"torch.step_rate", K_TEXT, "auto", 0, 0,
 	 "trace one optimizer step in N (steps where step % N == 0: the same "
-	 "on every rank)",
+	 "on every rank); auto: N a power of two that keeps tracing near "
+	 "0.5% of the steps' time",
 	 "", 0, 0},
 	{"torch.module_rate", K_INT, "1", 1, 1000000,
 	 "in a traced step, trace one module in N (rotating from step to "
@@ -200,6 +202,7 @@ static const struct {
 	check_fn check;
 } checks[] = {
 	{"torch.watch", watch_canon},
+	{"torch.step_rate", torch_rate_canon},
 	{"data.dir", record_dir_canon},
 	{"crash.path", crash_path_canon},
 	{"hang.timeout", hang_timeout_canon},

@@ -18,6 +18,7 @@
 #include "store.h"
 #include "torch_hooks.h"
 #include "torch_names.h"
+#include "torch_rate.h"
 #include "watch.h"
 
 #define DRAIN_MAX 50000	  /* records written per tick at most */
@@ -122,7 +123,9 @@ static int read_opts(struct apply *a)
 	char text[CONFIG_VALUE_MAX];
 
 	a->want = config_bool("torch.profiling");
-	a->o.step_rate = config_int("torch.step_rate");
+	config_get("torch.step_rate", text, sizeof(text));
+	if (torch_rate_parse(text, &a->o.step_rate))
+		a->o.step_rate = 0; /* checked when set: not reached */
 	a->o.module_rate = config_int("torch.module_rate");
 	a->o.backward = config_bool("torch.backward");
 	a->o.repr_max = (int)config_int("python.repr_max");
@@ -283,9 +286,10 @@ static void set_status(void)
 	torch_hooks_info(&in);
 	if (in.installed)
 		snprintf(text, sizeof(text),
-			 "on: step %lld%s, %d modules named, steps from %s, "
-			 "%llu records dropped",
+			 "on: step %lld%s, one step in %lld traced%s, %d "
+			 "modules named, steps from %s, %llu records dropped",
 			 (long long)in.step, in.traced ? " (traced)" : "",
+			 (long long)in.rate, in.rate_auto ? " (auto)" : "",
 			 in.modules, in.step_hook,
 			 (unsigned long long)in.dropped);
 	else if (waiting)

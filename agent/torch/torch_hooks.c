@@ -25,8 +25,8 @@
 static struct torch_ring trace_ring, var_ring;
 
 /* For torch_hooks_info on other threads. */
-static _Atomic int pub_installed, pub_traced;
-static _Atomic int64_t pub_step;
+static _Atomic int pub_installed, pub_traced, pub_rate_auto;
+static _Atomic int64_t pub_step, pub_rate;
 static const char *_Atomic pub_step_hook;
 
 /* The installation (GIL). */
@@ -77,9 +77,12 @@ void torch_hooks_emit_var(const struct torch_var_rec *r)
 	torch_ring_push(&var_ring, r);
 }
 
-void torch_hooks_publish_step(int64_t step, int traced)
+void torch_hooks_publish_step(int64_t step, int traced, int64_t rate)
 {
 	atomic_store_explicit(&pub_step, step, memory_order_relaxed);
+	atomic_store_explicit(&pub_rate, rate, memory_order_relaxed);
+	atomic_store_explicit(&pub_rate_auto, opts.step_rate == 0,
+			      memory_order_relaxed);
 	atomic_store_explicit(&pub_traced, traced, memory_order_relaxed);
 }
 
@@ -286,6 +289,9 @@ void torch_hooks_info(struct torch_hooks_info *out)
 	out->installed = atomic_load(&pub_installed);
 	out->step = atomic_load_explicit(&pub_step, memory_order_relaxed);
 	out->traced = atomic_load_explicit(&pub_traced, memory_order_relaxed);
+	out->rate = atomic_load_explicit(&pub_rate, memory_order_relaxed);
+	out->rate_auto =
+		atomic_load_explicit(&pub_rate_auto, memory_order_relaxed);
 	out->modules = torch_names_modules();
 	out->step_hook = how ? how : "none";
 	out->dropped = atomic_load(&trace_ring.dropped) +

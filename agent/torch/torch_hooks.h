@@ -23,9 +23,9 @@
  * A step is one optimizer step: rows of step s are what ran after the
  * s-th optimizer step (counting from 0 when tracing is first turned on)
  * up to and including the next one.  Step s is traced when
- * s % step_rate == 0; in the k-th traced step (k = s / step_rate) a
- * module of index i (torch_names.h) is traced when
- * (i + k) % module_rate == 0.
+ * s % rate == 0, rate being step_rate or, for step_rate=auto, the rate
+ * torch_rate.h chose; in the k-th traced step (k = s / rate) a module of
+ * index i (torch_names.h) is traced when (i + k) % module_rate == 0.
  *
  * Threads: everything but torch_hooks_pop_* with the GIL held.  The pops
  * run on the recorder thread, without it (torch_ring.h).
@@ -66,7 +66,8 @@ struct torch_var_rec {
 };
 
 struct torch_opts {
-	int64_t step_rate, module_rate;
+	int64_t step_rate; /* 0: auto (torch_rate.h) */
+	int64_t module_rate;
 	int backward;
 	int repr_max;
 	struct watch_list watch;
@@ -76,6 +77,8 @@ struct torch_hooks_info {
 	int installed;
 	int64_t step;	       /* the step running now */
 	int traced;	       /* is it traced */
+	int64_t rate;	       /* one step in rate is traced now */
+	int rate_auto;	       /* rate chosen by step_rate=auto */
 	int modules;	       /* modules named so far */
 	const char *step_hook; /* how steps are detected */
 	uint64_t dropped;      /* records lost to a full ring */

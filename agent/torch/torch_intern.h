@@ -19,7 +19,8 @@
  * pushed into a ring; nothing allocates on an untraced call.
  *
  * Which calls are traced (the sampling decisions, torch_hooks.h): step s
- * when s % step_rate == 0 (torch_step_begin()), and in the k-th traced
+ * when s % rate == 0 (torch_step_begin(); rate: step_rate, or auto's,
+ * torch_rate.h), and in the k-th traced
  * step a module of index i when (i + k) % module_rate == 0 (the forward
  * pre-hook).
  */
@@ -56,7 +57,8 @@ void torch_hooks_emit(int stage, int64_t seq, int32_t name, double start,
 /* Pushes a watched variable's record for the recorder. */
 void torch_hooks_emit_var(const struct torch_var_rec *r);
 
-/* Publishes the step and whether it is traced for torch_hooks_info(). */
-void torch_hooks_publish_step(int64_t step, int traced);
+/* Publishes the step, whether it is traced and the rate of traced steps
+ * for torch_hooks_info(). */
+void torch_hooks_publish_step(int64_t step, int traced, int64_t rate);
 
 #endif

@@ -11,6 +11,7 @@
 #include "torch_forward.h"
 #include "torch_intern.h"
 #include "torch_names.h"
+#include "torch_rate.h"
 #include "torch_vars.h"
 
 /* Made once, never freed (an optimizer may still call one after
@@ -25,6 +26,8 @@ static const char *hook_name;
 
 /* The current step. */
 static int64_t step, k; /* k: ordinal of the traced step */
+static int64_t auto_rate = 1; /* step_rate=auto's rate (torch_rate.h) */
+static int whole;	      /* the step began at an optimizer step */
 static int traced;
 static uint32_t gen;
 static int64_t seq;
@@ -75,10 +78,17 @@ void torch_step_backward_ended(double t)
 	bwd_end = last_end = t;
 }
 
+static int64_t rate_now(void)
+{
+	int64_t r = torch_hooks_opts()->step_rate;
+
+	return r > 0 ? r : auto_rate;
+}
+
 /* Is the current step traced, and which traced step is it. */
 static void decide(void)
 {
-	int64_t rate = torch_hooks_opts()->step_rate;
+	int64_t rate = rate_now();
 
 	traced = step % rate == 0;
 	k = step / rate;
@@ -97,7 +107,7 @@ int torch_step_begin(double t)
 	if (traced)
 		torch_hooks_cuda_check();
 	ok = torch_forward_enable(traced) == traced;
-	torch_hooks_publish_step(step, traced);
+	torch_hooks_publish_step(step, traced, rate_now());
 	return ok;
 }
 
@@ -105,7 +115,7 @@ void torch_step_rate_changed(void)
 {
 	decide();
 	torch_forward_enable(traced);
-	torch_hooks_publish_step(step, traced);
+	torch_hooks_publish_step(step, traced, rate_now());
 }
 
 static PyObject *step_hook(PyObject *self, PyObject *const *args,
@@ -127,9 +137,14 @@ static PyObject *step_hook(PyObject *self, PyObject *const *args,
 				 torch_names_intern(dot ? dot + 1 : cls), start,
 				 t);
 		torch_vars_record();
+		/* seq: the rows of this step; t - t0: its length (of a
+		 * whole step: not the one tracing began in). */
+		if (whole)
+			auto_rate = torch_rate_auto(seq, t - t0, auto_rate);
 	}
 	step++;
 	torch_step_begin(torch_hooks_now());
+	whole = 1;
 	PyErr_Clear();
 	PyErr_Restore(exc_type, exc_value, exc_tb);
 	Py_RETURN_NONE;
@@ -208,7 +223,9 @@ void torch_step_remove(void)
 	Py_CLEAR(orig_step_code);
 	traced = 0;
 	gen++;
-	torch_hooks_publish_step(step, traced);
+	auto_rate = 1; /* a new installation measures again */
+	whole = 0;
+	torch_hooks_publish_step(step, traced, rate_now());
 }
 
 int torch_step_init(void)

@@ -59,7 +59,9 @@ def train(steps):
         loss.backward()
         opt.step()
         print("STEP", step, loss.item(), acc1, flush=True)
+        time.sleep(STEP_SLEEP)
 
+STEP_SLEEP = float(os.environ.get("STEP_SLEEP", "0"))
 print("READY", flush=True)
 if os.environ.get("WAIT_HOOKS"):
     while not hooked():
@@ -86,7 +88,10 @@ def status(t):
                     "WHERE name = 'torch.status'")[0]["value"]
 
 
-def start(spawn, steps=8, spec="on", extra=None):
+def start(spawn, steps=8, spec="on,step_rate=1", extra=None):
+    """The model's loop with the agent and spec.  The tests check what
+    tracing records in each step, so by default every step is traced
+    (step_rate=1); test_auto_step_rate checks the default, auto."""
     env = {"STEPS": str(steps), "WAIT_HOOKS": "1"}
     if spec:
         env["PROBING_TORCH_PROFILING"] = spec
@@ -158,7 +163,7 @@ def test_every_module_forward_backward_and_steps(spawn):
 
 
 def test_watched_variables_several(spawn):
-    t = start(spawn, steps=6, spec="on,exprs=loss@train;acc1@train")
+    t = start(spawn, steps=6, spec="on,step_rate=1,exprs=loss@train;acc1@train")
     t.wait_line("DONE", timeout=60)
     printed = {}
     for line in t.output().splitlines():
@@ -196,6 +201,52 @@ def test_sampling_steps_and_modules(spawn):
     assert sorted(sum((sorted(m) for m in per_step.values()), [])) == sorted(MODULES)
     # Every traced step still ends in an optimizer step row.
     assert sorted(r["step"] for r in rows if r["stage"] == "step") == [0, 4, 8]
+
+
+def traced_steps(t):
+    rows = rows_settled(t, "SELECT step, module, stage FROM python.torch_trace")
+    by_step = {}
+    for r in rows:
+        by_step.setdefault(r["step"], set()).add((r["module"], r["stage"]))
+    return by_step
+
+
+def test_auto_step_rate(spawn):
+    # The default, step_rate=auto: short steps (about a millisecond, some
+    # 30 rows each) are traced one in a power of two that grows, at most
+    # fourfold a traced step, until the rows' estimated cost is about 0.5%
+    # of the steps' time; every traced step is traced whole.  Step 0 began
+    # when tracing did, not at an optimizer step: its length says nothing,
+    # step 1 is the first measured.
+    t = start(spawn, steps=300, spec="on")
+    t.wait_line("DONE", timeout=120)
+    by_step = traced_steps(t)
+    steps = sorted(by_step)
+    assert steps[:3] == [0, 1, 4], steps
+    assert all(s % 4 == 0 for s in steps[2:]) and len(steps) <= 300 // 4, steps
+    for s in steps:
+        got = by_step[s]
+        assert {(m, "forward") for m in MODULES} <= got, (s, got)
+        assert {(m, "backward") for m in ("Net", "head")} <= got, (s, got)
+        assert ("SGD", "step") in got, (s, got)
+    st = status(t)
+    n = int(st.split("one step in ")[1].split()[0])
+    assert n >= 4 and n & (n - 1) == 0 and "traced (auto)" in st, st
+    # Long steps (50 ms): the rows cost far less than 0.5% of them, so
+    # every step is traced.
+    t2 = start(spawn, steps=10, spec="on", extra={"STEP_SLEEP": "0.05"})
+    t2.wait_line("DONE", timeout=60)
+    assert sorted(traced_steps(t2)) == list(range(10))
+    assert "one step in 1 traced (auto)" in status(t2), status(t2)
+    # Settings: auto and N; anything else is refused, saying what it takes.
+    r = probing("config", "torch.step_rate=3", target=t2.pid)
+    assert r.rc == 0, r
+    assert "one step in 3 traced," in status(t2)
+    for bad in ("0", "-2", "automatic", "1.5", "1000001"):
+        r = probing("config", "torch.step_rate=" + bad, target=t2.pid)
+        assert r.rc != 0 and "neither auto nor a whole number" in r.err, (bad, r)
+    r = probing("config", "torch.step_rate=auto", target=t2.pid)
+    assert r.rc == 0, r
 
 
 def test_switch_on_and_off_at_run_time_leaves_nothing(spawn):
@@ -324,7 +375,7 @@ def serve():
 threading.Thread(target=serve, daemon=True).start()
 print("READY", flush=True)''')
     t = spawn(SYSTEM_PYTHON, code, env={"STEPS": "40", "WAIT_HOOKS": "1",
-                                        "PROBING_TORCH_PROFILING": "on"})
+                                        "PROBING_TORCH_PROFILING": "on,step_rate=1"})
     t.wait_line("READY", timeout=60)
     t.wait_agent()
     t.wait_line("DONE", timeout=60)
