@@ -186,7 +186,7 @@ const struct cmd_entry cmd_perf_entry = {
 	.alias = "p performance",
 	.usage = "[--cc | --start | --stop] [--hz N] [--duration D]\n"
 		 "       probing perf --torch [--stop] [--duration D] "
-		 "[--step-rate N]\n"
+		 "[--step-rate N|auto]\n"
 		 "                    [--module-rate N] [--watch VAR@FUNC;...]",
 	.summary = "Start, stop or show the sampling profiler",
 	.help = "Without options, shows the profiler's state: rate, samples, "
@@ -220,7 +220,10 @@ const struct cmd_entry cmd_perf_entry = {
 		"then show time\n"
 		"                     per module and stage (and switch it off "
 		"again if it was)\n"
-		"      --step-rate N  trace one optimizer step in N\n"
+		"      --step-rate N  trace one optimizer step in N (auto, the "
+		"default:\n"
+		"                     N keeps tracing near 0.5% of the steps' "
+		"time)\n"
 		"      --module-rate N  in a traced step, one module in N\n"
 		"      --watch LIST   record these locals per traced step "
 		"(loss@train;acc@train)\n"

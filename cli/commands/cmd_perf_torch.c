@@ -209,10 +209,13 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 							  "--duration", optarg);
 			break;
 		case 's':
-			if (cli_parse_ms(optarg, &step_rate) < 0)
+			if (!strcmp(optarg, "auto"))
+				step_rate = -1;
+			else if (cli_parse_ms(optarg, &step_rate) < 0)
 				return cli_usage_error(&cmd_perf_entry,
-						       "--step-rate must be a "
-						       "positive number");
+						       "--step-rate must be "
+						       "auto or a positive "
+						       "number");
 			break;
 		case 'm':
 			if (cli_parse_ms(optarg, &module_rate) < 0)
@@ -274,7 +277,9 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	set = cJSON_CreateObject();
 	cJSON_AddStringToObject(set, "torch.profiling", "on");
-	if (step_rate)
+	if (step_rate < 0)
+		cJSON_AddStringToObject(set, "torch.step_rate", "auto");
+	else if (step_rate)
 		cJSON_AddNumberToObject(set, "torch.step_rate", step_rate);
 	if (module_rate)
 		cJSON_AddNumberToObject(set, "torch.module_rate", module_rate);

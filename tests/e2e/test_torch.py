@@ -348,6 +348,10 @@ def test_perf_torch_cli(spawn):
              10, "watched loss")
     steps = {r["step"] % 2 for r in query(t, "SELECT step FROM python.variables")}
     assert steps == {0}
+    r = probing("perf", "--torch", "--step-rate", "auto", target=t.pid)
+    assert r.rc == 0 and "torch.step_rate\tauto" in r.out, r
+    r = probing("perf", "--torch", "--step-rate", "often", target=t.pid)
+    assert r.rc == 2 and "auto or a positive number" in r.err, r
     r = probing("perf", "--torch", "--stop", target=t.pid)
     assert r.rc == 0 and "torch.profiling\toff" in r.out, r
     r = probing("perf", "--torch", "--stop", "--duration", "5ms", target=t.pid)
