@@ -8,14 +8,15 @@ variants of --variants, run alternating (the order rotates every round)
   baseline  no agent
   memory    the agent with every recorder on: the sampler at 100 Hz
             (started with `probing perf --start --hz 100` during the
-            warm-up), torch tracing (PROBING_TORCH_PROFILING=on), the
+            warm-up), torch tracing (PROBING_TORCH_PROFILING=on: its
+            default step_rate=auto, one step in two at 5.5 ms), the
             memory series (memory.interval_ms=1000) — kept in memory only
             (PROBING_DATA_DIR=off)
   disk      the same, recorded to disk (PROBING_DATA_DIR=<a fresh
             directory>, the default data.flush_ms=1000)
   idle      the agent with no recorder (memory.interval_ms=0), memory only
   sampler   idle + the sampler at 100 Hz
-  tracing   idle + torch tracing of every module and step
+  tracing   idle + torch tracing (on: step_rate=auto)
   series    idle + the memory series every second
 
 Figures: the training thread's CPU time (time.thread_time; wall time is
@@ -356,7 +357,8 @@ def main():
                     help="with --toggle: the sampler's rate (100)")
     ap.add_argument("--torch-profiling", default="on",
                     help="with --toggle: torch.profiling when tracing is "
-                    "switched on (on; e.g. on,step_rate=10)")
+                    "switched on (on, whose step_rate is auto; e.g. "
+                    "on,step_rate=1 for every step)")
     ap.add_argument("--recording", choices=("both", "memory", "disk"),
                     default="both",
                     help="with --toggle: memory only, on disk, or both")

@@ -8,9 +8,11 @@ shared machine does not favour one) --runs times each:
 
   baseline    no agent
   agent       the agent loaded, tracing off
-  full        PROBING_TORCH_PROFILING=on: every module, every step,
+  full        PROBING_TORCH_PROFILING=on,step_rate=1: every module, every step,
               forward and backward, plus the optimizer step
   sampled     PROBING_TORCH_PROFILING=on,step_rate=10: one step in ten
+  auto        PROBING_TORCH_PROFILING=on: the default, step_rate=auto (one
+              step in the power of two that keeps tracing near 0.5%)
   profiler    no agent; the loop inside torch.profiler.profile(
               activities=[ProfilerActivity.CPU], with_modules=True)
               (its post-processing at exit is not timed)
@@ -32,8 +34,13 @@ callgrind_control).  Deterministic where time is not: a machine shared
 with other jobs changes times by tens of percent, instructions by a
 fraction of one.  Slow (a few minutes per variant, mostly `import torch`).
 
+--cache-sim (with --instructions): callgrind simulates the caches too
+and the table has the misses a step, first-level instruction (I1mr) and
+data (D1mr, D1mw) and last-level, and how many more than the first
+variant's: time the instruction count does not show.
+
 Usage: PROBING_BUILD=build python3 tests/bench/torch_trace.py [--runs 7]
-       [--steps 4000] [--batch 64] [--instructions]
+       [--steps 4000] [--batch 64] [--instructions [--cache-sim]]
 Prints a Markdown table (docs/benchmarks.md has the last one).
 """
 import argparse
@@ -55,7 +62,7 @@ torch.set_num_threads(1)
 import train
 variant, steps = sys.argv[1], int(sys.argv[2])
 batch = int(os.environ.get("BENCH_BATCH", "64"))
-if variant in ("full", "sampled"):
+if variant in ("full", "sampled", "auto"):
     # The agent installs its hooks shortly after torch is imported.
     deadline = time.time() + 10
     while inspect.isfunction(torch.optim.Optimizer._optimizer_step_code) \
@@ -90,8 +97,9 @@ BATCH = 64  # main() sets it from --batch
 VARIANTS = {
     "baseline": {},
     "agent": {"PROBING": "1"},
-    "full": {"PROBING": "1", "PROBING_TORCH_PROFILING": "on"},
+    "full": {"PROBING": "1", "PROBING_TORCH_PROFILING": "on,step_rate=1"},
     "sampled": {"PROBING": "1", "PROBING_TORCH_PROFILING": "on,step_rate=10"},
+    "auto": {"PROBING": "1", "PROBING_TORCH_PROFILING": "on"},
     "profiler": {},
 }
 
@@ -121,14 +129,18 @@ def run(variant, steps):
     return cpu, wall, other
 
 
+CACHE_SIM = False  # main() sets it from --cache-sim
+
+
 def run_counted(variant, steps, tmp, all_threads=False, name=None,
-                before_zero=None, after_dump=None):
+                before_zero=None, after_dump=None, events=None):
     """Instructions of the training thread in the timed loop, under
     callgrind; with all_threads, those of every thread of the process in
     that time (the agent's own threads included).  name: of the files in
     tmp (default: the variant's).  before_zero(pid) runs just before the
     counters are zeroed, after_dump(pid) just after they are dumped: what
-    they do is not counted."""
+    they do is not counted.  events: a dict that gets every event's total
+    (with --cache-sim: Ir, I1mr, D1mr, ...)."""
     e = environment(variant)
     code = DRIVER % {"examples": os.path.join(ROOT, "examples")}
     # The ELAPSED line comes before the dump: when a GIL thread takes the
@@ -137,8 +149,9 @@ def run_counted(variant, steps, tmp, all_threads=False, name=None,
     base = os.path.join(tmp, name)
     code = code.replace('print("ELAPSED"', 'print("ELAPSED_"')
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-         "--callgrind-out-file=" + base + ".cg", PY, "-c", code, variant,
+        ["valgrind", "--tool=callgrind", "--separate-threads=yes"]
+        + (["--cache-sim=yes"] if CACHE_SIM else []) +
+        ["--callgrind-out-file=" + base + ".cg", PY, "-c", code, variant,
          str(steps), base], env=e, stdout=subprocess.PIPE,
         stderr=open(base + ".err", "w"), text=True)
     zeroed = False
@@ -169,10 +182,16 @@ def run_counted(variant, steps, tmp, all_threads=False, name=None,
                  % (name, proc.returncode, err))
     total = 0
     for d in dumps:
+        names = ["Ir"]
         with open(os.path.join(tmp, d)) as f:
             for line in f:
+                if line.startswith("events:"):
+                    names = line.split()[1:]
                 if line.startswith("summary:") or line.startswith("totals:"):
                     total += int(line.split()[1])
+                    if events is not None:
+                        for e, v in zip(names, line.split()[1:]):
+                            events[e] = events.get(e, 0) + int(v)
                     break
             else:
                 sys.exit("%s: no totals in %s" % (name, d))
@@ -182,17 +201,34 @@ def run_counted(variant, steps, tmp, all_threads=False, name=None,
 def instructions(names, steps):
     import tempfile
     tmp = tempfile.mkdtemp(prefix="torch_trace_cg.")
-    counts = {}
+    counts, events = {}, {}
     for n in names:
-        counts[n] = run_counted(n, steps, tmp)
+        events[n] = {}
+        counts[n] = run_counted(n, steps, tmp, events=events[n])
         print("%s done" % n, file=sys.stderr)
     base = counts[names[0]]
     print("Instructions of the training thread, %d steps of batch %d, "
-          "under callgrind\n" % (steps, BATCH))
-    print("| variant | instructions per step | ratio |")
-    print("|---|---|---|")
+          "under callgrind%s\n" % (steps, BATCH,
+                                   " (cache simulation)" if CACHE_SIM else ""))
+    if not CACHE_SIM:
+        print("| variant | instructions per step | ratio |")
+        print("|---|---|---|")
+        for n in names:
+            print("| %s | %.0f | %.4fx |" % (n, counts[n] / steps,
+                                            counts[n] / base))
+        return
+    # Misses a step, and how many more than the first variant's.
+    cols = ("I1mr", "D1mr", "D1mw", "ILmr", "DLmr")
+    print("| variant | instructions per step | ratio | " +
+          " | ".join("%s per step (+)" % c for c in cols) + " |")
+    print("|---|---|---|" + "---|" * len(cols))
     for n in names:
-        print("| %s | %.0f | %.4fx |" % (n, counts[n] / steps, counts[n] / base))
+        e, b = events[n], events[names[0]]
+        print("| %s | %.0f | %.4fx | " % (n, counts[n] / steps,
+                                         counts[n] / base) +
+              " | ".join("%.0f (%+.0f)" % (e.get(c, 0) / steps,
+                                           (e.get(c, 0) - b.get(c, 0)) / steps)
+                         for c in cols) + " |")
 
 
 def main():
@@ -202,12 +238,16 @@ def main():
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions under callgrind instead")
+    ap.add_argument("--cache-sim", action="store_true",
+                    help="with --instructions: simulate the caches too "
+                    "(misses a step; slower)")
     ap.add_argument("--batch", type=int, default=64,
                     help="the loop's batch (64: ~170 µs a step; 4096: "
                     "~5.5 ms)")
     args = ap.parse_args()
-    global BATCH
+    global BATCH, CACHE_SIM
     BATCH = args.batch
+    CACHE_SIM = args.cache_sim
     names = args.variants.split(",")
     if args.instructions:
         instructions(names, args.steps)
