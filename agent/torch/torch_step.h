@@ -9,7 +9,9 @@
  * self._optimizer_step_code() after every step (a hook point left for the
  * profiler), Optimizer._optimizer_step_code is replaced by ours and put
  * back on removal.  The end of a traced step emits its optimizer row and
- * records the watched variables (torch_vars.h).
+ * records the watched variables (torch_vars.h), and, with step_rate=auto,
+ * sets the rate from the step's rows and length (torch_rate.h; not for
+ * the step tracing began in the middle of, nor across a removal).
  *
  * Threads: the GIL held (torch_intern.h).
  */
@@ -23,8 +25,9 @@
 int torch_step_init(void);
 
 /* Starts the current step at time t: decides whether it is traced
- * (step % step_rate == 0), turns the timing of module calls on or off to
- * match, forgets the previous step's backward slots, publishes it.
+ * (step % rate == 0, rate: step_rate, or auto's), turns the timing of
+ * module calls on or off to match, forgets the previous step's backward
+ * slots, publishes it.
  * Returns whether it could: a traced step whose module calls cannot be
  * timed (Module.__call__ not wrapped) gives 0. */
 int torch_step_begin(double t);
