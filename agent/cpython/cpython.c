@@ -141,6 +141,34 @@ static unsigned long thread_native_id(PyThreadState *ts)
 #endif
 }
 
+/* cpython.h.  The fields are read once, through volatile: the thread
+ * making the state may be writing them. */
+static int thread_complete(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	const volatile PyThreadState *v = ts;
+
+	return v->_status.initialized;
+#elif PY_VERSION_HEX >= 0x030C0000
+	const volatile PyThreadState *v = ts;
+
+	return v->_status.initialized && v->cframe != NULL;
+#elif PY_VERSION_HEX >= 0x030B0000
+	const volatile PyThreadState *v = ts;
+
+	return v->_initialized && v->cframe != NULL;
+#else
+	/* Up to 3.10 a thread state is filled in before it is listed. */
+	(void)ts;
+	return 1;
+#endif
+}
+
+static PyFrameObject *thread_frame(PyThreadState *ts)
+{
+	return ts && thread_complete(ts) ? PyThreadState_GetFrame(ts) : NULL;
+}
+
 #if PY_VERSION_HEX >= 0x030A0000
 /* co_lines(): (start, end, line) triples, line None where no line. */
 static int code_lines(PyObject *code, int (*fn)(void *arg, int line), void *arg)
@@ -267,6 +295,8 @@ const struct cpython cpython = {
 		.starting = frame_starting,
 		.qualname = code_qualname,
 		.native_id = thread_native_id,
+		.thread_complete = thread_complete,
+		.thread_frame = thread_frame,
 	},
 	.trace = {
 		.init = pytrace_init,

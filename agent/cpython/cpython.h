@@ -288,6 +288,20 @@ struct cpython_frame_ops {
 	/* The kernel id of the thread ts, 0 when the version does not
 	 * record it and ts is not the calling thread's. */
 	unsigned long (*native_id)(struct _ts *ts);
+	/*
+	 * Is thread state ts complete?  A thread that makes its thread
+	 * state without the GIL (PyGILState_Ensure in a C thread, the
+	 * agent's own threads starting) lists it under the runtime's lock
+	 * only, and one who walks the list with the GIL may see it before
+	 * its initialisation ended: on 3.11 and 3.12 its C frame is still
+	 * NULL, which PyThreadState_GetFrame() reads.  Walks of the thread
+	 * states skip the incomplete ones.  GIL held.
+	 */
+	int (*thread_complete)(struct _ts *ts);
+	/* A new reference to the innermost complete frame of ts, or NULL
+	 * (none, or ts not complete).  GIL held: for another thread's
+	 * state, use this, never PyThreadState_GetFrame(). */
+	struct _frame *(*thread_frame)(struct _ts *ts);
 };
 
 struct cpython_trace_ops {

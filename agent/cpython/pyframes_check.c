@@ -109,7 +109,7 @@ static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 		errbuf_set(err, errlen, "thread %lu: %s", ts->thread_id, why);
 		return -1;
 	}
-	f = PyThreadState_GetFrame(ts);
+	f = cpython.frame.thread_frame(ts);
 	while (f && k < n) {
 		PyCodeObject *co = PyFrame_GetCode(f);
 		const char *name = PyUnicode_AsUTF8(cpython.frame.qualname(co));
@@ -180,8 +180,10 @@ static int check_threads(struct cpython_thread *threads,
 		const struct cpython_thread *t = listed(threads, n, ts);
 
 		/* A thread that starts sets its ident without the GIL:
-		 * another ident is a thread in between. */
-		if (!t || t->thread_id != ts->thread_id)
+		 * another ident, or a state not complete yet, is a thread in
+		 * between. */
+		if (!t || !cpython.frame.thread_complete(ts) ||
+		    t->thread_id != ts->thread_id)
 			continue;
 		if (same_frames(t, ts, frames, why, whylen))
 			return -1;

@@ -318,7 +318,7 @@ static void retrace_one(PyThreadState *ts)
 	int on = pytrace_state_enabled();
 	int m = on ? pytrace_state_mode(ts) : 0, any = 0, n = 0;
 
-	if (!trace_managed(ts))
+	if (!trace_managed(ts) || !cpython.frame.thread_complete(ts))
 		return;
 #if PY_VERSION_HEX >= 0x030B0000
 	for (cframe_t *cf = ts->cframe; cf && n < WALK_MAX;

@@ -407,7 +407,7 @@ void pytrace_retrace(PyThreadState *ts)
 	/* Classifying may allocate; a collection could run finalizers
 	 * (Python code, which may let other threads run). */
 	gc = PyGC_Disable();
-	f = PyThreadState_GetFrame(ts);
+	f = cpython.frame.thread_frame(ts);
 	while (f && n++ < WALK_MAX) {
 		PyCodeObject *co = PyFrame_GetCode(f);
 		PyFrameObject *back = PyFrame_GetBack(f);

@@ -493,7 +493,7 @@ static int thread_frames(struct gil_walk *w, PyThreadState *ts,
 			 struct pystack_thread *t)
 {
 	size_t n = 0;
-	PyFrameObject *f = PyThreadState_GetFrame(ts);
+	PyFrameObject *f = cpython.frame.thread_frame(ts);
 	int rc = 0;
 
 	while (f && n < w->depth) {

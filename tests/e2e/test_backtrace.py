@@ -290,3 +290,57 @@ def test_native_frames_of_every_thread_or_the_main_one(spawn, python):
     bad = backtrace("all")
     assert not bad["success"] and "'native' must be" in bad["message"], bad
     assert t.alive()
+
+
+# C threads that call into Python (ctypes callbacks: PyGILState_Ensure in a
+# thread Python did not start) make their thread states without the GIL;
+# on 3.11 a walk of the thread states could meet one listed before its
+# initialisation ended (its C frame still NULL) and crash the process.
+GIL_ENSURE = """\
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+
+@CB
+def body(arg):
+    return None
+
+create = libc.pthread_create
+create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, CB,
+                   ctypes.c_void_p]
+join = libc.pthread_join
+join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+made = [0]
+
+def spawner():
+    while True:
+        ts = [ctypes.c_ulong() for _ in range(8)]
+        for t in ts:
+            create(ctypes.byref(t), None, body, None)
+        for t in ts:
+            join(t.value, None)
+        made[0] += 8
+
+for _ in range(2):
+    threading.Thread(target=spawner, name="spawner", daemon=True).start()
+print("READY", flush=True)
+while True:
+    time.sleep(0.5)
+    print("MADE", made[0], flush=True)
+"""
+
+
+def test_backtraces_while_c_threads_make_thread_states(spawn, python):
+    # Unfixed, 3.11 died within 400 backtraces in every try (rc -11).
+    t = spawn(python, GIL_ENSURE)
+    t.wait_line("READY")
+    t.wait_agent()
+    t.wait_line("MADE")
+    for i in range(400):
+        r = probing("backtrace", "-f", "json", target=t.pid)
+        assert r.rc == 0, (i, r, t.output()[-500:])
+        assert "spawner" in r.out, (i, r.out[:500])
+    assert t.alive(), t.output()[-500:]
+    made = [int(l.split()[1]) for l in t.output().splitlines()
+            if l.startswith("MADE")]
+    assert made and made[-1] > 100, made

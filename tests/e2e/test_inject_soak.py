@@ -256,7 +256,11 @@ def run_one(i, rnd, tmp):
             notes.append("%s: inject refused, tried again: %s" % (what, r.stderr.strip()))
             time.sleep(0.5)
         if r.returncode != 0:
-            return "%s: inject rc=%d: %s" % (what, r.returncode, r.stderr.strip())
+            time.sleep(0.5)
+            return "%s: inject rc=%d: %s\ntarget %s: %s" % (
+                what, r.returncode, r.stderr.strip(),
+                "alive" if p.poll() is None else "exited %s" % p.returncode,
+                text()[-1500:])
         inject_out = r.stdout
         try:
             r = subprocess.run([CLI, "-t", str(p.pid), "backtrace"], capture_output=True,

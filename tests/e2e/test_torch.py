@@ -215,15 +215,22 @@ def test_auto_step_rate(spawn):
     # The default, step_rate=auto: short steps (about a millisecond, some
     # 30 rows each) are traced one in a power of two that grows, at most
     # fourfold a traced step, until the rows' estimated cost is about 0.5%
-    # of the steps' time; every traced step is traced whole.  Step 0 began
-    # when tracing did, not at an optimizer step: its length says nothing,
-    # step 1 is the first measured.
+    # of the steps' time (one in 32 here); every traced step is traced
+    # whole.  Step 0 began when tracing did, not at an optimizer step: its
+    # length says nothing, step 1 is the first measured.
     t = start(spawn, steps=300, spec="on")
     t.wait_line("DONE", timeout=120)
     by_step = traced_steps(t)
     steps = sorted(by_step)
-    assert steps[:3] == [0, 1, 4], steps
-    assert all(s % 4 == 0 for s in steps[2:]) and len(steps) <= 300 // 4, steps
+    assert steps[:2] == [0, 1], steps
+    # After a traced step a the rate is a power of two r and the next traced
+    # step b the next multiple of r: b - a <= r, and r divides b.  However
+    # long some steps took (a loaded machine), that holds.
+    for a, b in zip(steps[1:], steps[2:]):
+        assert (b & -b) >= b - a, (a, b, steps)
+    # Most steps here are short: far fewer than all are traced (at a
+    # sustained 9 ms a step, nine times the usual, it would be one in 4).
+    assert len(steps) <= 300 // 4, steps
     for s in steps:
         got = by_step[s]
         assert {(m, "forward") for m in MODULES} <= got, (s, got)
@@ -231,17 +238,18 @@ def test_auto_step_rate(spawn):
         assert ("SGD", "step") in got, (s, got)
     st = status(t)
     n = int(st.split("one step in ")[1].split()[0])
-    assert n >= 4 and n & (n - 1) == 0 and "traced (auto)" in st, st
+    assert n & (n - 1) == 0 and "traced (auto)" in st, st
     # Long steps (50 ms): the rows cost far less than 0.5% of them, so
     # every step is traced.
     t2 = start(spawn, steps=10, spec="on", extra={"STEP_SLEEP": "0.05"})
     t2.wait_line("DONE", timeout=60)
     assert sorted(traced_steps(t2)) == list(range(10))
-    assert "one step in 1 traced (auto)" in status(t2), status(t2)
+    wait_for(lambda: "one step in 1 traced (auto)" in status(t2), 10,
+             "the status of long steps")
     # Settings: auto and N; anything else is refused, saying what it takes.
     r = probing("config", "torch.step_rate=3", target=t2.pid)
     assert r.rc == 0, r
-    assert "one step in 3 traced," in status(t2)
+    wait_for(lambda: "one step in 3 traced," in status(t2), 10, "rate 3")
     for bad in ("0", "-2", "automatic", "1.5", "1000001"):
         r = probing("config", "torch.step_rate=" + bad, target=t2.pid)
         assert r.rc != 0 and "neither auto nor a whole number" in r.err, (bad, r)
