@@ -235,6 +235,33 @@ int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
 	return 0;
 }
 
+void cli_target_say_token(const cJSON *config)
+{
+	const cJSON *s, *all = cJSON_GetObjectItemCaseSensitive(config,
+								"settings");
+	const char *where = "";
+
+	cJSON_ArrayForEach(s, all)
+	{
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "name");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "value");
+
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, "server.token") &&
+		    cJSON_IsString(v))
+			where = v->valuestring;
+	}
+	if (!strncmp(where, "none", 4))
+		printf("token: none: the target's user chose PROBING_TOKEN=none, "
+		       "so every local user can connect to it on loopback\n");
+	else if (*where)
+		printf("token: %s (TCP clients present it: --token or "
+		       "PROBING_TOKEN; on this machine the CLI reads the token "
+		       "file by itself)\n",
+		       where);
+	else
+		printf("token: (the agent did not say where its token is)\n");
+}
+
 /* The agent said no to the token (or its absence). */
 static int auth_failed(const struct dap_addr *addr, int sent, const char *src,
 		       const struct dap_message *resp, char *err,

@@ -57,6 +57,16 @@ int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
 		     char *src, size_t srclen);
 
 /*
+ * Says on stdout where the token of an agent that now listens on TCP is,
+ * for the user to give to clients, from config (the body of its
+ * probing/config reply): its server.token setting names the token file,
+ * PROBING_TOKEN or probing.init, or says "none (...)" when the target's
+ * user chose no token.  Never the token itself.  For the commands that
+ * open a TCP listener (inject --listen, debug --pause --address).
+ */
+void cli_target_say_token(const cJSON *config);
+
+/*
  * Resolves text, connects within timeout_ms and, when init_body is not
  * NULL, sends `initialize` ({clientID: "probing-cli", adapterID:
  * "probing", probingToken when cli_target_token has one}) and waits

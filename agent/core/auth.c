@@ -25,10 +25,26 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *token;	      /* atomic; never freed once set */
 static char source[DAP_TOKEN_PATH_MAX]; /* under lock */
 static char env_error[256];	      /* PROBING_TOKEN is bad: why */
+static int none_chosen;		      /* atomic: AUTH_TOKEN_NONE was said */
 
 const char *auth_token(void)
 {
 	return __atomic_load_n(&token, __ATOMIC_ACQUIRE);
+}
+
+int auth_tokenless(void)
+{
+	return __atomic_load_n(&none_chosen, __ATOMIC_ACQUIRE) && !auth_token();
+}
+
+/* Lock held.  The user said AUTH_TOKEN_NONE (src: where). */
+static void choose_none_locked(const char *src)
+{
+	snprintf(source, sizeof(source), "%s", src);
+	config_set_info("server.token", "none (" AUTH_TOKEN_NONE
+					" chosen: TCP on loopback is open to "
+					"every local user)");
+	__atomic_store_n(&none_chosen, 1, __ATOMIC_RELEASE);
 }
 
 /* Lock held.  Replaces the token (a copy of t) and says where it came
@@ -58,6 +74,12 @@ int auth_init(char *err, size_t errlen)
 
 	if (!v || !*v)
 		return 0;
+	if (!strcmp(v, AUTH_TOKEN_NONE)) {
+		pthread_mutex_lock(&lock);
+		choose_none_locked("PROBING_TOKEN");
+		pthread_mutex_unlock(&lock);
+		return 0;
+	}
 	if (dap_token_check(v, why, sizeof(why))) {
 		snprintf(env_error, sizeof(env_error), "PROBING_TOKEN: %s", why);
 		snprintf(err, errlen, "%s", env_error);
@@ -75,6 +97,19 @@ int auth_token_set(const char *t, const char *src, char *err, size_t errlen)
 {
 	int rc;
 
+	if (!strcmp(t, AUTH_TOKEN_NONE)) {
+		pthread_mutex_lock(&lock);
+		rc = auth_token() ? -EPERM : 0;
+		if (rc)
+			snprintf(err, errlen,
+				 "the agent has a token already (%s): there is "
+				 "no way back to none while it runs",
+				 source);
+		else
+			choose_none_locked(src);
+		pthread_mutex_unlock(&lock);
+		return rc;
+	}
 	if (dap_token_check(t, err, errlen))
 		return -EINVAL;
 	pthread_mutex_lock(&lock);
@@ -244,6 +279,14 @@ int auth_token_ensure(char *err, size_t errlen)
 		snprintf(err, errlen, "%s", env_error);
 		pthread_mutex_unlock(&lock);
 		return -EINVAL;
+	}
+	if (__atomic_load_n(&none_chosen, __ATOMIC_ACQUIRE)) {
+		snprintf(err, errlen,
+			 "%s=" AUTH_TOKEN_NONE " says no token, and only "
+			 "loopback may be listened on without one",
+			 source);
+		pthread_mutex_unlock(&lock);
+		return -EPERM;
 	}
 	snprintf(why, sizeof(why), "no runtime directory and no home");
 	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {

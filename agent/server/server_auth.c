@@ -76,6 +76,9 @@ int server_auth_check(struct session *s, struct dap_message *msg)
 		why = "this agent needs a token: none was given (give it "
 		      "in arguments." DAP_TOKEN_ARG "; probing: --token or "
 		      "PROBING_TOKEN)";
+	else if (!auth_token())
+		why = "this agent has no token, so no TCP client gets in "
+		      "(its listener was made without one)";
 	else if (!auth_check(t->valuestring))
 		why = "wrong token: the agent refused it";
 	if (!why) {

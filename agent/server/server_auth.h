@@ -1,8 +1,8 @@
 /*
  * server_auth: the token gate of the server's sessions.
  *
- * A session accepted on TCP while the agent has a token (auth.h) starts
- * unauthenticated: its first request must be initialize or attach with
+ * A session accepted on TCP starts unauthenticated (loopback too; the
+ * one exception is the user's own PROBING_TOKEN=none, auth.h): its first request must be initialize or attach with
  * the right arguments.probingToken (DAP_TOKEN_ARG).  Until then it gets
  * no events, its messages are capped at SERVER_AUTH_MESSAGE_MAX (the
  * session's framer) and it is closed after SERVER_AUTH_TIMEOUT_S.

@@ -97,6 +97,29 @@ static int is_loopback(const struct sockaddr *sa)
 	return 0;
 }
 
+/* Whether a listener on sa may be had now: 1 when the agent has a token
+ * (made first when need be) or the user chose none and sa is loopback;
+ * else 0 with why in err.  Every local user can reach loopback, so it
+ * gets no exception of its own. */
+static int token_for(const struct sockaddr *sa, const char *host,
+		     char *err, size_t errlen)
+{
+	char why[512];
+
+	if (is_loopback(sa) && auth_tokenless())
+		return 1;
+	if (auth_token_ensure(why, sizeof(why)) == 0)
+		return 1;
+	snprintf(err, errlen,
+		 "refusing to listen on %s (TCP%s) without a token: %s; "
+		 "give one (PROBING_TOKEN, probing.init(token=...)) or, for "
+		 "loopback only, say PROBING_TOKEN=" AUTH_TOKEN_NONE,
+		 host, is_loopback(sa) ? ": every local user can reach loopback"
+				       : ", not loopback",
+		 why);
+	return 0;
+}
+
 int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 			 char *canon, size_t canonlen, char *err,
 			 size_t errlen)
@@ -105,8 +128,8 @@ int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 				 .ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *res, *ai;
-	char port[16], why[512];
-	int rc, one = 1, token = 0;
+	char port[16];
+	int rc, one = 1;
 
 	out->fd = -1;
 	snprintf(port, sizeof(port), "%d", addr->port);
@@ -119,18 +142,10 @@ int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 	rc = -EADDRNOTAVAIL;
 	snprintf(err, errlen, "no address for %s", addr->host);
 	for (ai = res; ai; ai = ai->ai_next) {
-		if (!is_loopback(ai->ai_addr) && !token) {
-			/* Other machines may connect: only with the token,
-			 * which must exist before the first of them. */
-			if (auth_token_ensure(why, sizeof(why))) {
-				snprintf(err, errlen,
-					 "refusing to listen on %s (not "
-					 "loopback) without a token: %s",
-					 addr->host, why);
-				rc = -EPERM;
-				continue;
-			}
-			token = 1;
+		/* The token must exist before the first client comes. */
+		if (!token_for(ai->ai_addr, addr->host, err, errlen)) {
+			rc = -EPERM;
+			continue;
 		}
 		if ((rc = new_socket(ai->ai_family, out, err, errlen)))
 			continue;

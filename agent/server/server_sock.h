@@ -2,9 +2,10 @@
  * server_sock: the server's listening sockets and the peer check of the
  * unix socket.
  *
- * Sockets are made non-blocking and close-on-exec.  A TCP listener on an
- * address that is not loopback is bound only once the agent has a token
- * (auth_token_ensure() makes one first): other machines may connect there.
+ * Sockets are made non-blocking and close-on-exec.  A TCP listener is
+ * bound only once the agent has a token (auth_token_ensure() makes one
+ * first), on loopback too: every local user can connect there.  The one
+ * exception: loopback while the user chose no token (auth_tokenless()).
  *
  * Threads: any; nothing here touches the loop or the server.
  */
@@ -32,8 +33,8 @@ int server_sock_bind_unix(const struct dap_addr *addr, struct fdown *out,
 			  char *err, size_t errlen);
 
 /* The same on the first address host resolves to that works, with the
- * canonical address in canon; -EPERM: not loopback, and no token could
- * be had. */
+ * canonical address in canon; -EPERM: no token could be had (err says
+ * why and how to give one). */
 int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 			 char *canon, size_t canonlen, char *err,
 			 size_t errlen);

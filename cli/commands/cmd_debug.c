@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "target.h"
 
 #define DEBUG_WAIT_DEFAULT 300 /* seconds a paused target waits */
 #define DEBUG_WAIT_MAX 86400
@@ -348,6 +349,25 @@ static void print_config(long long pid, const char *address)
 	}
 }
 
+/* The target listens on TCP now: where its token is (security.md: the
+ * command that opens a listener says so).  A config that cannot be read
+ * is said, not an error: the pause is done. */
+static void say_token(struct cmd_ctx *ctx)
+{
+	struct dap_message *resp = NULL;
+
+	printf("\n");
+	if (cli_request(ctx, "probing/config", cJSON_CreateObject(),
+			ctx->timeout_ms, &resp) == CLI_OK &&
+	    resp->success)
+		cli_target_say_token(resp->body);
+	else
+		printf("token: (where it is could not be read: `probing -t "
+		       "PID config` shows server.token)\n");
+	if (resp)
+		dap_message_free(resp);
+}
+
 static int do_pause(struct cmd_ctx *ctx, const struct debug_opts *o)
 {
 	struct dap_message *resp = NULL;
@@ -380,6 +400,8 @@ static int do_pause(struct cmd_ctx *ctx, const struct debug_opts *o)
 	report_pause(ctx, &tid);
 	dap_client_on_event(ctx->client, NULL, NULL);
 	print_config(pid, address[0] ? address : NULL);
+	if (address[0])
+		say_token(ctx);
 	printf("\nThe target stays paused for %d s or until a debugger "
 	       "attaches and lets it go;\n`probing -t %lld debug --resume` "
 	       "resumes it now.\n",
@@ -515,8 +537,10 @@ const struct cmd_entry cmd_debug_entry = {
 		"others\n"
 		"  -a, --address HOST:PORT  with --pause: also listen on this "
 		"TCP address\n"
-		"                       (loopback) and print a host/port "
-		"configuration\n"
+		"                       (loopback), print a host/port "
+		"configuration and where\n"
+		"                       the token clients need is "
+		"(docs/security.md)\n"
 		"  -w, --wait D         with --pause: resume by itself after D "
 		"(30s, 5m; a bare\n"
 		"                       number: seconds) when no debugger "

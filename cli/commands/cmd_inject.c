@@ -162,7 +162,7 @@ static const char *setting(const cJSON *body, const char *name)
 }
 
 /* Applies the settings (set may be NULL) and prints the address, and,
- * when it listens on TCP with a token, where the token is. */
+ * when it listens on TCP, where the token is. */
 static int configure(struct cmd_ctx *ctx, cJSON *set)
 {
 	struct dap_message *resp = NULL;
@@ -183,14 +183,10 @@ static int configure(struct cmd_ctx *ctx, cJSON *set)
 			       cli_resp_message(resp));
 	} else {
 		const char *addr = setting(resp->body, "agent.address");
-		const char *token = setting(resp->body, "server.token");
 
 		printf("agent: %s\n", *addr ? addr : "(address unknown)");
-		if (listen && *token)
-			printf("token: %s (TCP clients present it: --token or "
-			       "PROBING_TOKEN; on this machine the CLI reads "
-			       "the token file by itself)\n",
-			       token);
+		if (listen)
+			cli_target_say_token(resp->body);
 	}
 	dap_message_free(resp);
 	return rc;
@@ -491,9 +487,9 @@ const struct cmd_entry cmd_inject_entry = {
 		"Options:\n"
 		"  -a, --listen ADDR    also listen on TCP (server.listen), "
 		"e.g. 127.0.0.1:9922;\n"
-		"                       an address other than loopback "
-		"(0.0.0.0:9922) needs a\n"
-		"                       token: the target's PROBING_TOKEN, "
+		"                       TCP needs a token, loopback too "
+		"(other local users reach\n"
+		"                       it): the target's PROBING_TOKEN, "
 		"else one generated into\n"
 		"                       the token file, whose path is printed "
 		"(docs/security.md)\n"

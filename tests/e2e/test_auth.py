@@ -150,8 +150,10 @@ def refused(resp, text):
 
 def test_nonloopback_listen_needs_a_usable_token(spawn, dirs, tmp_path):
     """No token can be had (the token file is readable by others, or
-    PROBING_TOKEN is not a token): init(listen=0.0.0.0) is refused with
-    the reason, PROBING_LISTEN is not opened, loopback still works."""
+    PROBING_TOKEN is not a token): init(listen=...) is refused with the
+    reason, on 0.0.0.0 and on loopback alike (every local user reaches
+    loopback), PROBING_LISTEN is not opened; with the file fixed, loopback
+    listens and the CLI reads the token by itself."""
     pdir = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing")
     os.mkdir(pdir, 0o700)
     path = os.path.join(pdir, "token")
@@ -161,19 +163,23 @@ def test_nonloopback_listen_needs_a_usable_token(spawn, dirs, tmp_path):
     port = free_port()
     code = """\
 import probing
-try:
-    probing.init(listen="0.0.0.0:%d")
-    print("LISTENING")
-except OSError as e:
-    print("REFUSED", e)
-probing.init(listen="127.0.0.1:%d")
+for addr in ("0.0.0.0:%d", "127.0.0.1:%d"):
+    try:
+        probing.init(listen=addr)
+        print("LISTENING", addr)
+    except OSError as e:
+        print("REFUSED", e)
 """ % (port, port) + IDLE
     t = start(spawn, SYSTEM_PYTHON, dirs, code, agent="init")
     out = t.output()
     assert "LISTENING" not in out, out
-    assert "REFUSED" in out and "refusing to listen on 0.0.0.0" in out, out
+    assert "refusing to listen on 0.0.0.0" in out, out
+    assert "refusing to listen on 127.0.0.1" in out, out
     assert "mode is 644" in out and "chmod 600 it" in out, out
-    # Loopback needs no token; the token file is refused by the CLI too.
+    os.chmod(path, 0o600)
+    r = probing("config", "server.listen=127.0.0.1:%d" % port, target=t.pid,
+                env=dirs)
+    assert r.rc == 0, r
     r = probing("eval", "x + 1", target="127.0.0.1:%d" % port, env=dirs)
     assert r.rc == 0 and r.out.strip() == "42", r
 
@@ -321,11 +327,13 @@ def test_raw_dap_client(spawn, python, dirs):
     assert t.alive()
 
 
-def test_loopback_without_token_stays_open(spawn, dirs):
-    """An agent with no token on loopback TCP: no token asked for (as
-    before tokens existed); a token sent anyway is ignored."""
+def test_loopback_without_token_only_when_chosen(spawn, dirs):
+    """PROBING_TOKEN=none (the user's explicit choice): loopback TCP asks
+    for no token; a token sent anyway is ignored; no token file is made;
+    beyond loopback is still refused."""
     port = free_port()
-    t = start(spawn, SYSTEM_PYTHON, dict(dirs, PROBING_PORT=str(port)))
+    t = start(spawn, SYSTEM_PYTHON, dict(dirs, PROBING_PORT=str(port),
+                                         PROBING_TOKEN="none"))
     listening(port)
     c = Raw("127.0.0.1", port)
     resp = c.request(1, "threads")
@@ -334,6 +342,11 @@ def test_loopback_without_token_stays_open(spawn, dirs):
     r = probing("--token", TOKEN, "eval", "x + 1",
                 target="127.0.0.1:%d" % port, env=dirs)
     assert r.rc == 0 and r.out.strip() == "42", r
+    assert not os.listdir(dirs["XDG_RUNTIME_DIR"])
+    r = probing("config", "server.listen=0.0.0.0:%d" % free_port(),
+                target=t.pid, env=dirs)
+    assert r.rc == 1 and "refusing to listen on 0.0.0.0" in r.err, r
+    assert "PROBING_TOKEN=none" in r.err, r
     assert t.alive()
 
 

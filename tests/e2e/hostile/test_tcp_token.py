@@ -1,0 +1,154 @@
+"""Issue 27, item 13: tokenless loopback TCP.
+
+Root ran `probing -t PID debug --pause --address 127.0.0.1:P` (or
+`inject --listen 127.0.0.1:P`) on its own process; another local user
+(here: nobody, through setpriv) then ran `probing -t 127.0.0.1:P eval ...`
+and got in: the agent asked a TCP client for a token only when it
+happened to have one, and loopback is reachable by every local user.
+
+Now every TCP listener, loopback too, has a token (the user's own, or the
+token file made 0600 for it), the command that opened it prints where the
+token is, and root's CLI finds it by itself.  The one way without is the
+target's user saying so: PROBING_TOKEN=none, loopback only.
+
+Runs as root only (it needs another user); every test gives the target
+and root's CLI their own XDG_RUNTIME_DIR and HOME, so no real token file
+is read or written.
+"""
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from conftest import CLI, SYSTEM_PYTHON, probing, wait_for
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0,
+                       reason="needs root: another local user (nobody) is "
+                              "run through setpriv"),
+    pytest.mark.skipif(shutil.which("setpriv") is None,
+                       reason="needs setpriv (util-linux) to run as nobody"),
+]
+
+NOBODY = 65534
+
+IDLE = """\
+import time
+secret = "root-only-41"
+print("READY", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    xdg = tmp_path / "xdg"
+    home = tmp_path / "home"
+    xdg.mkdir(mode=0o700)
+    home.mkdir(mode=0o700)
+    return {"XDG_RUNTIME_DIR": str(xdg), "HOME": str(home)}
+
+
+def as_nobody(*args, target):
+    """The real CLI run by another local user: nobody, with no groups,
+    no token of its own and nothing of root's in its environment."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "HOME": "/nonexistent", "XDG_RUNTIME_DIR": ""}
+    cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+           "--clear-groups", CLI, "-t", target] + list(args)
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                        env=env, cwd="/")
+    return cp
+
+
+def listening(port):
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    wait_for(up, 30, "port %d" % port)
+
+
+def token_line(out):
+    lines = [l for l in out.splitlines() if l.startswith("token: ")]
+    assert lines, out
+    return lines[0]
+
+
+def test_debug_pause_address_keeps_other_users_out(spawn, python, dirs):
+    port = free_port()
+    t = spawn(python, IDLE, env=dirs)
+    t.wait_line("READY")
+    t.wait_agent()
+    r = probing("debug", "--pause", "--address", "127.0.0.1:%d" % port,
+                "--wait", "60", target=t.pid, env=dirs, timeout=120)
+    assert r.rc == 0, r
+    path = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing", "token")
+    # The command says where the token is, and it is there, root's only.
+    assert token_line(r.out).startswith("token: %s " % path), r.out
+    assert (os.stat(path).st_mode & 0o077) == 0
+    r = probing("debug", "--resume", target=t.pid, env=dirs)
+    assert r.rc == 0, r
+    listening(port)
+
+    other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
+    assert other.returncode == 12, (other.returncode, other.stdout, other.stderr)
+    assert "needs a token" in other.stderr, other.stderr
+    assert "root-only-41" not in other.stdout
+    # Root's CLI finds the token file by itself.
+    r = probing("eval", "secret", target="127.0.0.1:%d" % port, env=dirs)
+    assert r.rc == 0 and "root-only-41" in r.out, r
+    assert t.alive()
+
+
+def test_inject_listen_keeps_other_users_out(spawn, dirs):
+    port = free_port()
+    t = spawn(SYSTEM_PYTHON, IDLE, agent=None, env=dirs)
+    t.wait_line("READY")
+    r = probing("inject", "--listen", "127.0.0.1:%d" % port, target=t.pid,
+                env=dirs, timeout=120)
+    assert r.rc == 0, r
+    path = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing", "token")
+    assert token_line(r.out).startswith("token: %s " % path), r.out
+    listening(port)
+    other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
+    assert other.returncode == 12, (other.returncode, other.stdout, other.stderr)
+    assert "root-only-41" not in other.stdout
+    r = probing("eval", "secret", target="127.0.0.1:%d" % port, env=dirs)
+    assert r.rc == 0 and "root-only-41" in r.out, r
+    # The setting shows where the token comes from, never the token.
+    r = probing("config", target=t.pid, env=dirs)
+    assert r.rc == 0 and "server.token\t%s" % path in r.out, r
+
+
+def test_no_token_only_when_the_user_says_so(spawn, python, dirs):
+    """PROBING_TOKEN=none: the target's user opens loopback to every local
+    user, knowingly; an address beyond loopback stays refused."""
+    port = free_port()
+    env = dict(dirs, PROBING_TOKEN="none", PROBING_PORT=str(port))
+    t = spawn(python, IDLE, env=env)
+    t.wait_line("READY")
+    t.wait_agent()
+    listening(port)
+    other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
+    assert other.returncode == 0, (other.returncode, other.stdout, other.stderr)
+    assert "root-only-41" in other.stdout
+    assert not os.listdir(dirs["XDG_RUNTIME_DIR"])   # no token file made
+    r = probing("config", target=t.pid, env=dirs)
+    assert r.rc == 0 and "server.token\tnone" in r.out, r
+    r = probing("config", "server.listen=0.0.0.0:%d" % free_port(),
+                target=t.pid, env=dirs)
+    assert r.rc != 0 and "refusing to listen on 0.0.0.0" in r.err, r
