@@ -104,9 +104,10 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		fdown_close(&c);
 		return;
 	}
-	/* Decided once, now: a TCP client needs the token when the agent
-	 * has one. */
-	authed = l->is_unix || !auth_token();
+	/* Decided once, now: a TCP client needs the token unless the user
+	 * chose none (auth.h).  An agent with neither (no listener is bound
+	 * so: server_sock.c) lets no TCP client in. */
+	authed = l->is_unix || auth_tokenless();
 	if (!room_for(srv, l->is_unix, authed, l->addr)) {
 		fdown_close(&c);
 		return;
@@ -249,6 +250,24 @@ static int note_address(struct server *srv, const char *canon)
 	return 0;
 }
 
+/* Listening on canon (not listened on) failed: a server.listen setting
+ * that names it (as the environment put it there before the agent could
+ * try) is emptied, so that `config` never shows an address the agent
+ * refused.  A setting naming another address is left alone: a failed
+ * move keeps the old listener, and its setting. */
+static void setting_failed(const char *canon)
+{
+	char v[CONFIG_VALUE_MAX], c[DAP_ADDR_TEXT_MAX], why[128];
+	struct dap_addr addr;
+
+	if (config_get("server.listen", v, sizeof(v)) || !v[0] ||
+	    dap_addr_parse(v, &addr, why, sizeof(why)))
+		return;
+	dap_addr_format(&addr, c, sizeof(c));
+	if (!strcmp(c, canon))
+		config_set_info("server.listen", "");
+}
+
 int server_listen(struct server *srv, const char *text, char *canon,
 		  size_t canonlen, char *err, size_t errlen)
 {
@@ -282,8 +301,10 @@ int server_listen(struct server *srv, const char *text, char *canon,
 	else
 		rc = server_sock_bind_tcp(&addr, &sock, c, sizeof(c), err,
 					  errlen);
-	if (rc)
+	if (rc) {
+		setting_failed(c);
 		return rc;
+	}
 
 	pthread_mutex_lock(&srv->lock);
 	note_address(srv, c);

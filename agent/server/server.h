@@ -2,10 +2,10 @@
  * server: the agent's DAP server on a private libev loop.
  *
  * Listens on the abstract unix socket @probing-<pid> (peers must have our
- * uid or be root: SO_PEERCRED) and on TCP addresses when asked; one that is
- * not loopback only with a token (auth.h: auth_token_ensure() makes one
- * first).  A session accepted on TCP while the agent has a token must
- * present it in its first request (initialize or attach,
+ * uid or be root: SO_PEERCRED) and on TCP addresses when asked, only with
+ * a token (auth.h: auth_token_ensure() makes one first), loopback too
+ * unless the user chose none (auth_tokenless(): loopback only).  A session
+ * accepted on TCP (but for that choice) must present it in its first request (initialize or attach,
  * arguments.probingToken); until then it gets no events, its messages are
  * capped at SERVER_AUTH_MESSAGE_MAX, and it is closed after
  * SERVER_AUTH_TIMEOUT_S; anything else, or a wrong token, is answered with
@@ -73,8 +73,10 @@ void server_free(struct server *srv);
 /*
  * Binds a TCP (or unix) listener for text and hands it to the loop.
  * Returns 0 (also when already listening there) with the canonical
- * address in canon, or -errno / -EPERM (not loopback, and no token could
- * be had) with err.
+ * address in canon, or -errno / -EPERM (no token could be had) with err.
+ * On failure, a server.listen setting that names text is emptied: the
+ * setting shows only an address listened on (why is in err, which the
+ * caller logs or answers).
  */
 int server_listen(struct server *srv, const char *text, char *canon,
 		  size_t canonlen, char *err, size_t errlen);
