@@ -1,17 +1,78 @@
 /*
  * log: see log.h.
+ *
+ * State: `mine` (the copy of descriptor 2, or -1) and `orig` (the
+ * identity of the file descriptor 2 held) are written once, under
+ * pthread_once, before any message is written; read without a lock
+ * afterwards.  A forked child inherits the copy, which still names the
+ * same file: nothing to redo.
  */
 #include "log.h"
 #include "env.h"
+#include "fdown.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int level = -1;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct fdown mine = {.fd = -1};
+static int have_orig;	  /* descriptor 2 was open at start-up */
+static dev_t orig_dev;
+static ino_t orig_ino;
+
+/* Takes the stderr the process has now as the agent's. */
+static void take_stderr(void)
+{
+	struct stat st;
+	int fd;
+
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return; /* closed: no stderr at all */
+	orig_dev = st.st_dev;
+	orig_ino = st.st_ino;
+	have_orig = 1;
+	/* Straight to FDOWN_MIN or above: no low number is taken, not even
+	 * for an instant.  Below the limit (RLIMIT_NOFILE < FDOWN_MIN) no
+	 * copy: descriptor 2 is used while it holds the same file. */
+	fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, FDOWN_MIN);
+	if (fd < 0)
+		return;
+	if (fdown_adopt(&mine, fd) < 0 || mine.dev != orig_dev ||
+	    mine.ino != orig_ino) {
+		/* Descriptor 2 changed hands between the fstat and the
+		 * copy: the copy is ours, its file is not the one seen. */
+		close(fd);
+		mine.fd = -1;
+	}
+}
+
+/* As early as the library is loaded: before the program can close or
+ * reuse descriptor 2 after that.  fstat and fcntl only, as the
+ * constructor's rules allow (agent.c). */
+__attribute__((constructor)) static void log_constructor(void)
+{
+	pthread_once(&once, take_stderr);
+}
+
+int log_fd(void)
+{
+	struct stat st;
+
+	if (fdown_ours(&mine))
+		return mine.fd;
+	if (have_orig && fstat(STDERR_FILENO, &st) == 0 &&
+	    st.st_dev == orig_dev && st.st_ino == orig_ino)
+		return STDERR_FILENO;
+	return -1;
+}
 
 static int current_level(void)
 {
@@ -32,10 +93,13 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
-	int n;
+	int n, fd;
 
 	if ((int)lvl > current_level())
 		return;
+	pthread_once(&once, take_stderr);
+	if ((fd = log_fd()) < 0)
+		return; /* no stderr of ours: nowhere to say it */
 	n = snprintf(line, sizeof(line), "[probing %d] ", (int)getpid());
 	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
@@ -43,7 +107,7 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+	if (write(fd, line, (size_t)n) < 0) {
 		/* Nowhere else to say it. */
 	}
 }

@@ -1,8 +1,22 @@
 /*
- * log: the agent's few messages, to the target's stderr with a "[probing]"
- * prefix.  Level from PROBING_LOG (error, warn, info, debug; default warn),
- * read once.  One write() per message, so lines from threads do not mix.
- * Not async-signal-safe (uses vsnprintf).
+ * log: the agent's few messages, to the stderr the process had when the
+ * agent started, with a "[probing PID]" prefix.  Level from PROBING_LOG
+ * (error, warn, info, debug; default warn), read once.  One write() per
+ * message, so lines from threads do not mix.  log_msg is not
+ * async-signal-safe (uses vsnprintf); log_fd is.
+ *
+ * Where the lines go: the program may close descriptor 2 and open a file
+ * of its own that gets the number (a daemon does; so does a program that
+ * closes 1 and 2 and opens its data file).  A line of ours written to
+ * "descriptor 2" would then land in that file.  So the agent's stderr is
+ * the open file descriptor 2 held at start-up (the library's
+ * constructor, or the first message when that came earlier): a copy is
+ * kept at FDOWN_MIN or above, close-on-exec (common/fdown.h), and checked
+ * by identity before every write.  When the copy is gone (the program
+ * closed it) descriptor 2 is used only while it still holds that same
+ * file; otherwise the line is dropped: a message lost is better than a
+ * program's file written to.  When descriptor 2 was closed at start-up
+ * the agent has no stderr at all.
  */
 #ifndef LOG_H
 #define LOG_H
@@ -16,5 +30,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * A descriptor that holds the agent's stderr now (checked as above), to
+ * write one message to at once, or -1 when there is none.  For writers
+ * that cannot use log_msg (signal handlers: crash reports).
+ * Async-signal-safe once log_msg or the constructor has run (it only
+ * calls fstat).
+ */
+int log_fd(void);
 
 #endif
