@@ -9,6 +9,8 @@
 #include "cluster.h"
 #include "render/stackgroup.h"
 
+#define CLUSTER_NAME_BUF 1024 /* a name shown, escaped */
+
 #define NATIVE_SHOWN 16 /* native frames shown per group */
 
 /* The main thread's frames of a probing/backtrace body into s; *thread
@@ -82,8 +84,12 @@ static void print_native(const cJSON *thread)
 	const cJSON *f;
 	int k = 0, n = cJSON_GetArraySize(frames);
 
+	char b1[CLUSTER_NAME_BUF], b2[CLUSTER_NAME_BUF];
+
+	/* Names are the ranks' own: escaped (cli_text_fit). */
 	if (cJSON_IsString(err))
-		printf("  native: %s\n", err->valuestring);
+		printf("  native: %s\n",
+		       cli_text_fit(err->valuestring, 0, b1, sizeof(b1)));
 	if (!n)
 		return;
 	printf("  native (innermost first):\n");
@@ -97,9 +103,12 @@ static void print_native(const cJSON *thread)
 			break;
 		}
 		printf("    %s (%s)\n",
-		       cJSON_IsString(fn) && *fn->valuestring ? fn->valuestring
-							      : "?",
-		       cJSON_IsString(ob) ? ob->valuestring : "?");
+		       cli_text_fit(cJSON_IsString(fn) && *fn->valuestring
+					    ? fn->valuestring
+					    : "?",
+				    0, b1, sizeof(b1)),
+		       cli_text_fit(cJSON_IsString(ob) ? ob->valuestring : "?",
+				    0, b2, sizeof(b2)));
 	}
 }
 
@@ -107,7 +116,8 @@ static void print_groups(const struct sg_stack *st, size_t nst,
 			 const struct sg_group *g, size_t ng,
 			 const cJSON *const *threads)
 {
-	char ranges[4096], lines[256];
+	char ranges[4096], lines[256], b1[CLUSTER_NAME_BUF],
+		b2[CLUSTER_NAME_BUF];
 	int64_t *ranks = malloc((nst ? nst : 1) * sizeof(*ranks));
 
 	for (size_t i = 0; ranks && i < ng; i++) {
@@ -119,13 +129,17 @@ static void print_groups(const struct sg_stack *st, size_t nst,
 		printf("%s%s %s (%zu of %zu)", i ? "\n" : "",
 		       g[i].n == 1 ? "rank" : "ranks", ranges, g[i].n, nst);
 		if (first->n)
-			printf(": %s\n", first->frames[0].func);
+			printf(": %s\n", cli_text_fit(first->frames[0].func, 0,
+						       b1, sizeof(b1)));
 		else
 			printf("\n");
 		for (size_t d = 0; d < first->n; d++) {
 			lines_of(st, &g[i], d, lines, sizeof(lines));
 			printf("  #%-2zu %s (%s:%s)\n", d,
-			       first->frames[d].func, first->frames[d].file,
+			       cli_text_fit(first->frames[d].func, 0, b1,
+					    sizeof(b1)),
+			       cli_text_fit(first->frames[d].file, 0, b2,
+					    sizeof(b2)),
 			       lines);
 		}
 		if (!first->n)

@@ -212,7 +212,14 @@ int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 	else if (fmt == CLI_FORMAT_JSON)
 		print_json(r, n, v);
 	else {
-		printf("verdict: %s\n\n", v->text);
+		char *shown = malloc(sizeof(v->text) * 4);
+
+		/* Names ops, groups and errors of the ranks: escaped. */
+		printf("verdict: %s\n\n",
+		       shown ? cli_text_fit(v->text, 0, shown,
+					    sizeof(v->text) * 4)
+			     : "(out of memory)");
+		free(shown);
 		print_table(r, n);
 		printf("\nstacks (main threads):\n");
 		fflush(stdout);

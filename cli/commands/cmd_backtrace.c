@@ -15,6 +15,7 @@
 	20 /* columns of a local's value on a TTY, at least                    \
 	    */
 #define BT_TEXT_BUF 4096
+#define BT_NAME_BUF 1024 /* a name shown, escaped (cut with "…" past it) */
 
 struct bt_opts {
 	int locals;
@@ -102,18 +103,23 @@ static void gil_warning(const cJSON *body)
 		return;
 	holder = cJSON_GetObjectItemCaseSensitive(gil, "holder");
 	nid = cJSON_GetObjectItemCaseSensitive(gil, "holderNativeId");
+	char safe[96];
+
+	/* The holder's name is the program's: escaped (cli_text_fit). */
 	if (cJSON_IsNumber(nid)) {
 		char *h = cli_json_text(holder);
 		if (h && cJSON_IsString(holder))
 			snprintf(who, sizeof(who), "thread %lld \"%s\"",
-				 (long long)nid->valuedouble, h);
+				 (long long)nid->valuedouble,
+				 cli_text_fit(h, 0, safe, sizeof(safe)));
 		else
 			snprintf(who, sizeof(who), "thread %lld",
 				 (long long)nid->valuedouble);
 		free(h);
 	} else if (holder && !cJSON_IsNull(holder)) {
 		char *h = cli_json_text(holder);
-		snprintf(who, sizeof(who), "thread %s", h ? h : "?");
+		snprintf(who, sizeof(who), "thread %s",
+			 cli_text_fit(h ? h : "?", 0, safe, sizeof(safe)));
 		free(h);
 	}
 	fflush(stdout);
@@ -161,8 +167,10 @@ static void print_locals(const cJSON *frame, int tty)
 
 		size_t cols = 0;
 
-		if (!name)
-			name = "?";
+		char safe[BT_NAME_BUF];
+
+		/* The name is the program's too (a module's globals). */
+		name = cli_text_fit(name ? name : "?", 0, safe, sizeof(safe));
 		if (tty) {
 			/* One line each on a terminal. */
 			int w = cli_term_width() - 12 - (int)strlen(name);
@@ -188,7 +196,7 @@ static void print_thread(const cJSON *th, int locals, int tty)
 	const char *name = str_field(th, "name");
 	const char *state = str_field(th, "state");
 	long long id = num_field(th, "nativeId");
-	char attrs[128] = "";
+	char attrs[128] = "", buf[BT_NAME_BUF], buf2[BT_NAME_BUF];
 	int depth = 0;
 
 	if (id < 0)
@@ -203,16 +211,22 @@ static void print_thread(const cJSON *th, int locals, int tty)
 		strcat(attrs, state);
 	else if (*attrs)
 		attrs[strlen(attrs) - 2] = '\0';
-	printf("Thread %lld \"%s\"%s%s%s\n", id, name ? name : "?",
-	       *attrs ? " (" : "", attrs, *attrs ? ")" : "");
+	/* Names of threads, functions and files are the program's: their
+	 * control characters are escaped, never sent to the terminal. */
+	printf("Thread %lld \"%s\"%s%s%s\n", id,
+	       cli_text_fit(name ? name : "?", 0, buf, sizeof(buf)),
+	       *attrs ? " (" : "", cli_text_fit(attrs, 0, buf2, sizeof(buf2)),
+	       *attrs ? ")" : "");
 	cJSON_ArrayForEach(fr, frames)
 	{
 		const char *func = str_field(fr, "func");
 		const char *file = str_field(fr, "file");
 		long long line = num_field(fr, "line");
 
-		printf("  #%-2d %s (%s:%lld)\n", depth++, func ? func : "?",
-		       file ? file : "?", line);
+		printf("  #%-2d %s (%s:%lld)\n", depth++,
+		       cli_text_fit(func ? func : "?", 0, buf, sizeof(buf)),
+		       cli_text_fit(file ? file : "?", 0, buf2, sizeof(buf2)),
+		       line);
 		if (locals)
 			print_locals(fr, tty);
 	}

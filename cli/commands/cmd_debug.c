@@ -20,6 +20,7 @@
 #define DEBUG_WAIT_DEFAULT 300 /* seconds a paused target waits */
 #define DEBUG_WAIT_MAX 86400
 #define DEBUG_ADDRESS_MAX 256
+#define DEBUG_NAME_BUF 1024 /* a name shown, escaped */
 
 struct debug_opts {
 	enum { SHOW, DUMP, PAUSE, RESUME } what;
@@ -248,10 +249,13 @@ static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 	cJSON *args = cJSON_CreateObject();
 	const cJSON *frames, *f, *src;
 	const char *path = "?", *name = "?";
+	char b1[DEBUG_NAME_BUF], b2[DEBUG_NAME_BUF];
 
+	/* Thread, file and function names are the program's: escaped
+	 * (cli_text_fit), never sent to the terminal as they are. */
 	printf("Paused:  thread %lld", t->id);
 	if (t->name[0])
-		printf(" \"%s\"", t->name);
+		printf(" \"%s\"", cli_text_fit(t->name, 0, b1, sizeof(b1)));
 	cJSON_AddNumberToObject(args, "threadId", (double)t->id);
 	cJSON_AddNumberToObject(args, "levels", 1);
 	if (cli_request(ctx, "stackTrace", args, ctx->timeout_ms, &resp) ||
@@ -268,7 +272,8 @@ static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 			       ->valuestring;
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "name")))
 		name = cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring;
-	printf(" at %s:%lld (%s)\n", path, num(f, "line"), name);
+	printf(" at %s:%lld (%s)\n", cli_text_fit(path, 0, b1, sizeof(b1)),
+	       num(f, "line"), cli_text_fit(name, 0, b2, sizeof(b2)));
 	dap_message_free(resp);
 }
 
@@ -281,6 +286,7 @@ static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 static void report_pause(struct cmd_ctx *ctx, long long *tid)
 {
 	struct pause_report *r = calloc(1, sizeof(*r));
+	char name[DEBUG_NAME_BUF];
 	int64_t settle;
 	int running = -1;
 
@@ -321,9 +327,11 @@ static void report_pause(struct cmd_ctx *ctx, long long *tid)
 			       "when "
 			       "it returns to Python\n",
 			       r->t[i].id, r->t[i].name[0] ? " \"" : "",
-			       r->t[i].name, r->t[i].name[0] ? "\"" : "");
+			       cli_text_fit(r->t[i].name, 0, name, sizeof(name)),
+			       r->t[i].name[0] ? "\"" : "");
 	if (!r->listed)
-		printf("(the thread list could not be read: %s)\n", r->why);
+		printf("(the thread list could not be read: %s)\n",
+		       cli_text_fit(r->why, 0, name, sizeof(name)));
 	else if (running < 0)
 		printf("(which threads are paused could not be read)\n");
 	free(r);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "render/frames.h"
+#include "render/output.h"
 #include "serve/selfrun.h"
 
 #define WORDS_MAX 24
@@ -111,13 +112,29 @@ int dx_query(struct dx *d, cJSON **rows, const char *sql)
 	return 0;
 }
 
+/* Lines name the program's threads, functions and files, and quote what
+ * the looks said: their control characters are escaped here
+ * (cli_text_fit), once, for every door that shows them (the terminal,
+ * the web page, an assistant).  An escape takes at most 4 bytes for
+ * each byte of s. */
+static char *escaped(const char *s)
+{
+	size_t len = strlen(s) * 4 + 1;
+	char *out = malloc(len);
+
+	return out ? cli_text_fit(s, 0, out, len) : NULL;
+}
+
 static void add_line(char **lines, int *n, const char *fmt, va_list ap)
 {
-	char *s;
+	char *s, *e;
 
 	if (*n >= DX_LINES_MAX || vasprintf(&s, fmt, ap) < 0)
 		return;
-	lines[(*n)++] = s;
+	e = escaped(s);
+	free(s);
+	if (e)
+		lines[(*n)++] = e;
 }
 
 void dx_evidence(struct dx *d, const char *fmt, ...)
@@ -142,9 +159,12 @@ void dx_verdict(struct dx *d, const char *fmt, ...)
 {
 	va_list ap;
 
+	char raw[DX_TEXT_MAX];
+
 	va_start(ap, fmt);
-	vsnprintf(d->verdict, sizeof(d->verdict), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	cli_text_fit(raw, 0, d->verdict, sizeof(d->verdict));
 }
 
 void dx_free(struct dx *d)

@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "render/output.h"
+
+#define FRAME_WHERE_MAX 2048 /* bytes of a place, before escaping */
+
 int frame_own_code(const char *file)
 {
 	static const char *const libs[] = {"/torch/", "/lib/python",
@@ -60,8 +64,13 @@ void frame_where(const cJSON *frame, char *out, size_t len)
 		out[0] = '\0';
 		return;
 	}
-	snprintf(out, len, "%s (%s:%d)",
+	char raw[FRAME_WHERE_MAX];
+
+	/* The names are the program's: control characters escaped
+	 * (cli_text_fit), whoever shows the text. */
+	snprintf(raw, sizeof(raw), "%s (%s:%d)",
 		 cJSON_IsString(fn) ? fn->valuestring : "?",
 		 base ? base + 1 : file,
 		 cJSON_IsNumber(ln) ? (int)ln->valuedouble : 0);
+	cli_text_fit(raw, 0, out, len);
 }

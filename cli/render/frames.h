@@ -25,7 +25,8 @@ const cJSON *frames_main_thread(const cJSON *body);
  * the innermost; NULL when empty. */
 const cJSON *frames_own_innermost(const cJSON *frames);
 
-/* "load_batch (train.py:88)" for frame (the file's base name); "" for
+/* "load_batch (train.py:88)" for frame (the file's base name), control
+ * characters escaped (cli_text_fit: names are the program's); "" for
  * NULL. */
 void frame_where(const cJSON *frame, char *out, size_t len);
 

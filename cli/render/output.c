@@ -323,25 +323,23 @@ static void header_text(const struct cli_table *t, int col, char *out,
 			*q = toupper((unsigned char)*q);
 }
 
+/* A cell on a line of its own kind: backslashes doubled, and every
+ * control character (tab, newline and the ones a terminal would act on)
+ * and byte that is not UTF-8 as render_unit escapes it. */
 static void print_tsv_cell(FILE *f, const char *s)
 {
-	for (; s && *s; s++) {
-		switch (*s) {
-		case '\t':
-			fputs("\\t", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		case '\\':
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = s ? strlen(s) : 0, w;
+	char rep[16];
+
+	for (size_t i = 0; i < n;) {
+		if (p[i] == '\\') {
 			fputs("\\\\", f);
-			break;
-		default:
-			fputc(*s, f);
+			i++;
+			continue;
 		}
+		i += render_unit(p + i, n - i, rep, &w);
+		fputs(rep, f);
 	}
 }
 

@@ -8,9 +8,10 @@
  *   table (TTY)   boxed with Unicode box-drawing characters; control
  *                 characters shown as escapes; cells wider than
  *                 CLI_CELL_MAX columns cut with "…".
- *   table (pipe)  the header and the rows as tab-separated lines; tabs,
- *                 newlines and backslashes in cells escaped (\t \n \\);
- *                 never cut.
+ *   table (pipe)  the header and the rows as tab-separated lines;
+ *                 backslashes and control characters in cells escaped
+ *                 (\\ \t \n \r \x1b \u009b), bytes that are not UTF-8
+ *                 as \xNN; never cut.
  *   json          an array of objects, one per row, keys the column names,
  *                 values strings or null.
  *   csv           RFC 4180: CRLF line ends, fields with , " CR or LF

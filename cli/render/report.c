@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "output.h"
+
 #define LINES_MAX 10000000
 #define SOURCE_LINE_MAX 1000000 /* lines of a source file scanned */
+#define SHOWN_MAX 1024 /* bytes of one field shown, escaped (cut past it) */
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -459,32 +462,42 @@ static void print_flags(FILE *f, const char *flags)
 			fputc(*p, f);
 }
 
+/*
+ * Every field of a report is the program's text (names of threads,
+ * functions, files, its command line, source lines) or may be another
+ * user's (a planted report): shown with its control characters escaped
+ * (cli_text_fit), never sent to the terminal as it is.  E(s, i) is s so
+ * escaped in the i-th of a print's buffers.
+ */
+#define E(s, i) cli_text_fit((s) ? (s) : "?", 0, b[i], sizeof(b[i]))
+
 static void print_thread(FILE *f, const struct cli_report_thread *t, int source)
 {
-	char line[512];
+	char line[512], b[3][SHOWN_MAX], flags[SHOWN_MAX];
 
-	fprintf(f, "Thread %ld \"%s\"", t->tid, t->name);
+	fprintf(f, "Thread %ld \"%s\"", t->tid, E(t->name, 0));
 	if (t->flags[0]) {
 		fputs(" (", f);
-		print_flags(f, t->flags);
+		print_flags(f, cli_text_fit(t->flags, 0, flags, sizeof(flags)));
 		fputs(")", f);
 	}
 	fputs("\n", f);
 	/* The usual order is said once, in the first line; others here. */
 	if (t->python_label &&
 	    strcmp(t->python_label, "most recent call first"))
-		fprintf(f, "  python (%s):\n", t->python_label);
+		fprintf(f, "  python (%s):\n", E(t->python_label, 0));
 	for (size_t i = 0; i < t->npy; i++) {
 		const struct cli_report_pyframe *p = &t->py[i];
 
-		fprintf(f, "  #%-2zu %s (%s:%d)\n", i, p->func, p->file,
-			p->line);
+		fprintf(f, "  #%-2zu %s (%s:%d)\n", i, E(p->func, 0),
+			E(p->file, 1), p->line);
 		if (source &&
 		    source_line(p->file, p->line, line, sizeof(line)) == 0)
-			fprintf(f, "        %s\n", line);
+			fprintf(f, "        %s\n",
+				cli_text_fit(line, 0, b[0], sizeof(b[0])));
 	}
 	for (size_t i = 0; i < t->npy_notes; i++)
-		fprintf(f, "  (%s)\n", t->py_notes[i]);
+		fprintf(f, "  (%s)\n", E(t->py_notes[i], 0));
 	if (!t->has_native)
 		return;
 	fputs("  native:\n", f);
@@ -492,14 +505,14 @@ static void print_thread(FILE *f, const struct cli_report_thread *t, int source)
 		const struct cli_report_nframe *n = &t->nat[i];
 
 		if (n->object)
-			fprintf(f, "  #%-2d %s (%s)\n", n->index, n->func,
-				base_name(n->object));
+			fprintf(f, "  #%-2d %s (%s)\n", n->index, E(n->func, 0),
+				E(base_name(n->object), 1));
 		else
-			fprintf(f, "  #%-2d %s%s%s\n", n->index, n->ip,
-				n->func ? " " : "", n->func ? n->func : "");
+			fprintf(f, "  #%-2d %s%s%s\n", n->index, E(n->ip, 0),
+				n->func ? " " : "", n->func ? E(n->func, 1) : "");
 	}
 	for (size_t i = 0; i < t->nnat_notes; i++)
-		fprintf(f, "  (%s)\n", t->nat_notes[i]);
+		fprintf(f, "  (%s)\n", E(t->nat_notes[i], 0));
 }
 
 static const char *kind_title(const char *kind)
@@ -523,18 +536,19 @@ void cli_report_print(const struct cli_report *r, FILE *f, int source,
 	const char *when = cli_report_get(r, "time");
 	const char *cmd = cli_report_get(r, "cmdline");
 	const char *since = cli_report_get(r, "stuck-since");
+	char b[3][SHOWN_MAX];
 
-	fprintf(f, "%s: %s\n", kind_title(cli_report_get(r, "kind")),
-		reason ? reason : "?");
-	fprintf(f, "  process %s (%s) at %s\n", pid ? pid : "?",
-		cmd ? cmd : "?", when ? when : "?");
+	fprintf(f, "%s: %s\n", E(kind_title(cli_report_get(r, "kind")), 0),
+		E(reason, 1));
+	fprintf(f, "  process %s (%s) at %s\n", E(pid, 0), E(cmd, 1),
+		E(when, 2));
 	if (since)
-		fprintf(f, "  stuck since %s\n", since);
+		fprintf(f, "  stuck since %s\n", E(since, 0));
 	for (size_t i = 0; i < r->nafter; i++)
 		if (r->after[i][0])
-			fprintf(f, "  %s\n", r->after[i]);
+			fprintf(f, "  %s\n", E(r->after[i], 0));
 	if (path)
-		fprintf(f, "  report %s\n", path);
+		fprintf(f, "  report %s\n", E(path, 0));
 	if (!r->complete)
 		fputs("  INCOMPLETE: the report was cut short while it was "
 		      "written\n",
@@ -558,8 +572,10 @@ void cli_report_print(const struct cli_report *r, FILE *f, int source,
 			print_thread(f, t, source);
 		}
 	for (size_t i = 0; i < r->nnotes; i++)
-		fprintf(f, "\n(%s)\n", r->notes[i]);
+		fprintf(f, "\n(%s)\n", E(r->notes[i], 0));
 }
+
+#undef E
 
 /* ---- JSON ------------------------------------------------------------------
  */
