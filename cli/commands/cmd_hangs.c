@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cmd.h"
@@ -155,6 +156,24 @@ static int list(struct cmd_ctx *ctx, enum cli_format fmt)
 	return CLI_OK;
 }
 
+/* Source lines of the report are read with the rights of its process's
+ * user: the target's, when it is a pid here (its /proc entry's owner);
+ * else nobody's (report.h). */
+static void reader_of(const struct cmd_ctx *ctx, struct cli_report *r)
+{
+	char proc[64], *end;
+	struct stat st;
+	long pid = ctx->target ? strtol(ctx->target, &end, 10) : 0;
+
+	if (pid <= 0 || *end)
+		return;
+	snprintf(proc, sizeof(proc), "/proc/%ld", pid);
+	if (stat(proc, &st) == 0) {
+		r->reader_uid = (long)st.st_uid;
+		r->reader_gid = (long)st.st_gid;
+	}
+}
+
 static int show(struct cmd_ctx *ctx, long long id, enum cli_format fmt,
 		int source)
 {
@@ -188,6 +207,7 @@ static int show(struct cmd_ctx *ctx, long long id, enum cli_format fmt,
 	}
 	rc = cli_report_parse(text->valuestring, strlen(text->valuestring), &r,
 			      err, sizeof(err));
+	reader_of(ctx, &r);
 	if (rc) {
 		rc = cli_error(CLI_EFAIL, "the hang's report: %s", err);
 	} else if (fmt == CLI_FORMAT_JSON) {

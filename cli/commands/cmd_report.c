@@ -7,13 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "render/report.h"
 
-/* The whole of path ("-": stdin) into a heap buffer; NULL after saying
- * why. */
-static char *slurp(const char *path, size_t *len)
+/* The whole of path ("-": stdin) into a heap buffer, and whose it is in
+ * *owner (the file's owner: the user of the process that wrote it; stdin:
+ * ours, we chose to give it); NULL after saying why. */
+static char *slurp(const char *path, size_t *len, struct stat *owner)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
 	size_t cap = 1 << 16, n = 0;
@@ -22,6 +25,10 @@ static char *slurp(const char *path, size_t *len)
 	if (!f) {
 		cli_error(CLI_EFAIL, "%s: %s", path, strerror(errno));
 		return NULL;
+	}
+	if (f == stdin || fstat(fileno(f), owner)) {
+		owner->st_uid = geteuid();
+		owner->st_gid = getegid();
 	}
 	buf = malloc(cap + 1);
 	while (buf) {
@@ -66,6 +73,7 @@ static int cmd_report_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	};
 	enum cli_format fmt = ctx->format;
 	struct cli_report r;
+	struct stat owner;
 	char err[256], *text;
 	size_t len = 0;
 	int c, rc, source = 1;
@@ -93,11 +101,14 @@ static int cmd_report_exec(struct cmd_ctx *ctx, int argc, char **argv)
 				       argc - optind ? "one FILE at a time"
 						     : "which report? give "
 						       "FILE");
-	text = slurp(argv[optind], &len);
+	text = slurp(argv[optind], &len, &owner);
 	if (!text)
 		return CLI_EFAIL;
 	rc = cli_report_parse(text, len, &r, err, sizeof(err));
 	free(text);
+	/* Source lines are read with the report's writer's rights only. */
+	r.reader_uid = (long)owner.st_uid;
+	r.reader_gid = (long)owner.st_gid;
 	if (rc) {
 		cli_report_release(&r);
 		return cli_error(CLI_EFAIL, "%s: %s", argv[optind], err);
@@ -136,7 +147,8 @@ const struct cmd_entry cmd_report_entry = {
 		"and shows what happened, then the crashed or stuck thread "
 		"first, each\n"
 		"Python frame with its line of source when the file is still "
-		"there, then\n"
+		"there (a *.py\n"
+		"file the report's writer could read), then\n"
 		"the native frames.  FILE '-' reads stdin.  A report cut short "
 		"(the process\n"
 		"died while writing it) is shown as far as it goes and said "

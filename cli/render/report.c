@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "output.h"
 
@@ -295,6 +297,7 @@ int cli_report_parse(const char *text, size_t len, struct cli_report *out,
 	size_t lines = 0;
 
 	memset(out, 0, sizeof(*out));
+	out->reader_uid = out->reader_gid = -1;
 	if (len > CLI_REPORT_BYTES_MAX) {
 		end = text + CLI_REPORT_BYTES_MAX;
 		out->truncated = 1;
@@ -388,16 +391,65 @@ const char *cli_report_get(const struct cli_report *r, const char *key)
 
 /* ---- showing ------------------------------------------------------------- */
 
-/* Line n of file, stripped, into out; 0 when found. */
-static int source_line(const char *file, int n, char *out, size_t outlen)
+/* May uid/gid (-1: neither) do `want` (S_IROTH or S_IXOTH's bit, as an
+ * "other" bit) to what st describes?  Root may do everything. */
+static int permits(const struct stat *st, long uid, long gid, mode_t want)
+{
+	if (uid == 0)
+		return 1;
+	if (uid >= 0 && (long)st->st_uid == uid)
+		return (st->st_mode & (want << 6)) != 0;
+	if (gid >= 0 && (long)st->st_gid == gid)
+		return (st->st_mode & (want << 3)) != 0;
+	return (st->st_mode & want) != 0;
+}
+
+/* Could the report's process (r's reader) read file, a Python source?
+ * Its real path (links followed), every directory above it searchable
+ * and the file readable by that user, and a regular *.py file.  The
+ * checks and the open are not one step: a file swapped between them is
+ * still only what that user could read or a Python file. */
+static int may_read_source(const struct cli_report *r, const char *file,
+			   char *real)
+{
+	char dir[PATH_MAX], *slash;
+	struct stat st;
+	size_t n;
+
+	if (!realpath(file, real))
+		return 0;
+	n = strlen(real);
+	if (n < 4 || strcmp(real + n - 3, ".py") || stat(real, &st) ||
+	    !S_ISREG(st.st_mode) ||
+	    !permits(&st, r->reader_uid, r->reader_gid, S_IROTH))
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", real);
+	while ((slash = strrchr(dir, '/'))) {
+		int top = slash == dir;
+
+		slash[top] = '\0'; /* the top keeps its "/" */
+		if (stat(dir, &st) ||
+		    !permits(&st, r->reader_uid, r->reader_gid, S_IXOTH))
+			return 0;
+		if (top)
+			break;
+	}
+	return 1;
+}
+
+/* Line n of file, stripped, into out; 0 when found and r's reader may
+ * read it (may_read_source). */
+static int source_line(const struct cli_report *r, const char *file, int n,
+		       char *out, size_t outlen)
 {
 	FILE *f;
-	char buf[4096];
+	char buf[4096], real[PATH_MAX];
 	int cur = 0, found = -1;
 
-	if (n <= 0 || n > SOURCE_LINE_MAX || file[0] != '/')
+	if (n <= 0 || n > SOURCE_LINE_MAX || file[0] != '/' ||
+	    !may_read_source(r, file, real))
 		return -1;
-	f = fopen(file, "r");
+	f = fopen(real, "r");
 	if (!f)
 		return -1;
 	while (fgets(buf, sizeof(buf), f)) {
@@ -471,7 +523,8 @@ static void print_flags(FILE *f, const char *flags)
  */
 #define E(s, i) cli_text_fit((s) ? (s) : "?", 0, b[i], sizeof(b[i]))
 
-static void print_thread(FILE *f, const struct cli_report_thread *t, int source)
+static void print_thread(FILE *f, const struct cli_report *r,
+			 const struct cli_report_thread *t, int source)
 {
 	char line[512], b[3][SHOWN_MAX], flags[SHOWN_MAX];
 
@@ -492,7 +545,7 @@ static void print_thread(FILE *f, const struct cli_report_thread *t, int source)
 		fprintf(f, "  #%-2zu %s (%s:%d)\n", i, E(p->func, 0),
 			E(p->file, 1), p->line);
 		if (source &&
-		    source_line(p->file, p->line, line, sizeof(line)) == 0)
+		    source_line(r, p->file, p->line, line, sizeof(line)) == 0)
 			fprintf(f, "        %s\n",
 				cli_text_fit(line, 0, b[0], sizeof(b[0])));
 	}
@@ -569,7 +622,7 @@ void cli_report_print(const struct cli_report *r, FILE *f, int source,
 			if (lead != (pass == 0))
 				continue;
 			fputs("\n", f);
-			print_thread(f, t, source);
+			print_thread(f, r, t, source);
 		}
 	for (size_t i = 0; i < r->nnotes; i++)
 		fprintf(f, "\n(%s)\n", E(r->notes[i], 0));

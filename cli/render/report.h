@@ -73,6 +73,11 @@ struct cli_report {
 	size_t nafter;
 	int complete;
 	int truncated;
+	/* Whose rights source lines are read with (cli_report_print): the
+	 * user of the process the report is about, as the caller knows it
+	 * (the report file's owner); -1 (what parse sets): nobody's, so only
+	 * what every user may read. */
+	long reader_uid, reader_gid;
 };
 
 /* Parses text (len bytes).  Returns 0, -EINVAL when it is not a report
@@ -86,8 +91,13 @@ void cli_report_release(struct cli_report *r);
 const char *cli_report_get(const struct cli_report *r, const char *key);
 
 /* Prints r for a person; source: show each Python frame's line of code
- * when its file is readable.  path: where the report came from (shown),
- * may be NULL. */
+ * when its file is a Python source (*.py, a regular file) that the
+ * report's own process could read (r->reader_uid / reader_gid: owner,
+ * group or other permission bits of the file and of every directory
+ * above it; supplementary groups are not known, so not counted).  A
+ * report names whatever files its writer chose: another user's planted
+ * report must not make root show lines of root's own files.  path: where
+ * the report came from (shown), may be NULL. */
 void cli_report_print(const struct cli_report *r, FILE *f, int source,
 		      const char *path);
 

@@ -3,6 +3,7 @@
  */
 #include "mcp.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -316,7 +317,7 @@ static int resources_read(struct server *s, const cJSON *id,
 	cJSON *args = cJSON_CreateObject(), *res, *contents, *c;
 	const struct op *op;
 	struct op_result r;
-	char err[1024], pid[32];
+	char err[1024], pid[32], real[PATH_MAX];
 	int hang;
 
 	if (!cJSON_IsString(uri)) {
@@ -325,9 +326,12 @@ static int resources_read(struct server *s, const cJSON *id,
 				  "resources/read needs a uri");
 	}
 	if (!strncmp(uri->valuestring, "file://", 7) &&
-	    ops_report_name_ok(uri->valuestring + 7)) {
+	    !ops_report_served(uri->valuestring + 7, real, sizeof(real), err,
+			       sizeof(err))) {
+		/* Only reports the door lists (ops.h), never a path that
+		 * merely looks like one. */
 		op = ops_find("report");
-		cJSON_AddStringToObject(args, "file", uri->valuestring + 7);
+		cJSON_AddStringToObject(args, "file", real);
 	} else if (sscanf(uri->valuestring, "probing://hang/%31[0-9]/%d", pid,
 			  &hang) == 2 &&
 		   hang > 0) {

@@ -5,10 +5,13 @@
 #include "ops.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "serve/selfrun.h"
@@ -86,6 +89,122 @@ int ops_report_name_ok(const char *path)
 	return (!strncmp(base, "probing-crash-", 14) ||
 		!strncmp(base, "probing-hang-", 13)) &&
 	       n > 4 && !strcmp(base + n - 4, ".txt");
+}
+
+/* ---- which reports a door serves ----------------------------------------- */
+
+#define REPORT_AGENTS_MAX 64 /* live agents asked for their hangs */
+
+/* What a door looks for among the reports it knows: the real path of
+ * the one asked for, and its owner. */
+struct report_ask {
+	const char *real;
+	uid_t owner;
+	int found;
+};
+
+/* Is known (a report's path, as listed) the one asked for, or beside it
+ * and written by this user's own processes? */
+static void report_match(struct report_ask *a, const char *known)
+{
+	const char *sa, *sb;
+	char *real;
+
+	if (a->found || !known || !*known || !ops_report_name_ok(known) ||
+	    !(real = realpath(known, NULL)))
+		return;
+	sa = strrchr(real, '/');
+	sb = strrchr(a->real, '/');
+	/* Another report in a report directory is served only when it is
+	 * ours: not one another user put there (e.g. in /tmp). */
+	a->found = !strcmp(real, a->real) ||
+		   (sa && sb && sa - real == sb - a->real &&
+		    !strncmp(real, a->real, (size_t)(sa - real)) &&
+		    a->owner == geteuid());
+	free(real);
+}
+
+/* An op's JSON answer (rows), or NULL; takes args. */
+static cJSON *rows_of(const char *op_name, cJSON *args)
+{
+	struct op_result r;
+	char err[256];
+	cJSON *j = NULL;
+
+	if (!ops_run(ops_find(op_name), args, &r, err, sizeof(err))) {
+		if (r.ok)
+			j = cJSON_Parse(r.text);
+		ops_result_free(&r);
+	}
+	cJSON_Delete(args);
+	return j;
+}
+
+/* The recordings' reports first (files: quick); the live agents' hangs
+ * only when those do not answer. */
+static void report_look(struct report_ask *a)
+{
+	cJSON *runs = rows_of("list_recordings", NULL), *agents, *row, *ag;
+	int asked = 0;
+
+	cJSON_ArrayForEach(row, runs)
+		report_match(a, ops_str(row, "report"));
+	cJSON_Delete(runs);
+	if (a->found)
+		return;
+	agents = rows_of("list_agents", NULL);
+	cJSON_ArrayForEach(ag, agents)
+	{
+		cJSON *args, *hangs, *h;
+		const char *pid = ops_str(ag, "pid");
+
+		if (a->found || !pid || asked++ >= REPORT_AGENTS_MAX)
+			break;
+		args = cJSON_CreateObject();
+		cJSON_AddStringToObject(args, "target", pid);
+		cJSON_AddStringToObject(args, "sql",
+					"SELECT path FROM process.hangs "
+					"WHERE path IS NOT NULL");
+		hangs = rows_of("query", args);
+		cJSON_ArrayForEach(h, hangs)
+			report_match(a, ops_str(h, "path"));
+		cJSON_Delete(hangs);
+	}
+	cJSON_Delete(agents);
+}
+
+int ops_report_served(const char *path, char *real, size_t reallen,
+		      char *err, size_t errlen)
+{
+	struct report_ask a = {.real = NULL, .found = 0};
+	struct stat st;
+	char *r;
+
+	if (!path || !ops_report_name_ok(path)) {
+		snprintf(err, errlen,
+			 "file: only report files (probing-crash-*.txt, "
+			 "probing-hang-*.txt)");
+		return -1;
+	}
+	/* The file itself, links followed: its real name must be a report's
+	 * too, and it must be a regular file. */
+	r = realpath(path, NULL);
+	if (r && ops_report_name_ok(r) && stat(r, &st) == 0 &&
+	    S_ISREG(st.st_mode) && strlen(r) < reallen) {
+		a.real = r;
+		a.owner = st.st_uid;
+		report_look(&a);
+	}
+	if (a.found)
+		snprintf(real, reallen, "%s", r);
+	else
+		snprintf(err, errlen,
+			 "file: not a report this door serves: only the "
+			 "reports your recordings name (list_recordings' "
+			 "report column) or your live agents' hangs do, and "
+			 "your own reports beside them");
+	free(r);
+	return a.found ? 0 : -1;
 }
 
 int ops_duration(const cJSON *args, const char *dflt, int *ms, char *err,
@@ -253,9 +372,12 @@ static int build_cluster_hang(const cJSON *args, struct op_words *w, char *err,
 static int build_report(const cJSON *args, struct op_words *w, char *err,
 			size_t errlen)
 {
-	(void)err, (void)errlen;
-	return add(w, "report") || add(w, "--") ||
-	       add(w, str_arg(args, "file"));
+	char real[PATH_MAX];
+
+	if (ops_report_served(str_arg(args, "file"), real, sizeof(real), err,
+			      errlen))
+		return -1;
+	return add(w, "report") || add(w, "--") || add_fmt(w, "%s", real);
 }
 
 static int build_diagnose(const cJSON *args, struct op_words *w, char *err,

@@ -100,6 +100,21 @@ int ops_check(const char *name, const struct op_param *params,
  * files it is asked for (mcp's resources, web's report page). */
 int ops_report_name_ok(const char *path);
 
+/*
+ * Whether a door may serve the report at path (the MCP report tool and
+ * resources, the web page's report): a report's name, links followed to
+ * a regular file whose real name is a report's too, and either a report
+ * that this user's recordings (end.json's report) or live agents
+ * (process.hangs.path) name, or a report owned by this user in the
+ * directory of one of those.  Never one that another user put anywhere
+ * (../../tmp/probing-crash-1-2.txt): a report names source files whose
+ * lines are shown (report.h says whose rights read them).  Runs
+ * list_recordings, list_agents and one query per live agent (at most
+ * 64).  0 with the real path in real, or -1 with why in err.
+ */
+int ops_report_served(const char *path, char *real, size_t reallen,
+		      char *err, size_t errlen);
+
 /* An argument as a string (NULL when not one), a boolean (1 only for
  * true), an integer (dflt when not a number). */
 const char *ops_str(const cJSON *args, const char *name);

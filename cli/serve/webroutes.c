@@ -4,6 +4,7 @@
  */
 #include "serve/webroutes.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -123,21 +124,18 @@ static int build_hangs(const cJSON *args, struct op_words *w, char *err,
 	return id > 0 && op_words_fmt(w, "%d", id);
 }
 
-/* A report file the agent wrote, by its name only. */
+/* A report file the agent wrote, one the door serves (ops.h). */
 static int build_report(const cJSON *args, struct op_words *w, char *err,
 			size_t errlen)
 {
-	const char *f = ops_str(args, "file");
+	char real[PATH_MAX];
 
-	if (!ops_report_name_ok(f)) {
-		snprintf(err, errlen,
-			 "file: only report files (probing-crash-*.txt, "
-			 "probing-hang-*.txt)");
+	if (ops_report_served(ops_str(args, "file"), real, sizeof(real), err,
+			      errlen))
 		return -1;
-	}
 	return op_words_add(w, "-f") || op_words_add(w, "json") ||
 	       op_words_add(w, "report") || op_words_add(w, "--") ||
-	       op_words_add(w, f);
+	       op_words_fmt(w, "%s", real);
 }
 
 static int build_cluster_bt(const cJSON *args, struct op_words *w, char *err,
