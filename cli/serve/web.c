@@ -22,13 +22,26 @@
 #include "serve/webroutes.h"
 
 #define TOKEN_HEX 32
-#define COOKIE "probing_web"
+#define COOKIE "probing_web_" /* + the port: one cookie per server */
 #define CONNECTIONS_MAX 64
+#define STORED_MAX 8		  /* answers of stored routes kept */
+#define STORED_ID_HEX 16
 
 struct web {
 	char token[TOKEN_HEX * 2 + 1];
-	int loopback; /* listening on loopback only: Host is checked */
+	char cookie[32]; /* COOKIE and the port */
+	int loopback;	 /* listening on loopback only: Host is checked */
 };
+
+/* The answers of stored routes (webroutes.h), newest replacing the
+ * oldest; under lock (a thread per connection). */
+static struct stored {
+	char id[STORED_ID_HEX * 2 + 1];
+	char *body; /* owned */
+	size_t len;
+} stored[STORED_MAX];
+static unsigned stored_next;
+static pthread_mutex_t stored_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char page_csp[] =
 	"default-src 'self'; script-src 'self'; style-src 'self'; img-src "
@@ -123,9 +136,43 @@ static int host_ok(const struct web *w, struct MHD_Connection *c)
 	return 0;
 }
 
+/*
+ * Did the page of this very server send the request (or the user, typing
+ * or opening its address)?  A page elsewhere on the machine is the same
+ * *site* (127.0.0.1 on any port), so SameSite lets its requests carry
+ * our cookie: what tells them apart is the browser's Sec-Fetch-Site
+ * (same-origin, or none for an address the user opened) and Origin (our
+ * own scheme, host and port, as Host says).  A client that sends neither
+ * (curl, an old browser) is not a page of another site's making; POST's
+ * header still guards what acts.
+ */
+static int fetch_ok(struct MHD_Connection *c, const char **why)
+{
+	const char *site = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       "Sec-Fetch-Site");
+	const char *origin =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+	const char *host =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+
+	if (site && strcmp(site, "same-origin") && strcmp(site, "none")) {
+		*why = "refused: the request came from another page "
+		       "(Sec-Fetch-Site), not this server's own";
+		return 0;
+	}
+	if (origin && (!host || strncmp(origin, "http://", 7) ||
+		       strcasecmp(origin + 7, host))) {
+		*why = "refused: the request came from another origin "
+		       "(Origin), not this server's own";
+		return 0;
+	}
+	return 1;
+}
+
 static int cookie_ok(const struct web *w, struct MHD_Connection *c)
 {
-	return same(MHD_lookup_connection_value(c, MHD_COOKIE_KIND, COOKIE),
+	return same(MHD_lookup_connection_value(c, MHD_COOKIE_KIND,
+						w->cookie),
 		    w->token);
 }
 
@@ -153,7 +200,8 @@ static enum MHD_Result let_in(const struct web *w, struct MHD_Connection *c,
 		if (!isalnum((unsigned char)*p) && !strchr("_.:@/-[]", *p))
 			target = NULL;
 	snprintf(cookie, sizeof(cookie),
-		 COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", w->token);
+		 "%s=%s; Path=/; HttpOnly; SameSite=Strict", w->cookie,
+		 w->token);
 	snprintf(where, sizeof(where), "/%s%s", target ? "#agent/" : "",
 		 target ? target : "");
 	MHD_add_response_header(r, "Set-Cookie", cookie);
@@ -197,6 +245,51 @@ static cJSON *args_of(const struct web_route *rt, struct MHD_Connection *c)
 	return a;
 }
 
+/* Keeps body (taken) under a new id; 0, or -1 (body freed). */
+static int store(char *body, size_t len, char *id)
+{
+	unsigned char b[STORED_ID_HEX];
+	struct stored *st;
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+		free(body);
+		return -1;
+	}
+	for (int i = 0; i < STORED_ID_HEX; i++)
+		snprintf(id + 2 * i, 3, "%02x", b[i]);
+	pthread_mutex_lock(&stored_lock);
+	st = &stored[stored_next++ % STORED_MAX];
+	free(st->body);
+	memcpy(st->id, id, sizeof(st->id));
+	st->body = body;
+	st->len = len;
+	pthread_mutex_unlock(&stored_lock);
+	return 0;
+}
+
+/* GET of a stored route: the answer kept under ?id=, never acting. */
+static enum MHD_Result stored_answer(struct MHD_Connection *c,
+				     const struct web_route *rt)
+{
+	const char *id =
+		MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "id");
+	enum MHD_Result rc = MHD_NO;
+	int found = 0;
+
+	pthread_mutex_lock(&stored_lock);
+	for (int i = 0; id && i < STORED_MAX && !found; i++)
+		if (stored[i].body && same(id, stored[i].id)) {
+			found = 1;
+			rc = answer(c, MHD_HTTP_OK, rt->type, stored[i].body,
+				    stored[i].len, 1);
+		}
+	pthread_mutex_unlock(&stored_lock);
+	if (!found)
+		return error(c, MHD_HTTP_NOT_FOUND,
+			     "no such answer (POST makes one)", 0);
+	return rc;
+}
+
 static enum MHD_Result route(struct MHD_Connection *c,
 			     const struct web_route *rt)
 {
@@ -222,6 +315,18 @@ static enum MHD_Result route(struct MHD_Connection *c,
 		return error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, err, 0);
 	}
 	cJSON_Delete(args);
+	if (r.ok && rt->stored) {
+		char id[STORED_ID_HEX * 2 + 1], body[256];
+
+		if (store(r.text, strlen(r.text), id))
+			return error(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+				     "no random bytes for an id", 0);
+		r.text = NULL; /* kept */
+		snprintf(body, sizeof(body), "{\"url\":\"%s?id=%s\"}",
+			 rt->path, id);
+		return answer(c, MHD_HTTP_OK, "application/json", body,
+			      strlen(body), 1);
+	}
 	if (r.ok)
 		rc = answer(c, MHD_HTTP_OK, rt->type, r.text, strlen(r.text),
 			    1);
@@ -242,6 +347,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 	static int seen;
 	const struct web *w = cls;
 	const struct web_route *rt;
+	const char *why;
 	int post = !strcmp(method, "POST");
 
 	(void)version, (void)upload;
@@ -258,6 +364,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 			     "this server answers to its own address only "
 			     "(the Host header)",
 			     0);
+	if (!fetch_ok(c, &why))
+		return error(c, MHD_HTTP_FORBIDDEN, why, 0);
 	if (!post && strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST", 0);
 	if (!strcmp(url, "/") &&
@@ -292,10 +400,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
 	rt = web_route_find(url);
 	if (!rt)
 		return error(c, MHD_HTTP_NOT_FOUND, "no such page", 0);
+	if (rt->stored && !post)
+		return stored_answer(c, rt);
 	if (rt->post != post)
 		return error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 			     rt->post ? "POST" : "GET", 0);
-	/* A POST changes the target: the header too, which no other site's
+	/* A POST acts on the target: the header too, which no other site's
 	 * page can send here (CORS preflight is never answered). */
 	if (post && !header_ok(w, c))
 		return error(c, MHD_HTTP_FORBIDDEN,
@@ -407,6 +517,9 @@ int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen)
 		 ai->ai_family == AF_INET6 ? "[" : "", host,
 		 ai->ai_family == AF_INET6 ? "]" : "", bound);
 	w.loopback = loopback(ai->ai_addr);
+	/* Cookies do not tell ports apart: a server on another port keeps
+	 * its own cookie, never this one's. */
+	snprintf(w.cookie, sizeof(w.cookie), COOKIE "%d", bound);
 	fprintf(say, "probing web: http://%s/?token=%s%s%s\n", shown, w.token,
 		o->target ? "&target=" : "", o->target ? o->target : "");
 	if (!loopback(ai->ai_addr))

@@ -7,8 +7,14 @@
  * its own process.  Nothing new listens inside a target.
  *
  * Every request needs the server's token: the URL it prints carries it
- * once (?token=), which becomes an HttpOnly, SameSite=Strict cookie; POSTs
- * (the sampler's start and stop) need it in an X-Probing-Token header as
+ * once (?token=), which becomes an HttpOnly, SameSite=Strict cookie named
+ * for the server's port (probing_web_PORT: cookies do not tell ports
+ * apart).  Every request must come from the server's own page or the
+ * user: a Sec-Fetch-Site other than same-origin or none, or an Origin
+ * other than http://HOST (the Host header), is refused (403) — a page on
+ * another port of the machine is the same site, so SameSite alone would
+ * let its requests carry the cookie.  What acts on a target is POST only
+ * (webroutes.h), and POST needs the token in an X-Probing-Token header as
  * well.  On loopback (the default) the Host header must name loopback, on
  * any port (no DNS rebinding; a forwarded port works).
  */

@@ -241,26 +241,31 @@ static const struct op_param svg[] = {
 
 #define JSON "application/json"
 
+/* Acting routes (webroutes.h) are POST: query, backtrace (its locals
+ * call reprs), torch tracing, the flamegraph (it samples), the playbooks,
+ * the sampler's start and stop. */
 static const struct web_route routes[] = {
-	{"/api/agents", 0, JSON, none, RUN_MS, build_agents},
-	{"/api/runs", 0, JSON, none, RUN_MS, build_runs},
-	{"/api/backtrace", 0, JSON, bt, RUN_MS, build_backtrace},
-	{"/api/query", 0, JSON, query, RUN_MS, build_query},
-	{"/api/tables", 0, JSON, target, RUN_MS, build_tables},
-	{"/api/memory", 0, JSON, target, RUN_MS, build_memory},
-	{"/api/series", 0, JSON, series, RUN_MS, build_series},
-	{"/api/torch", 0, JSON, timed, RUN_MS, build_torch},
-	{"/api/hangs", 0, JSON, hangs, RUN_MS, build_hangs},
-	{"/api/report", 0, JSON, report, RUN_MS, build_report},
-	{"/api/cluster/backtrace", 0, JSON, target, 2 * RUN_MS,
+	{"/api/agents", 0, 0, JSON, none, RUN_MS, build_agents},
+	{"/api/runs", 0, 0, JSON, none, RUN_MS, build_runs},
+	{"/api/backtrace", 1, 0, JSON, bt, RUN_MS, build_backtrace},
+	{"/api/query", 1, 0, JSON, query, RUN_MS, build_query},
+	{"/api/tables", 0, 0, JSON, target, RUN_MS, build_tables},
+	{"/api/memory", 0, 0, JSON, target, RUN_MS, build_memory},
+	{"/api/series", 0, 0, JSON, series, RUN_MS, build_series},
+	{"/api/torch", 1, 0, JSON, timed, RUN_MS, build_torch},
+	{"/api/hangs", 0, 0, JSON, hangs, RUN_MS, build_hangs},
+	{"/api/report", 0, 0, JSON, report, RUN_MS, build_report},
+	{"/api/cluster/backtrace", 0, 0, JSON, target, 2 * RUN_MS,
 	 build_cluster_bt},
-	{"/api/cluster/hang", 0, JSON, target, 2 * RUN_MS, build_cluster_hang},
-	{"/api/diagnose", 0, JSON, diagnose, 2 * RUN_MS, build_diagnose},
-	{"/api/profile", 0, JSON, target, RUN_MS, build_perf},
-	{"/api/profile/start", 1, JSON, start, RUN_MS, build_start},
-	{"/api/profile/stop", 1, JSON, target, RUN_MS, build_stop},
-	{"/api/flamegraph.svg", 0, "image/svg+xml", svg, RUN_MS, build_svg},
-	{NULL, 0, NULL, NULL, 0, NULL},
+	{"/api/cluster/hang", 0, 0, JSON, target, 2 * RUN_MS,
+	 build_cluster_hang},
+	{"/api/diagnose", 1, 0, JSON, diagnose, 2 * RUN_MS, build_diagnose},
+	{"/api/profile", 0, 0, JSON, target, RUN_MS, build_perf},
+	{"/api/profile/start", 1, 0, JSON, start, RUN_MS, build_start},
+	{"/api/profile/stop", 1, 0, JSON, target, RUN_MS, build_stop},
+	{"/api/flamegraph.svg", 1, 1, "image/svg+xml", svg, RUN_MS,
+	 build_svg},
+	{NULL, 0, 0, NULL, NULL, 0, NULL},
 };
 
 const struct web_route *web_route_find(const char *path)

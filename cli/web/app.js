@@ -42,7 +42,7 @@ async function api(path, params = {}, post = false) {
 		try { msg = JSON.parse(text).error; } catch (e) { /* not JSON */ }
 		throw new Error(msg.replace(/^probing: /, ''));
 	}
-	return path.endsWith('.svg') ? text : JSON.parse(text);
+	return JSON.parse(text);
 }
 
 function table(rows, cols, opts = {}) {
@@ -168,7 +168,7 @@ function threadView(t, withLocals) {
 
 const views = {
 	async stacks(withLocals) {
-		const bt = await api('/api/backtrace', { target: S.target, locals: withLocals && S.frame ? 1 : undefined });
+		const bt = await api('/api/backtrace', { target: S.target, locals: withLocals && S.frame ? 1 : undefined }, true);
 		const threads = bt.threads || [];
 		threads.sort((a, b) => (b.isMain ? 1 : 0) - (a.isMain ? 1 : 0));
 		return [el('p', { class: 'muted' }, `${threads.length} threads, read at ${new Date().toLocaleTimeString()}; refreshes every 2 s; click a frame for its locals`),
@@ -181,7 +181,7 @@ const views = {
 		const run = async () => {
 			put(out, el('p', { class: 'muted' }, 'Running…'));
 			try {
-				const rows = await api('/api/query', { target: S.target, sql: box.value });
+				const rows = await api('/api/query', { target: S.target, sql: box.value }, true);
 				put(out, el('p', { class: 'muted' }, `${rows.length} rows`), table(rows));
 			} catch (e) { put(out, error(e)); }
 		};
@@ -201,14 +201,18 @@ const views = {
 		const idle = el('input', { type: 'checkbox', id: 'idle' });
 		const state = el('span', { class: 'muted' });
 		let started = null;
-		const load = (params) => {
+		const load = async (params) => {
 			put(frame, el('p', { class: 'muted' }, 'Sampling…'));
-			const q = new URLSearchParams({ target: S.target, ...params });
-			if (native.checked) q.set('native', 1);
-			if (idle.checked) q.set('idle', 1);
-			// The SVG is the project's own, with its own script: in a frame.
+			const q = { target: S.target, ...params };
+			if (native.checked) q.native = 1;
+			if (idle.checked) q.idle = 1;
+			// Sampling acts on the target: a POST, whose answer the
+			// server keeps; the SVG is the project's own, with its own
+			// script: in a frame, which reads that answer.
+			let made;
+			try { made = await api('/api/flamegraph.svg', q, true); } catch (e) { put(frame, error(e)); return; }
 			const note = frame.firstChild;
-			const f = el('iframe', { class: 'flame', src: '/api/flamegraph.svg?' + q, title: 'flamegraph' });
+			const f = el('iframe', { class: 'flame', src: made.url, title: 'flamegraph' });
 			f.addEventListener('load', () => note.remove(), { once: true });
 			frame.append(f);
 		};
@@ -251,7 +255,7 @@ const views = {
 		const out = el('div', {});
 		const trace = async () => {
 			put(out, el('p', { class: 'muted' }, 'Tracing for 3 s…'));
-			try { put(out, table(await api('/api/torch', { target: S.target, duration: '3s' }))); } catch (e) { put(out, error(e)); }
+			try { put(out, table(await api('/api/torch', { target: S.target, duration: '3s' }, true))); } catch (e) { put(out, error(e)); }
 		};
 		const steps = await api('/api/series', { target: S.target, what: 'steps' }).catch(() => []);
 		return [el('div', { class: 'toolbar' }, el('button', { id: 'trace', on: { click: trace } }, 'Trace modules for 3 s'),
@@ -273,7 +277,7 @@ const views = {
 		const run = async (playbook) => {
 			put(out, el('p', { class: 'muted' }, `Running the ${playbook} playbook…`));
 			try {
-				const d = await api('/api/diagnose', { target: S.target, playbook });
+				const d = await api('/api/diagnose', { target: S.target, playbook }, true);
 				put(out, el('p', { class: 'verdict' }, d.verdict),
 					el('ul', {}, d.evidence.map((x) => el('li', {}, x))),
 					d.next.length ? el('pre', {}, d.next.join('\n')) : null);

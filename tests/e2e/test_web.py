@@ -33,13 +33,19 @@ class Web:
     def get(self, path, headers=None, method="GET", cookie=True):
         h = dict(headers or {})
         if cookie:
-            h.setdefault("Cookie", "probing_web=" + self.token)
+            h.setdefault("Cookie", "probing_web_%s=%s" % (self.port, self.token))
         c = http.client.HTTPConnection(self.host, int(self.port), timeout=60)
         c.request(method, path, headers=h)
         r = c.getresponse()
         body = r.read().decode()
         c.close()
         return r.status, dict(r.getheaders()), body
+
+    def post(self, path, headers=None):
+        """A POST as the page makes it: the cookie and the header."""
+        h = dict(headers or {})
+        h.setdefault("X-Probing-Token", self.token)
+        return self.get(path, headers=h, method="POST")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -62,12 +68,12 @@ def test_the_token(web):
         st, _, body = web.get(path, cookie=False)
         assert st == 401, (path, st, body)
     st, h, _ = web.get("/api/agents", cookie=False,
-                       headers={"Cookie": "probing_web=" + "0" * 64})
+                       headers={"Cookie": "probing_web_%s=%s" % (web.port, "0" * 64)})
     assert st == 401
     st, h, _ = web.get("/?token=" + web.token, cookie=False)
     assert st == 303 and h["Location"] == "/"
-    assert h["Set-Cookie"] == ("probing_web=%s; Path=/; HttpOnly; "
-                               "SameSite=Strict" % web.token)
+    assert h["Set-Cookie"] == ("probing_web_%s=%s; Path=/; HttpOnly; "
+                               "SameSite=Strict" % (web.port, web.token))
     st, h, _ = web.get("/?token=%s&target=1234" % web.token, cookie=False)
     assert h["Location"] == "/#agent/1234"
     st, h, _ = web.get("/?token=%s&target=1%%0d%%0aX:1" % web.token,
@@ -121,18 +127,18 @@ def test_routes(web, spawn, python):
     t.wait_line("ready")
     st, _, body = web.get("/api/agents")
     assert str(t.pid) in [a["pid"] for a in json.loads(body)]
-    st, _, body = web.get("/api/backtrace?target=%d" % t.pid)
+    st, _, body = web.post("/api/backtrace?target=%d" % t.pid)
     assert st == 200, body
     main = [th for th in json.loads(body)["threads"] if th["isMain"]][0]
     assert main["frames"][0]["func"] == "wait_here"
-    st, _, body = web.get("/api/query?target=%d&sql=SELECT%%2041%%2B1%%20AS%%20n"
-                          % t.pid)
+    st, _, body = web.post("/api/query?target=%d&sql=SELECT%%2041%%2B1%%20AS%%20n"
+                           % t.pid)
     assert st == 200 and json.loads(body) == [{"n": 42}], body
-    st, _, body = web.get("/api/query?target=%d&sql=SELEC" % t.pid)
+    st, _, body = web.post("/api/query?target=%d&sql=SELEC" % t.pid)
     assert st == 422, body
     err = json.loads(body)
     assert err["exit"] == 7 and "syntax error" in err["error"], err
-    st, _, body = web.get("/api/query?target=%d" % t.pid)
+    st, _, body = web.post("/api/query?target=%d" % t.pid)
     assert st == 400 and "needs 'sql'" in json.loads(body)["error"], body
     st, _, body = web.get("/api/tables?target=%d" % t.pid)
     names = [r["name"] for r in json.loads(body)]
@@ -141,10 +147,12 @@ def test_routes(web, spawn, python):
     assert st == 400 and "not one of the choices" in body, body
     st, _, body = web.get("/api/report?file=/etc/passwd")
     assert st == 400 and "only report files" in body, body
-    st, _, body = web.get("/api/backtrace?target=999999999")
+    st, _, body = web.post("/api/backtrace?target=999999999")
     assert st == 422 and json.loads(body)["exit"] == 3, body
-    st, h, body = web.get("/api/flamegraph.svg?target=%d&duration=500ms&idle=1"
-                          % t.pid)
+    st, h, body = web.post("/api/flamegraph.svg?target=%d&duration=500ms&idle=1"
+                           % t.pid)
+    assert st == 200, body
+    st, h, body = web.get(json.loads(body)["url"])
     assert st == 200 and h["Content-Type"] == "image/svg+xml", body[:300]
     assert "wait_here" in body
     assert "script-src 'unsafe-inline'" in h["Content-Security-Policy"]
@@ -197,7 +205,7 @@ def test_commands_start_with_no_signal_blocked(web, spawn, python):
     t = spawn(python, "import time\nwhile True: time.sleep(0.05)\n")
     t.wait_agent()
     got = {}
-    th = threading.Thread(target=lambda: got.update(r=web.get(
+    th = threading.Thread(target=lambda: got.update(r=web.post(
         "/api/flamegraph.svg?target=%d&duration=3s" % t.pid)))
     th.start()
     kids = []

@@ -98,9 +98,32 @@ describe('probing web in chromium', () => {
 		const port = new URL(base).port;
 		const evil = await request(base + '/api/agents', { headers: { Host: 'evil.example:' + port, 'X-Probing-Token': token } });
 		assert.equal(evil.status, 403);
+		assert.match(r.headers['set-cookie'][0], new RegExp(`^probing_web_${port}=`)); // one per server
 		const post = await request(base + `/api/profile/start?target=${train.pid}`,
-			{ method: 'POST', headers: { Cookie: 'probing_web=' + token } });
+			{ method: 'POST', headers: { Cookie: `probing_web_${port}=` + token } });
 		assert.equal(post.status, 403, post.body); // a cookie alone does not start the sampler
+	});
+
+	it('a page on another port of this machine cannot use the session (issue 27)', async () => {
+		// Same site as the server (127.0.0.1, any port): the browser sends
+		// the SameSite=Strict cookie along; the server refuses anyway.
+		const q = `${base}/api/query?target=${train.pid}&sql=SELECT%2041%2B1%20AS%20n`;
+		const evil = http.createServer((req, res) => {
+			res.setHeader('Content-Type', 'text/html');
+			res.end(`<a id="go" href="${base}/api/agents">agents</a><a id="q" href="${q}">query</a>`);
+		});
+		await new Promise((resolve) => evil.listen(0, '127.0.0.1', resolve));
+		try {
+			const there = `http://127.0.0.1:${evil.address().port}/`;
+			for (const id of ['#go', '#q']) {
+				await page.goto(there);
+				const [resp] = await Promise.all([page.waitForNavigation(), page.click(id)]);
+				assert.equal(resp.status(), 403, await resp.text());
+				assert.match(await resp.text(), /another page/);
+			}
+		} finally {
+			evil.close();
+		}
 	});
 
 	it('the agents, the recordings and the crash report', async () => {
