@@ -96,10 +96,7 @@ def test_debug_pause_address_keeps_other_users_out(spawn, python, dirs):
     r = probing("debug", "--pause", "--address", "127.0.0.1:%d" % port,
                 "--wait", "60", target=t.pid, env=dirs, timeout=120)
     assert r.rc == 0, r
-    path = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing", "token")
-    # The command says where the token is, and it is there, root's only.
-    assert token_line(r.out).startswith("token: %s " % path), r.out
-    assert (os.stat(path).st_mode & 0o077) == 0
+    said = r.out
     r = probing("debug", "--resume", target=t.pid, env=dirs)
     assert r.rc == 0, r
     listening(port)
@@ -108,6 +105,10 @@ def test_debug_pause_address_keeps_other_users_out(spawn, python, dirs):
     assert other.returncode == 12, (other.returncode, other.stdout, other.stderr)
     assert "needs a token" in other.stderr, other.stderr
     assert "root-only-41" not in other.stdout
+    # The command said where the token is, and it is there, root's only.
+    path = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing", "token")
+    assert token_line(said).startswith("token: %s " % path), said
+    assert (os.stat(path).st_mode & 0o077) == 0
     # Root's CLI finds the token file by itself.
     r = probing("eval", "secret", target="127.0.0.1:%d" % port, env=dirs)
     assert r.rc == 0 and "root-only-41" in r.out, r
@@ -121,12 +122,13 @@ def test_inject_listen_keeps_other_users_out(spawn, dirs):
     r = probing("inject", "--listen", "127.0.0.1:%d" % port, target=t.pid,
                 env=dirs, timeout=120)
     assert r.rc == 0, r
-    path = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing", "token")
-    assert token_line(r.out).startswith("token: %s " % path), r.out
+    said = r.out
     listening(port)
     other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
     assert other.returncode == 12, (other.returncode, other.stdout, other.stderr)
     assert "root-only-41" not in other.stdout
+    path = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing", "token")
+    assert token_line(said).startswith("token: %s " % path), said
     r = probing("eval", "secret", target="127.0.0.1:%d" % port, env=dirs)
     assert r.rc == 0 and "root-only-41" in r.out, r
     # The setting shows where the token comes from, never the token.
