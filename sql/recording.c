@@ -73,6 +73,7 @@ struct recording {
 	sqlite3 *disk; /* open during a flush or a trim */
 	int in_txn;
 	unsigned flushes_since_ckpt;
+	uint64_t min_free; /* recvfs.h's headroom, bytes; 0: none */
 	struct recording_stats stats;
 };
 
@@ -390,7 +391,7 @@ static void find_tables(struct recording *r, char *err, size_t errlen)
  * transaction over them. */
 static int disk_open(struct recording *r, char *err, size_t errlen)
 {
-	char path[4200];
+	char path[4200], query[128];
 	int rc;
 
 	if (r->disk)
@@ -435,7 +436,9 @@ static int disk_open(struct recording *r, char *err, size_t errlen)
 		 * memory, no shared-memory file.  auto_vacuum applies to a
 		 * new file only (before its first table): trimmed space can
 		 * then be given back. */
-		uri = recvfs_uri(path, "vfs=" RECVFS_NAME);
+		snprintf(query, sizeof(query), "vfs=%s&min_free=%llu",
+			 RECVFS_NAME, (unsigned long long)r->min_free);
+		uri = recvfs_uri(path, query);
 		sql = uri ? sqlite3_mprintf(
 				    "ATTACH %Q AS \"%w\";"
 				    "PRAGMA \"%w\".auto_vacuum = INCREMENTAL;"
@@ -823,7 +826,7 @@ int recording_flush(struct recording *r, size_t max_rows, char *err,
 {
 	double t0 = now_ms();
 	uint64_t rows0 = r->stats.rows;
-	int saved, rc = 0, busy = 0;
+	int saved, rc = 0, busy = 0, full = 0;
 
 	saved = store_lock(r->st);
 	find_tables(r, err, errlen);
@@ -846,13 +849,14 @@ int recording_flush(struct recording *r, size_t max_rows, char *err,
 		int code = sqlite3_errcode(r->disk) & 0xff;
 
 		busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
+		full = code == SQLITE_FULL;
 	}
 	disk_close(r);
 	flush_done(r, rc == 0);
 	if (r->stats.rows != rows0 && !rc)
 		r->stats.flushes++;
 	r->stats.last_ms = now_ms() - t0;
-	return busy ? -EBUSY : rc;
+	return busy ? -EBUSY : full ? -ENOSPC : rc;
 }
 
 /* Bytes the file of schema holds in use, and its WAL's. */
@@ -978,10 +982,17 @@ int recording_trim(struct recording *r, double not_before, uint64_t max_bytes,
 		if (!rc)
 			rc = total_bytes(r, &size, err, errlen);
 	}
+	if (rc && r->disk && (sqlite3_errcode(r->disk) & 0xff) == SQLITE_FULL)
+		rc = -ENOSPC;
 	disk_close(r);
 	if (bytes)
 		*bytes = size;
 	return rc;
+}
+
+void recording_set_min_free(struct recording *r, uint64_t bytes)
+{
+	r->min_free = bytes;
 }
 
 void recording_stats(const struct recording *r, struct recording_stats *out)

@@ -52,10 +52,18 @@ int recording_open(struct store *st, const char *dir, struct recording **out,
 void recording_close(struct recording *r);
 
 /*
+ * The free space the files leave on their file system: from the next
+ * flush or trim on, a write that would grow a file into the last bytes
+ * free fails as on a full disk (recvfs.h).  0 (the default): none.
+ */
+void recording_set_min_free(struct recording *r, uint64_t bytes);
+
+/*
  * Copies what is new, at most max_rows rows per table (the rest next
  * time).  0; -EBUSY when a reader holds a file's lock (nothing lost: the
- * next flush copies it all); or an error with err: STORE_ESQL (SQLite's
- * word, e.g. the disk is full: SQLITE_FULL) or -errno.  After an error
+ * next flush copies it all); -ENOSPC when the disk is full or the
+ * headroom reached (SQLITE_FULL; err has SQLite's word); or another error
+ * with err: STORE_ESQL (SQLite's word) or -errno.  After an error
  * the files hold the flushes before it, whole, and what this one took is
  * taken again by the next; the caller decides whether to go on.
  */
@@ -100,7 +108,8 @@ int recording_rows_end(struct recording_rows *w);
  * Disk bounds: deletes rows whose ts is before not_before (0: none), then,
  * while the files hold more than max_bytes (0: no bound), the oldest 10%
  * of each table with a ts column, and gives the space back.  *bytes is
- * the size after.  0, or STORE_ESQL / -errno with err.
+ * the size after.  0, or STORE_ESQL / -errno with err (-ENOSPC as for
+ * recording_flush).
  */
 int recording_trim(struct recording *r, double not_before, uint64_t max_bytes,
 		   uint64_t *bytes, char *err, size_t errlen);

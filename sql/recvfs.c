@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -32,6 +33,7 @@ struct rfile {
 	struct fdown fd;
 	int lock;  /* SQLITE_LOCK_NONE ... EXCLUSIVE */
 	char *del; /* unlinked at close (DELETEONCLOSE), or NULL */
+	sqlite3_int64 min_free; /* bytes a write that grows it leaves free */
 };
 
 static sqlite3_vfs *base_vfs; /* the default VFS: names, time, temp files */
@@ -82,6 +84,27 @@ static int io_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off)
 	return SQLITE_OK;
 }
 
+/*
+ * May the file at fd grow to end bytes and leave min_free bytes free on
+ * its file system (what an unprivileged writer may still use)?  A write
+ * within the file's size needs no more room (the recording's files are
+ * not sparse).  min_free 0: yes.
+ */
+static int room_for(int fd, sqlite3_int64 min_free, sqlite3_int64 end)
+{
+	struct statvfs v;
+	struct stat sb;
+	sqlite3_int64 grow;
+
+	if (min_free <= 0 || fstat(fd, &sb) < 0 || end <= sb.st_size)
+		return 1;
+	grow = end - (sqlite3_int64)sb.st_size;
+	if (fstatvfs(fd, &v) < 0)
+		return 1; /* the write says what is wrong */
+	return (sqlite3_int64)v.f_bavail * (sqlite3_int64)v.f_frsize >=
+	       grow + min_free;
+}
+
 static int io_write(sqlite3_file *file, const void *buf, int amt,
 		    sqlite3_int64 off)
 {
@@ -90,6 +113,8 @@ static int io_write(sqlite3_file *file, const void *buf, int amt,
 
 	if (fd < 0)
 		return SQLITE_IOERR_WRITE;
+	if (!room_for(fd, ((struct rfile *)file)->min_free, off + amt))
+		return SQLITE_FULL;
 	while (done < (size_t)amt) {
 		ssize_t n =
 			pwrite(fd, (const char *)buf + done, (size_t)amt - done,
@@ -285,6 +310,11 @@ static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file,
 		oflags |= O_EXCL;
 	if (fdown_open_take(&f->fd, name, oflags, 0600) < 0)
 		return SQLITE_CANTOPEN;
+	/* The headroom the URI asks for (recvfs.h): the database's own
+	 * parameter, read through its journal's and WAL's names too. */
+	if (flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL |
+		     SQLITE_OPEN_WAL))
+		f->min_free = sqlite3_uri_int64(name, "min_free", 0);
 	if (flags & SQLITE_OPEN_DELETEONCLOSE) {
 		f->del = sqlite3_mprintf("%s", name);
 		if (!f->del) {

@@ -15,6 +15,12 @@
  * calls (names, delete, access, time, randomness) go to the default VFS;
  * nameless temporary files too.
  *
+ * Headroom: a file attached with the URI parameter min_free=N (bytes)
+ * never grows where that would leave less than N bytes free on its file
+ * system (statvfs's f_bavail): the write fails with SQLITE_FULL, as on a
+ * full disk, before the program's disk is full.  Its journal and WAL
+ * files take the database's parameter.
+ *
  * Threads: any; registered once per process.
  */
 #ifndef RECVFS_H

@@ -39,7 +39,7 @@ struct setting {
 	const char *doc;
 	char value[CONFIG_VALUE_MAX];
 	int set;
-	unsigned flags;        /* CONFIG_RUNS_CODE */
+	unsigned flags;        /* CONFIG_RUNS_CODE, _WRITES, _SIGNALS */
 };
 
 static struct setting settings[] = {
@@ -104,7 +104,7 @@ static struct setting settings[] = {
 	{"profile.native_idle", K_BOOL, "off", 0, 0,
 	 "native stacks of idle and GIL-waiting threads too (the signal "
 	 "interrupts their system call: C code may see EINTR)",
-	 "", 0, 0},
+	 "", 0, CONFIG_SIGNALS},
 	{"profile.retention_rows", K_INT, "1000000", 1000, 100000000,
 	 "samples kept in profile.samples (the oldest go first)", "", 0, 0},
 	{"profile.retention_bytes", K_INT, "134217728", 1048576, 17179869184LL,
@@ -162,36 +162,46 @@ static struct setting settings[] = {
 	 "where recorded tables are kept on disk, one directory per process: "
 	 "auto ($XDG_STATE_HOME/probing or ~/.local/state/probing), an "
 	 "absolute path, or off (memory only)",
-	 "", 0, 0},
+	 "", 0, CONFIG_WRITES},
 	{"data.flush_ms", K_INT, "1000", 100, 60000,
 	 "copy what the recorded tables gained to disk this often", "", 0, 0},
+	{"data.min_free_mb", K_INT, "256", 0, 16777216,
+	 "free space the recording leaves on its file system for the "
+	 "program, in megabytes (or data.min_free_pct, whichever is more): "
+	 "it stops there and removes its files (0 and 0: no headroom)",
+	 "", 0, CONFIG_WRITES},
+	{"data.min_free_pct", K_INT, "2", 0, 90,
+	 "free space the recording leaves on its file system for the "
+	 "program, in percent of its size (or data.min_free_mb, whichever "
+	 "is more)",
+	 "", 0, CONFIG_WRITES},
 	{"data.status", K_INFO, "", 0, 0,
 	 "the recording on disk: where, how big, or why there is none", "", 0,
 	 0},
 	{"retention.days", K_INT, "7", 0, 36500,
 	 "recorded rows older than this go, and recordings of processes "
 	 "that ended longer ago (0: no bound)",
-	 "", 0, 0},
+	 "", 0, CONFIG_WRITES},
 	{"retention.max_mb", K_INT, "1024", 0, 16777216,
 	 "megabytes all recordings under data.dir may take: the oldest "
 	 "ended ones go first, then the running ones' oldest rows (0: no "
 	 "bound)",
-	 "", 0, 0},
+	 "", 0, CONFIG_WRITES},
 	{"crash.enabled", K_BOOL, "off", 0, 0,
 	 "on a fatal signal or an uncaught exception, write every thread's "
 	 "stack to a report file and stderr (PROBING_CRASH=1)",
-	 "", 0, 0},
+	 "", 0, CONFIG_WRITES},
 	{"crash.path", K_TEXT, "", 0, 0,
 	 "directory of crash and hang reports (empty: the working directory)",
-	 "", 0, 0},
+	 "", 0, CONFIG_WRITES},
 	{"hang.timeout", K_TEXT, "off", 0, 0,
 	 "report a hang when the main thread's Python stack has not changed "
 	 "for this long: 300s, 5m, 1h, off",
-	 "", 0, 0},
+	 "", 0, CONFIG_WRITES | CONFIG_SIGNALS},
 	{"hang.native", K_BOOL, "on", 0, 0,
 	 "hang reports include each thread's native stack (one SIGURG per "
 	 "thread)",
-	 "", 0, 0},
+	 "", 0, CONFIG_SIGNALS},
 	{"hang.max_rows", K_INT, "1000", 1, 100000,
 	 "hangs kept in process.hangs (oldest go first)", "", 0, 0},
 };
@@ -531,25 +541,29 @@ int config_check(const char *name, const char *value, char *err,
 	return rc;
 }
 
-int config_runs_code(const char *name, const char *value)
+unsigned config_effects(const char *name, const char *value)
 {
 	struct option opts[SWITCH_OPTS_MAX];
 	struct setting *s = find(name);
 	size_t n = 0;
 	char err[256];
+	unsigned flags;
 	int on;
 
 	if (!s)
 		return 0;
-	if (s->flags & CONFIG_RUNS_CODE)
-		return 1;
+	flags = s->flags;
 	if (s->kind != K_SWITCH ||
 	    parse_switch(s, value, &on, opts, &n, err, sizeof(err)))
-		return 0;
+		return flags;
 	for (size_t i = 0; i < n; i++)
-		if (opts[i].s->flags & CONFIG_RUNS_CODE)
-			return 1;
-	return 0;
+		flags |= opts[i].s->flags;
+	return flags;
+}
+
+int config_runs_code(const char *name, const char *value)
+{
+	return (config_effects(name, value) & CONFIG_RUNS_CODE) != 0;
 }
 
 void config_set_info(const char *name, const char *value)

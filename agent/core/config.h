@@ -41,13 +41,29 @@ int config_set(const char *name, const char *value, char *err, size_t errlen);
 int config_check(const char *name, const char *value, char *err,
 		 size_t errlen);
 
-/* Settings that make the target run code of the client's choosing:
- * torch.watch (reprs of locals at every traced step).  Read-only mode
- * refuses to change them (readonly.h). */
+/*
+ * What changing a setting lets a client do to the target; read-only mode
+ * refuses to change a setting with any of them (readonly.h):
+ *
+ * CONFIG_RUNS_CODE: the target runs code of the client's choosing
+ *   (torch.watch: reprs of locals at every traced step).
+ * CONFIG_WRITES: the agent writes or deletes files as the target's user
+ *   where the client says, or fills the target's disk (data.dir,
+ *   data.min_free_*, retention.*, crash.*, hang.timeout: reports).
+ * CONFIG_SIGNALS: the agent sends signals to the program's threads that
+ *   it would not send otherwise (profile.native_idle: idle threads'
+ *   system calls interrupted; hang.native: one SIGURG per thread).
+ */
 #define CONFIG_RUNS_CODE 1u
+#define CONFIG_WRITES 2u
+#define CONFIG_SIGNALS 4u
 
-/* 1 when setting name to value changes a CONFIG_RUNS_CODE setting: the
- * setting itself, or an option of a switch (torch.profiling's exprs=). */
+/* The CONFIG_* flags of what setting name to value changes: the
+ * setting's own, and those of the settings a switch's options set
+ * (torch.profiling's exprs=).  0 for an unknown name. */
+unsigned config_effects(const char *name, const char *value);
+
+/* config_effects(name, value) & CONFIG_RUNS_CODE, as 0 or 1. */
 int config_runs_code(const char *name, const char *value);
 
 /* Copies the current text of name into out.  Returns 0 or -ENOENT. */

@@ -26,3 +26,21 @@ int readonly_refuses(const char *command, unsigned flags, char *err,
 					   : "can stop the target");
 	return -EPERM;
 }
+
+int readonly_refuses_setting(const char *name, const char *value, char *err,
+			     size_t errlen)
+{
+	unsigned fx;
+
+	if (!readonly_on() || !(fx = config_effects(name, value)))
+		return 0;
+	snprintf(err, errlen, "read-only mode: %s cannot be changed (it %s)",
+		 name,
+		 fx & CONFIG_RUNS_CODE ? "makes the target run code: watched "
+					 "variables"
+		 : fx & CONFIG_WRITES  ? "makes the agent write or delete "
+					 "files as the target's user"
+				       : "makes the agent send signals to the "
+					 "program's threads");
+	return -EPERM;
+}

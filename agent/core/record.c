@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -409,8 +410,8 @@ static int run_size(const char *dir, uint64_t *bytes, double *mtime)
 }
 
 /* Deletes a run's files (those a recording has, and no other) and the
- * directory when that leaves it empty. */
-static void remove_run(const char *dir)
+ * directory when that leaves it empty: 0 when it did. */
+static int remove_files(const char *dir)
 {
 	char path[RUNDIR_PATH_MAX + 32];
 
@@ -418,7 +419,12 @@ static void remove_run(const char *dir)
 		snprintf(path, sizeof(path), "%s/%s", dir, rundir_files[i]);
 		unlink(path);
 	}
-	if (rmdir(dir) == 0)
+	return rmdir(dir);
+}
+
+static void remove_run(const char *dir)
+{
+	if (remove_files(dir) == 0)
 		log_info("recording %s removed (retention)", dir);
 }
 
@@ -522,15 +528,76 @@ static void show_status(void)
 		   (unsigned long long)s.rows, s.last_ms);
 }
 
-/* Stops writing after an error: the store goes on in memory. */
-static void give_up(const char *why)
+/*
+ * Stops writing after an error: the store goes on in memory.  With
+ * give_back (the disk is full, or the headroom reached) the recording's
+ * files go too, so that the space is the program's again; nothing of
+ * ours names the directory any more (crash reports, end.json).
+ */
+static void give_up(const char *why, int give_back)
 {
-	log_warn("recording to %s stopped: %s; recorded tables stay in "
-		 "memory only",
-		 dir_buf, why);
-	set_status("memory only: recording to %s stopped: %s", dir_buf, why);
+	char dir[RUNDIR_PATH_MAX];
+
 	recording_close(R.rec);
 	R.rec = NULL;
+	snprintf(dir, sizeof(dir), "%s", dir_buf);
+	if (give_back) {
+		end_path[0] = 0;
+		dir_buf[0] = 0;
+		remove_files(dir);
+	}
+	log_warn("recording to %s stopped: %s; %srecorded tables stay in "
+		 "memory only",
+		 dir, why,
+		 give_back ? "its files are removed (the space is given back); "
+			   : "");
+	/* Short things first: the status is cut at CONFIG_VALUE_MAX. */
+	set_status("memory only%s: recording to %s stopped: %s",
+		   give_back ? " (its files removed)" : "", dir, why);
+}
+
+/*
+ * The headroom (record.h): the larger of data.min_free_mb and
+ * data.min_free_pct of the file system dir is on, in *need; what is
+ * free there for an unprivileged writer in *avail.  0 or -errno.
+ */
+static int headroom(const char *dir, uint64_t *need, uint64_t *avail)
+{
+	uint64_t mb = (uint64_t)config_int("data.min_free_mb") << 20;
+	uint64_t pct = (uint64_t)config_int("data.min_free_pct");
+	uint64_t size, share;
+	struct statvfs v;
+
+	if (statvfs(dir, &v) < 0)
+		return -errno;
+	size = (uint64_t)v.f_blocks * v.f_frsize;
+	share = size / 100 * pct;
+	*need = mb > share ? mb : share;
+	*avail = (uint64_t)v.f_bavail * v.f_frsize;
+	return 0;
+}
+
+/* n bytes as "12 KB" or "3.4 MB". */
+static void size_text(char *out, size_t len, uint64_t n)
+{
+	if (n < (10u << 20))
+		snprintf(out, len, "%llu KB", (unsigned long long)(n >> 10));
+	else
+		snprintf(out, len, "%.1f MB", (double)n / MB);
+}
+
+/* "database or disk is full" with the headroom's numbers, in why. */
+static void full_why(char *why, size_t len, const char *what,
+		     uint64_t need, uint64_t avail)
+{
+	char a[32], n[32];
+
+	size_text(a, sizeof(a), avail);
+	size_text(n, sizeof(n), need);
+	snprintf(why, len,
+		 "%s (%s free, %s kept free for the program: "
+		 "data.min_free_mb, data.min_free_pct)",
+		 what, a, n);
 }
 
 /* Opens the recording data.dir names (when it is not off). */
@@ -585,17 +652,42 @@ static void end(void)
 	R.rec = NULL;
 }
 
+/* Sets the headroom for the next flush or trim: 0, or -ENOSPC (with
+ * why) when there is none left: the files must not grow at all. */
+static int check_room(char *why, size_t whylen)
+{
+	uint64_t need = 0, avail = 0;
+
+	if (headroom(dir_buf, &need, &avail))
+		return 0; /* the write will say what is wrong */
+	recording_set_min_free(R.rec, need);
+	if (need && avail < need) {
+		full_why(why, whylen, "database or disk is full", need, avail);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 static void flush(void)
 {
-	char err[512];
+	char err[512], why[768];
+	uint64_t need = 0, avail = 0;
 	int rc;
 
 	if (!R.rec)
 		return;
+	if (check_room(why, sizeof(why))) {
+		give_up(why, 1);
+		return;
+	}
 	rc = recording_flush(R.rec, FLUSH_ROWS, err, sizeof(err));
 	/* A reader holds a file: nothing lost, the next flush copies it. */
-	if (rc && rc != -EBUSY)
-		give_up(err);
+	if (rc == -ENOSPC && headroom(dir_buf, &need, &avail) == 0) {
+		full_why(why, sizeof(why), err, need, avail);
+		give_up(why, 1);
+	} else if (rc && rc != -EBUSY) {
+		give_up(err, rc == -ENOSPC);
+	}
 }
 
 static void trim(void)
@@ -604,15 +696,21 @@ static void trim(void)
 	double days = (double)config_int("retention.days");
 	double max = (double)config_int("retention.max_mb") * MB;
 	uint64_t share;
+	int rc;
 
 	if (!R.rec)
 		return;
+	if (check_room(err, sizeof(err))) {
+		give_up(err, 1);
+		return;
+	}
 	/* The processes recording at once share retention.max_mb. */
 	share = max > 0 ? (uint64_t)(max / (R.live_runs > 1 ? R.live_runs : 1))
 			: 0;
-	if (recording_trim(R.rec, days > 0 ? wall_s() - days * 86400 : 0, share,
-			   &R.bytes, err, sizeof(err)))
-		give_up(err);
+	rc = recording_trim(R.rec, days > 0 ? wall_s() - days * 86400 : 0,
+			    share, &R.bytes, err, sizeof(err));
+	if (rc)
+		give_up(err, rc == -ENOSPC);
 	else
 		show_status();
 }

@@ -11,6 +11,14 @@
  * A disk that fills or a directory that cannot be written stops the
  * recording with one warning; the store, in memory, goes on as before.
  *
+ * The program's disk comes first: the recording leaves headroom on its
+ * file system, the larger of data.min_free_mb and data.min_free_pct of
+ * its size.  Before every flush and trim the free space is looked at
+ * (statvfs), and no write of a flush may grow a file into the headroom
+ * (sql/recvfs.h); when the headroom is reached or the disk is full the
+ * recording stops, says so once, and removes its directory (its files,
+ * run.json, end.json), so that what it wrote is the program's again.
+ *
  * Threads: start, stop and atfork_child on the agent's start/stop path;
  * record_dir and record_end_* on any thread (record_end_signal in a
  * signal handler).
@@ -33,7 +41,8 @@ void record_stop(void);
 void record_atfork_child(void);
 
 /* The recording's directory, or "" when there is none (async-signal-
- * safe: a fixed buffer, written before the thread starts). */
+ * safe: a fixed buffer, written before the thread starts, and emptied
+ * by its first byte when the directory is given back). */
 const char *record_dir(void);
 
 /* Says in end.json that the process is dying of signal sig, with the

@@ -29,16 +29,15 @@ static int value_text(const cJSON *v, char *out, size_t outlen)
 
 /* Checks one setting: 1 with the request failed when it is refused.  In
  * read-only mode the latch (server.readonly) stays on and settings that
- * run code (config_runs_code) do not change: DAP_ERROR_READONLY. */
+ * run code, write files or send signals (readonly_refuses_setting) do
+ * not change: DAP_ERROR_READONLY. */
 static int refused(const char *name, const char *text, struct request *req)
 {
 	char err[512];
 	int rc, ro = readonly_on();
 
-	if (ro && config_runs_code(name, text)) {
-		request_fail(req, DAP_ERROR_READONLY,
-			     "read-only mode: %s cannot be changed (it makes "
-			     "the target run code: watched variables)", name);
+	if (readonly_refuses_setting(name, text, err, sizeof(err))) {
+		request_fail(req, DAP_ERROR_READONLY, "%s", err);
 		return 1;
 	}
 	rc = config_check(name, text, err, sizeof(err));
