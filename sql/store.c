@@ -16,6 +16,7 @@
 #include "store_intern.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -355,7 +356,12 @@ static int open_conn(struct store **out, char *err, size_t errlen)
 			 err, errlen);
 	if (rc)
 		goto fail;
-	if (sqlfuncs_register(st->db) != SQLITE_OK) {
+	/* The bounded like(), instr(), replace(), trim() ask the running
+	 * query's deadline (sqlfuncs.h): one call of SQLite's own may run
+	 * past it, as the progress handler only runs between instructions. */
+	if (sqlfuncs_register(st->db) != SQLITE_OK ||
+	    sqlfuncs_register_bounded(st->db, progress_cb, &st->q) !=
+		    SQLITE_OK) {
 		errbuf_set(err, errlen, "%s", sqlite3_errmsg(st->db));
 		rc = STORE_ESQL;
 		goto fail;
@@ -781,22 +787,59 @@ static int take_columns(sqlite3_stmt *stmt, struct store_result *res)
 	return 0;
 }
 
+/* The bytes of s[0..len) as a JSON string (cJSON's escapes: two
+ * characters for '"', '\\' and \b \f \n \r \t, six for the other
+ * controls), quotes included. */
+static size_t json_text_len(const unsigned char *s, size_t len)
+{
+	size_t n = len + 2;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = s[i];
+
+		if (c == '"' || c == '\\' || c == '\b' || c == '\f' ||
+		    c == '\n' || c == '\r' || c == '\t')
+			n += 1;
+		else if (c < 0x20)
+			n += 5;
+	}
+	return n;
+}
+
+/* What a TEXT or BLOB value counts against max_bytes: its copy, or in
+ * JSON mode the larger of that and its JSON (resultjson.h: blobs in
+ * hex). */
+static size_t value_cost(int json, int type, const void *src, size_t len)
+{
+	size_t j;
+
+	if (!json)
+		return len + 1;
+	j = type == SQLITE_BLOB ? 2 * len + 2 : json_text_len(src, len);
+	return j > len + 1 ? j : len + 1;
+}
+
 /* Copies the current row into res; *bytes counts what the result holds.
  * A row that fails is not added. */
 static int take_row(sqlite3_stmt *stmt, struct store_result *res,
-		    size_t *capcells, size_t *bytes, size_t max_bytes)
+		    size_t *capcells, size_t *bytes, size_t max_bytes,
+		    int json)
 {
+	/* In JSON mode a cell also costs its separator and a number's
+	 * longest text beyond struct store_value's size. */
+	size_t per_cell = sizeof(struct store_value) + (json ? 2 : 0);
 	size_t n = res->ncols, base = res->nrows * n;
 	size_t need = base + n;
+	size_t cost;
 	int rc = 0;
 
 	if (n == 0) {
 		res->nrows++;
 		return 0;
 	}
-	if (*bytes + n * sizeof(struct store_value) > max_bytes)
+	if (*bytes + n * per_cell > max_bytes)
 		return STORE_EFULL;
-	*bytes += n * sizeof(struct store_value);
+	*bytes += n * per_cell;
 	if (need > *capcells) {
 		size_t ncap = *capcells ? *capcells * 2 : 64 * n;
 		struct store_value *p;
@@ -836,7 +879,8 @@ static int take_row(sqlite3_stmt *stmt, struct store_result *res,
 				rc = -ENOMEM;
 				break;
 			}
-			if (*bytes + len + 1 > max_bytes) {
+			cost = value_cost(json, t, src, len);
+			if (*bytes + cost > max_bytes) {
 				rc = STORE_EFULL;
 				break;
 			}
@@ -850,7 +894,7 @@ static int take_row(sqlite3_stmt *stmt, struct store_result *res,
 			v->u.s.p[len] = '\0';
 			v->u.s.len = len;
 			v->type = t == SQLITE_TEXT ? STORE_TEXT : STORE_BLOB;
-			*bytes += len + 1;
+			*bytes += cost;
 			break;
 		default:
 			v->type = STORE_NULL;
@@ -868,8 +912,10 @@ static int take_row(sqlite3_stmt *stmt, struct store_result *res,
 
 static int query_locked(struct store *st, const char *sql,
 			const struct store_limits *lim,
-			struct store_result *res, char *err, size_t errlen)
+			struct store_result *res, int *wrote, char *err,
+			size_t errlen)
 {
+	int json = lim && lim->json;
 	size_t max_rows = lim && lim->max_rows ? lim->max_rows : DEFAULT_ROWS;
 	size_t max_bytes =
 		lim && lim->max_bytes ? lim->max_bytes : DEFAULT_BYTES;
@@ -908,6 +954,7 @@ static int query_locked(struct store *st, const char *sql,
 		rc = STORE_ESQL;
 		goto out;
 	}
+	*wrote = !sqlite3_stmt_readonly(stmt);
 	rc = take_columns(stmt, res);
 	if (rc)
 		goto nomem;
@@ -920,7 +967,7 @@ static int query_locked(struct store *st, const char *sql,
 			src = SQLITE_DONE;
 			break;
 		}
-		rc = take_row(stmt, res, &capcells, &bytes, max_bytes);
+		rc = take_row(stmt, res, &capcells, &bytes, max_bytes, json);
 		if (rc == STORE_EFULL) {
 			res->truncated = 1;
 			errbuf_set(err, errlen,
@@ -938,6 +985,15 @@ static int query_locked(struct store *st, const char *sql,
 		if (src == SQLITE_AUTH && st->q.denied) /* VACUUM INTO */
 			errbuf_set(err, errlen, "not authorized: %s",
 				st->q.denied);
+		else if (src == SQLITE_TOOBIG &&
+			 sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, -1) <
+				 VALUE_MAX) /* the caller's max_value */
+			errbuf_set(err, errlen,
+				   "string or blob too big: a value longer "
+				   "than %d bytes (the most one value of a "
+				   "query may be here)",
+				   sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH,
+						 -1));
 		else
 			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db), 0,
 					err, errlen);
@@ -959,6 +1015,23 @@ out:
 	return rc;
 }
 
+/*
+ * After a statement that failed or wrote (scratch tables made, filled,
+ * dropped): SQLite's pages that are free go back to malloc, and malloc's
+ * free pages go back to the system.  Each agent thread has its own
+ * malloc arena (glibc): a failed 256 MiB CREATE TABLE ... AS left 256 MiB
+ * free in the arena of the worker that ran it, which no other thread
+ * reuses — four workers, a gigabyte kept for the life of the process.
+ * The database mutex held (for sqlite3_db_release_memory).
+ */
+static void give_memory_back(struct store *st)
+{
+	sqlite3_db_release_memory(st->db);
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
 int store_query(struct store *st, const char *sql,
 		const struct store_limits *lim, struct store_result *res,
 		char *err, size_t errlen)
@@ -968,7 +1041,11 @@ int store_query(struct store *st, const char *sql,
 	double start;
 	int timeout = lim && lim->timeout_ms > 0 ? lim->timeout_ms
 						 : DEFAULT_TIMEOUT_MS;
-	int rc;
+	int value_max = lim && lim->max_value > 0 &&
+				lim->max_value < (size_t)VALUE_MAX
+			? (int)lim->max_value
+			: VALUE_MAX;
+	int rc, wrote = 0, prev_len;
 
 	memset(res, 0, sizeof(*res));
 	if (!sql) {
@@ -977,22 +1054,30 @@ int store_query(struct store *st, const char *sql,
 	}
 	if (timeout > MAX_TIMEOUT_MS)
 		timeout = MAX_TIMEOUT_MS;
+	/* The time cap counts from the call, waiting for the mutex too: a
+	 * query queued behind others stops at its own deadline. */
+	start = now_ms();
 	sqlite3_mutex_enter(mu);
 	saved = st->q;
-	start = now_ms();
 	st->q.restricted = 1;
 	st->q.read_only = lim && lim->read_only;
 	st->q.denied = NULL;
 	st->q.timed_out = 0;
 	st->q.deadline = start + timeout;
+	/* A value longer than the caller can take is refused before it is
+	 * built (randomblob(6e7): SQLite's copy, ours, the hex of it). */
+	prev_len = sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, value_max);
 	sqlite3_progress_handler(st->db, PROGRESS_OPS, progress_cb, &st->q);
-	rc = query_locked(st, sql, lim, res, err, errlen);
+	rc = query_locked(st, sql, lim, res, &wrote, err, errlen);
 	if (saved.deadline > 0) /* nested in an outer query's snapshot */
 		sqlite3_progress_handler(st->db, PROGRESS_OPS, progress_cb,
 					 &st->q);
 	else
 		sqlite3_progress_handler(st->db, 0, NULL, NULL);
+	sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, prev_len);
 	st->q = saved;
+	if (rc || wrote)
+		give_memory_back(st);
 	res->elapsed_ms = now_ms() - start;
 	sqlite3_mutex_leave(mu);
 	return rc;

@@ -61,6 +61,15 @@ struct store_limits {
 			      * sizeof(struct store_value) per cell */
 	int read_only;       /* refuse every write and DDL, main and temp
 			      * too (a read-only session's query) */
+	size_t max_value;    /* 0 = 64 MiB, the most: the longest string or
+			      * blob the statement may make or read
+			      * (SQLITE_LIMIT_LENGTH while it runs) */
+	int json;            /* count TEXT and BLOB values against
+			      * max_bytes at their size in resultjson's
+			      * JSON when that is more (blobs in hex, text
+			      * escaped), and 2 more bytes per cell: a
+			      * result under max_bytes is a reply under
+			      * max_bytes plus its frame */
 };
 
 /* Opens the database and attaches the schemas.  Returns 0 and a new store,
@@ -115,6 +124,14 @@ int store_add_livetab(struct store *st, const struct livetab *tab, void *ctx,
  * SQLite's message, STORE_ETIMEOUT, STORE_EFULL, or -ENOMEM.  After
  * STORE_ETIMEOUT or STORE_EFULL, res holds the columns and the whole rows
  * collected before the cap, with truncated = 1.
+ *
+ * The time cap counts from the call (the wait for the database mutex
+ * included) and holds inside single calls too: SQLite's progress handler
+ * stops the statement between instructions, and like(), glob(),
+ * instr(), replace() and trim() are bounded versions (sqlfuncs.h) that
+ * ask the deadline themselves.  After a statement that fails or writes,
+ * the memory it freed goes back to the system (sqlite3_db_release_memory,
+ * malloc_trim): scratch tables that failed keep nothing.
  *
  * Queries may read everything and write in schemas main and temp (scratch
  * space for analysis) unless lim->read_only.  Refused with a message:

@@ -11,10 +11,21 @@
 #include "core/agent.h"
 #include "core/config.h"
 #include "core/readonly.h"
+#include "dap_frame.h"
 #include "profiler/sampler.h"
 #include "resultjson.h"
 #include "server/handler.h"
 #include "store.h"
+
+/*
+ * The most a result may be, counted as its JSON (store_limits.json): the
+ * reply must fit in one DAP message as clients read them
+ * (DAP_MESSAGE_MAX), with room for the rest of the body; past it the
+ * query fails with a message instead of a reply that closes the
+ * connection.  A single value longer than that is refused by SQLite
+ * before it is made (max_value), so that it costs no memory either.
+ */
+#define QUERY_REPLY_MAX ((size_t)DAP_MESSAGE_MAX - (1u << 20))
 
 static int setting_is(const char *name, const char *value)
 {
@@ -119,6 +130,9 @@ static void run_query(struct request *req)
 	lim.max_rows = (size_t)max_rows;
 	lim.timeout_ms = (int)timeout;
 	lim.read_only = readonly_on();
+	lim.max_bytes = QUERY_REPLY_MAX;
+	lim.max_value = QUERY_REPLY_MAX;
+	lim.json = 1;
 	/* global.<schema>.<table>: every rank's rows, asked for first. */
 	gnotes = cJSON_CreateArray();
 	missing = cJSON_CreateArray();
