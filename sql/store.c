@@ -954,7 +954,9 @@ static int query_locked(struct store *st, const char *sql,
 		rc = STORE_ESQL;
 		goto out;
 	}
-	*wrote = !sqlite3_stmt_readonly(stmt);
+	/* 1: read-only; 2: writes (scratch tables) — what may have taken
+	 * memory worth giving back when it is over or fails. */
+	*wrote = sqlite3_stmt_readonly(stmt) ? 1 : 2;
 	rc = take_columns(stmt, res);
 	if (rc)
 		goto nomem;
@@ -1045,7 +1047,7 @@ int store_query(struct store *st, const char *sql,
 				lim->max_value < (size_t)VALUE_MAX
 			? (int)lim->max_value
 			: VALUE_MAX;
-	int rc, wrote = 0, prev_len;
+	int rc, wrote = 0, prev_len; /* wrote: see query_locked */
 
 	memset(res, 0, sizeof(*res));
 	if (!sql) {
@@ -1076,7 +1078,9 @@ int store_query(struct store *st, const char *sql,
 		sqlite3_progress_handler(st->db, 0, NULL, NULL);
 	sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, prev_len);
 	st->q = saved;
-	if (rc || wrote)
+	/* Only a statement that ran: a refused or malformed one took
+	 * nothing, and costs no trim. */
+	if ((rc && wrote) || wrote == 2)
 		give_memory_back(st);
 	res->elapsed_ms = now_ms() - start;
 	sqlite3_mutex_leave(mu);
