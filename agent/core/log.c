@@ -32,10 +32,19 @@ static ino_t orig_ino;
 static void take_stderr(void)
 {
 	struct stat st;
-	int fd;
+	int fd, fl;
 
 	if (fstat(STDERR_FILENO, &st) < 0)
 		return; /* closed: no stderr at all */
+	/* A regular file opened for reading and writing is the program's
+	 * data that took the number (the agent injected after the program
+	 * closed 2 and opened it), not a stderr: shells, nohup, systemd and
+	 * subprocess open a log write-only.  A descriptor open for reading
+	 * only cannot be written at all. */
+	fl = fcntl(STDERR_FILENO, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY ||
+	    (S_ISREG(st.st_mode) && (fl & O_ACCMODE) == O_RDWR))
+		return;
 	orig_dev = st.st_dev;
 	orig_ino = st.st_ino;
 	have_orig = 1;

@@ -15,8 +15,10 @@
  * by identity before every write.  When the copy is gone (the program
  * closed it) descriptor 2 is used only while it still holds that same
  * file; otherwise the line is dropped: a message lost is better than a
- * program's file written to.  When descriptor 2 was closed at start-up
- * the agent has no stderr at all.
+ * program's file written to.  When descriptor 2 was closed at start-up,
+ * open for reading only, or a regular file open for reading and writing
+ * (the program's data at that number when the agent is injected later:
+ * logs are opened write-only), the agent has no stderr at all.
  */
 #ifndef LOG_H
 #define LOG_H

@@ -66,3 +66,26 @@ def test_log_lines_never_land_in_the_programs_files(spawn, python, tmp_path):
     assert (tmp_path / "data-1").read_bytes() == b""
     line = [l for l in t.output().splitlines() if bad in l][0]
     assert line.startswith("[probing %d]" % t.pid), line
+
+
+def test_injected_agent_does_not_take_a_data_file_for_stderr(spawn, python,
+                                                             tmp_path):
+    """The program closed 1 and 2 and opened its data files there before
+    the agent came in (inject): descriptor 2 is a file open for reading
+    and writing, which no shell or launcher opens as a log.  The agent
+    has no stderr then; its warning is dropped, the data untouched."""
+    t = spawn(python, PROGRAM, agent=None)
+    t.wait_line("READY")
+    (tmp_path / "go").write_text("")
+    wait_for(lambda: (tmp_path / "reopened").exists(), what="the program's files")
+    r = probing("inject", target=t.pid, timeout=120)
+    assert r.rc == 0, r
+    bad = "/proc/nope-%d" % t.pid
+    r = probing("config", "data.dir=" + bad, target=t.pid)
+    assert r.rc == 0, r
+    wait_for(lambda: bad in setting(t.pid, "data.status"),
+             what="the recording thread to try " + bad)
+    # The warning is written before the status is set (record.c).
+    (tmp_path / "done").write_text("")
+    assert (tmp_path / "data-2").read_bytes() == b"program data\n"
+    assert (tmp_path / "data-1").read_bytes() == b""
