@@ -312,8 +312,8 @@ static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file,
 		return SQLITE_CANTOPEN;
 	/* The headroom the URI asks for (recvfs.h): the database's own
 	 * parameter, read through its journal's and WAL's names too. */
-	if (flags & (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL |
-		     SQLITE_OPEN_WAL))
+	if (flags &
+	    (SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_WAL))
 		f->min_free = sqlite3_uri_int64(name, "min_free", 0);
 	if (flags & SQLITE_OPEN_DELETEONCLOSE) {
 		f->del = sqlite3_mprintf("%s", name);

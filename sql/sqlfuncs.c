@@ -104,8 +104,10 @@ static uint32_t utf8_read(const unsigned char **p, const unsigned char *end)
 
 	if (c < 0xc0)
 		return c;
-	c = c < 0xe0 ? c & 0x1f : c < 0xf0 ? c & 0x0f : c < 0xf8 ? c & 0x07
-								  : c & 0x03;
+	c = c < 0xe0   ? c & 0x1f
+	    : c < 0xf0 ? c & 0x0f
+	    : c < 0xf8 ? c & 0x07
+		       : c & 0x03;
 	while (*p < end && (**p & 0xc0) == 0x80)
 		c = (c << 6) + (*(*p)++ & 0x3f);
 	if (c < 0x80 || (c & 0xFFFFF800) == 0xD800 ||
@@ -135,7 +137,7 @@ struct pat {
 
 struct tok {
 	int type;
-	uint32_t c;		 /* T_LIT */
+	uint32_t c;		  /* T_LIT */
 	const unsigned char *set; /* T_SET: after the '[' */
 };
 
@@ -435,9 +437,8 @@ static int tchar_cmp(const void *a, const void *b)
 
 /* The first character of the set (by place) among those that are the
  * bytes at p (when !tail) or end at p + n (tail): its length, 0: none. */
-static size_t set_fits(const struct tchar *set, size_t nset,
-		       const size_t *lens, size_t nlens,
-		       const unsigned char *p, size_t n, int tail)
+static size_t set_fits(const struct tchar *set, size_t nset, const size_t *lens,
+		       size_t nlens, const unsigned char *p, size_t n, int tail)
 {
 	size_t best = 0, best_first = SIZE_MAX;
 

@@ -822,8 +822,7 @@ static size_t value_cost(int json, int type, const void *src, size_t len)
 /* Copies the current row into res; *bytes counts what the result holds.
  * A row that fails is not added. */
 static int take_row(sqlite3_stmt *stmt, struct store_result *res,
-		    size_t *capcells, size_t *bytes, size_t max_bytes,
-		    int json)
+		    size_t *capcells, size_t *bytes, size_t max_bytes, int json)
 {
 	/* In JSON mode a cell also costs its separator and a number's
 	 * longest text beyond struct store_value's size. */
@@ -990,12 +989,12 @@ static int query_locked(struct store *st, const char *sql,
 		else if (src == SQLITE_TOOBIG &&
 			 sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, -1) <
 				 VALUE_MAX) /* the caller's max_value */
-			errbuf_set(err, errlen,
-				   "string or blob too big: a value longer "
-				   "than %d bytes (the most one value of a "
-				   "query may be here)",
-				   sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH,
-						 -1));
+			errbuf_set(
+				err, errlen,
+				"string or blob too big: a value longer "
+				"than %d bytes (the most one value of a "
+				"query may be here)",
+				sqlite3_limit(st->db, SQLITE_LIMIT_LENGTH, -1));
 		else
 			sqlhint_explain(st->db, sql, sqlite3_errmsg(st->db), 0,
 					err, errlen);
@@ -1043,8 +1042,8 @@ int store_query(struct store *st, const char *sql,
 	double start;
 	int timeout = lim && lim->timeout_ms > 0 ? lim->timeout_ms
 						 : DEFAULT_TIMEOUT_MS;
-	int value_max = lim && lim->max_value > 0 &&
-				lim->max_value < (size_t)VALUE_MAX
+	int value_max =
+		lim && lim->max_value > 0 && lim->max_value < (size_t)VALUE_MAX
 			? (int)lim->max_value
 			: VALUE_MAX;
 	int rc, wrote = 0, prev_len; /* wrote: see query_locked */

@@ -39,7 +39,7 @@ struct setting {
 	const char *doc;
 	char value[CONFIG_VALUE_MAX];
 	int set;
-	unsigned flags;        /* CONFIG_RUNS_CODE, _WRITES, _SIGNALS */
+	unsigned flags; /* CONFIG_RUNS_CODE, _WRITES, _SIGNALS */
 };
 
 static struct setting settings[] = {

@@ -24,7 +24,7 @@
 static int level = -1;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct fdown mine = {.fd = -1};
-static int have_orig;	  /* descriptor 2 was open at start-up */
+static int have_orig; /* descriptor 2 was open at start-up */
 static dev_t orig_dev;
 static ino_t orig_ino;
 

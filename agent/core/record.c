@@ -587,8 +587,8 @@ static void size_text(char *out, size_t len, uint64_t n)
 }
 
 /* "database or disk is full" with the headroom's numbers, in why. */
-static void full_why(char *why, size_t len, const char *what,
-		     uint64_t need, uint64_t avail)
+static void full_why(char *why, size_t len, const char *what, uint64_t need,
+		     uint64_t avail)
 {
 	char a[32], n[32];
 
