@@ -134,6 +134,31 @@ static int slot_leave_locked(struct slot *sl)
 	return 1;
 }
 
+/*
+ * GIL held, on a GIL thread whose call was interrupted: an interrupt that
+ * arrived after fn's last Python code is still pending on this thread and
+ * must hit neither the next call nor anything else.  The interpreter
+ * itself takes it: a line of Python run here raises it (and, up to 3.12,
+ * clears the interpreter-wide signal that PyThreadState_SetAsyncExc set;
+ * clearing with PyThreadState_SetAsyncExc(id, NULL) would leave that
+ * signal on for good: every thread would take the slow path at each
+ * check, and 3.11's tracing of lines stops reaching breakpoints).  Then
+ * the exception is dropped.
+ */
+static void drop_pending_interrupt(void)
+{
+	PyObject *code, *g, *r = NULL;
+
+	code = Py_CompileString("None", "<probing>", Py_eval_input);
+	g = PyDict_New();
+	if (code && g)
+		r = PyEval_EvalCode(code, g, g);
+	Py_XDECREF(r);
+	Py_XDECREF(g);
+	Py_XDECREF(code);
+	PyErr_Clear();
+}
+
 static void *gil_thread_main(void *arg)
 {
 	struct slot *sl = arg;
@@ -177,19 +202,17 @@ static void *gil_thread_main(void *arg)
 		current_call = NULL;
 
 		pthread_mutex_lock(&lock);
-		if (c->interrupted) {
-			/* An interrupt that arrived after fn's last Python
-			 * code must not hit the next call. */
-			PyThreadState_SetAsyncExc(c->ident, NULL);
-			if (PyErr_Occurred())
-				PyErr_Clear();
-		}
+		/* From DONE (or ABANDONED) on no interrupt is raised for c. */
+		int was_interrupted = c->interrupted;
 		if (c->state != ABANDONED)
 			c->state = DONE;
 		slot_set_locked(sl, SLOT_IDLE);
 		pthread_cond_broadcast(&cond);
 		call_unref_locked(c);
 		pthread_mutex_unlock(&lock);
+		/* Outside `lock`: Python code may let the GIL go. */
+		if (was_interrupted)
+			drop_pending_interrupt();
 		PyGILState_Release(g);
 		pthread_mutex_lock(&lock);
 		if (slot_leave_locked(sl))
