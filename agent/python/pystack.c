@@ -15,6 +15,8 @@
 #include "fdown.h"
 #include "cpython/cpython.h"
 #include "errbuf.h"
+#include "pygil.h"
+#include "pyrepr.h"
 #include "pystack.h"
 
 #define WALK_TRIES 3 /* walks of a thread that changed under us */
@@ -306,29 +308,15 @@ static char *exc_text(int *kbint)
 
 char *pystack_repr(PyObject *obj, size_t max, int *failed)
 {
-	PyObject *r = NULL, *cut;
-	Py_ssize_t len;
+	PyObject *r;
 	char *s;
 
 	*failed = 0;
 	if (!max)
 		max = PYSTACK_REPR_DEFAULT;
-	if (max > PY_SSIZE_T_MAX / 4)
-		max = PY_SSIZE_T_MAX / 4;
-	if (PyUnicode_CheckExact(obj) &&
-	    PyUnicode_GET_LENGTH(obj) > (Py_ssize_t)max) {
-		cut = PyUnicode_Substring(obj, 0, (Py_ssize_t)max);
-		r = cut ? PyObject_Repr(cut) : NULL;
-		Py_XDECREF(cut);
-	} else if (PyBytes_CheckExact(obj) &&
-		   PyBytes_GET_SIZE(obj) > (Py_ssize_t)max) {
-		cut = PyBytes_FromStringAndSize(PyBytes_AS_STRING(obj),
-						(Py_ssize_t)max);
-		r = cut ? PyObject_Repr(cut) : NULL;
-		Py_XDECREF(cut);
-	} else {
-		r = PyObject_Repr(obj);
-	}
+	if (max > PYSTACK_REPR_LIMIT)
+		max = PYSTACK_REPR_LIMIT;
+	r = pyrepr_bounded(obj, (long)max);
 	if (!r) {
 		int kb;
 		char *t = exc_text(&kb), *out;
@@ -343,20 +331,6 @@ char *pystack_repr(PyObject *obj, size_t max, int *failed)
 			snprintf(out, n, "<repr failed: %s>", t);
 		free(t);
 		return out;
-	}
-	len = PyUnicode_GET_LENGTH(r);
-	if (len > (Py_ssize_t)max) {
-		PyObject *head = PyUnicode_Substring(
-			r, 0, max > 3 ? (Py_ssize_t)max - 3 : (Py_ssize_t)max);
-
-		cut = head ? PyUnicode_FromFormat("%U...", head) : NULL;
-		Py_XDECREF(head);
-		Py_DECREF(r);
-		if (!cut) {
-			PyErr_Clear();
-			return NULL;
-		}
-		r = cut;
 	}
 	s = utf8_dup(r);
 	Py_DECREF(r);
@@ -575,7 +549,9 @@ static int locals_repr(struct gil_walk *w)
 				var->value = strdup("<interrupted>");
 			else
 				var->value = pystack_repr(v, w->repr, &failed);
-			if (failed == 2)
+			/* Our deadline passed (not a KeyboardInterrupt
+			 * that a repr raised of its own): no more reprs. */
+			if (failed == 2 && pygil_should_stop())
 				stopped = 1;
 			if (!var->name || !var->type || !var->value)
 				rc = -ENOMEM;

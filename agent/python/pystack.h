@@ -32,6 +32,7 @@
 #define PYSTACK_DEPTH_MAX 512      /* frames per thread kept, innermost first */
 #define PYSTACK_THREADS_MAX 4096
 #define PYSTACK_REPR_DEFAULT 200   /* chars of one local's repr */
+#define PYSTACK_REPR_LIMIT (1 << 20) /* the most a caller may ask for */
 #define PYSTACK_LOCALS_MAX 256     /* locals per frame */
 
 struct pystack_var {
@@ -121,12 +122,13 @@ struct _object; /* PyObject */
 
 /*
  * The repr of obj as a UTF-8 string of at most max characters (0 =
- * PYSTACK_REPR_DEFAULT); a longer one is cut and ends in "...".  A long
- * str or bytes is sliced before its repr is taken, so a huge value costs
- * nothing.  A repr that raises gives "<repr failed: Type: msg>" and
- * *failed 1 (2 when it was KeyboardInterrupt); the error is cleared.
- * Caller holds the GIL.  Returns a malloc'd string the caller frees, or
- * NULL when out of memory.
+ * PYSTACK_REPR_DEFAULT, at most PYSTACK_REPR_LIMIT); a longer one is cut
+ * and ends in "...".  Its work is bounded too: built-in containers, str,
+ * bytes and ints are written only as far as shown, and a large object's
+ * own __repr__ is not run (pyrepr.h).  A repr that raises gives "<repr
+ * failed: Type: msg>" and *failed 1 (2 when it was KeyboardInterrupt);
+ * the error is cleared.  Caller holds the GIL.  Returns a malloc'd string
+ * the caller frees, or NULL when out of memory.
  */
 char *pystack_repr(struct _object *obj, size_t max, int *failed);
 
