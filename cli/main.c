@@ -47,7 +47,8 @@ static const char global_help[] =
 	"$PROBING_TOKEN,\n"
 	"                       else for HOST:PORT the token file "
 	"$XDG_RUNTIME_DIR/probing/token\n"
-	"                       or ~/.probing/token; see docs/security.md)\n"
+	"                       or ~/.probing/token; 'none': send none; see "
+	"docs/security.md)\n"
 	"  -f, --format FORMAT  table, json or csv, for commands that print "
 	"tables\n"
 	"  -h, --help           show this help; 'probing help COMMAND' for "
@@ -349,7 +350,10 @@ int main(int argc, char **argv)
 	env = getenv("PROBING_TOKEN");
 	if (!g.token && env && *env)
 		g.token = env;
-	if (g.token && dap_token_check(g.token, why, sizeof(why)))
+	/* "none" is the agent's opt-out (docs/security.md); exported for a
+	 * target, it reaches this CLI too, where it means: send no token. */
+	if (g.token && strcmp(g.token, CLI_TOKEN_NONE) &&
+	    dap_token_check(g.token, why, sizeof(why)))
 		return cli_error(CLI_EUSAGE, "%s: %s",
 				 g.token == env ? "PROBING_TOKEN" : "--token",
 				 why);

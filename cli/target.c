@@ -217,6 +217,12 @@ int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
 	char path[DAP_TOKEN_PATH_MAX], why[1024];
 	int rc;
 
+	if (given_token && !strcmp(given_token, CLI_TOKEN_NONE)) {
+		snprintf(src, srclen,
+			 "none sent: --token or PROBING_TOKEN "
+			 "is " CLI_TOKEN_NONE);
+		return 0;
+	}
 	if (given_token) {
 		snprintf(out, outlen, "%s", given_token);
 		snprintf(src, srclen, "--token or PROBING_TOKEN");

@@ -19,6 +19,9 @@
  * The token (docs/security.md): the one given (--token, PROBING_TOKEN) is
  * sent to every target; else a TCP target gets the one in the per-user
  * token file (dap_token_find), when there is one.  Unix sockets need none.
+ * CLI_TOKEN_NONE given (the agent's own opt-out, PROBING_TOKEN=none, may
+ * well be in the CLI's environment too) means: send no token, not even
+ * the file's.
  */
 #ifndef CLI_TARGET_H
 #define CLI_TARGET_H
@@ -40,18 +43,26 @@
 int cli_target_resolve(const char *text, struct dap_addr *addr, char *err,
 		       size_t errlen);
 
+/* The value of --token and PROBING_TOKEN that says "no token": the same
+ * word the agent takes as its user's opt-out (AUTH_TOKEN_NONE,
+ * agent/core/auth.h); never a token, which has at least 16 characters. */
+#define CLI_TOKEN_NONE "none"
+
 /* The token given on the command line or in PROBING_TOKEN (borrowed; NULL:
- * none), for every later connection.  Called once, by main. */
+ * none; CLI_TOKEN_NONE: send none), for every later connection.  Called
+ * once, by main. */
 void cli_target_set_token(const char *token);
 
-/* The token cli_target_set_token was given, or NULL. */
+/* What cli_target_set_token was given (CLI_TOKEN_NONE included, so that
+ * commands run by this one say the same), or NULL. */
 const char *cli_target_given_token(void);
 
 /*
  * The token to present to the agent at addr, as above.  Returns 1 with it
  * in out (>= DAP_TOKEN_MAX + 1 bytes) and where it came from in src
  * ("--token or PROBING_TOKEN", or the file's path), or 0 when there is
- * none (src then says why, e.g. that a token file was refused).
+ * none (src then says why, e.g. that a token file was refused, or that
+ * the user said CLI_TOKEN_NONE).
  */
 int cli_target_token(const struct dap_addr *addr, char *out, size_t outlen,
 		     char *src, size_t srclen);

@@ -116,9 +116,16 @@ int cluster_store_share_token(char *err, size_t errlen)
 	if (auth_token_is_users()) {
 		if (auth_token())
 			return 0;
-		snprintf(err, errlen,
-			 "PROBING_TOKEN is set but is not a "
-			 "token");
+		if (auth_tokenless())
+			snprintf(err, errlen,
+				 "PROBING_TOKEN=" AUTH_TOKEN_NONE " (no token) "
+				 "is for loopback only, and a job across hosts "
+				 "listens beyond it: give every rank the same "
+				 "PROBING_TOKEN, or unset it to share the "
+				 "job's token");
+		else
+			snprintf(err, errlen,
+				 "PROBING_TOKEN is set but is not a token");
 		return -EINVAL;
 	}
 	rc = auth_token_generate(fresh, sizeof(fresh), err, errlen);

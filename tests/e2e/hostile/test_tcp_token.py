@@ -14,6 +14,13 @@ target's user saying so: PROBING_TOKEN=none, loopback only.
 Runs as root only (it needs another user); every test gives the target
 and root's CLI their own XDG_RUNTIME_DIR and HOME, so no real token file
 is read or written.
+
+PROBING_TOKEN=none is the target's user's word, and exported in a shell it
+reaches the CLI run from there too: the CLI takes it (and `--token none`)
+to mean "send no token", not even the token file's (it used to stop with
+a usage error, exit 2).  A rank of a job across hosts with it says that
+none is for loopback only (it used to say "PROBING_TOKEN is set but is not
+a token").
 """
 import os
 import shutil
@@ -154,3 +161,68 @@ def test_no_token_only_when_the_user_says_so(spawn, python, dirs):
     r = probing("config", "server.listen=0.0.0.0:%d" % free_port(),
                 target=t.pid, env=dirs)
     assert r.rc != 0 and "refusing to listen on 0.0.0.0" in r.err, r
+    # The same word in the CLI's environment (one shell for both): no
+    # token sent, and the agent that wants none lets it in.
+    r = probing("eval", "secret", target="127.0.0.1:%d" % port,
+                env=dict(dirs, PROBING_TOKEN="none"))
+    assert r.rc == 0 and "root-only-41" in r.out, r
+
+
+def test_cli_token_none_sends_none(spawn, python, dirs):
+    """`PROBING_TOKEN=none` (or `--token none`) in the CLI: no token at
+    all, not even the token file's, so an agent that has one says it
+    needs one (exit 12), never a usage error."""
+    port = free_port()
+    t = spawn(python, IDLE, env=dict(dirs, PROBING_PORT=str(port)))
+    t.wait_line("READY")
+    t.wait_agent()
+    listening(port)
+    addr = "127.0.0.1:%d" % port
+    r = probing("eval", "secret", target=addr, env=dirs)   # the file's
+    assert r.rc == 0 and "root-only-41" in r.out, r
+    r = probing("eval", "secret", target=addr,
+                env=dict(dirs, PROBING_TOKEN="none"))
+    assert r.rc == 12, r
+    assert "needs a token" in r.err and "none sent" in r.err, r
+    assert "root-only-41" not in r.out
+    r = probing("--token", "none", "eval", "secret", target=addr, env=dirs)
+    assert r.rc == 12 and "none sent" in r.err, r
+    # The unix socket needs no token: none is no obstacle there.
+    r = probing("eval", "secret", target=t.pid,
+                env=dict(dirs, PROBING_TOKEN="none"))
+    assert r.rc == 0 and "root-only-41" in r.out, r
+
+
+def test_cluster_rank_across_hosts_says_none_is_loopback_only(tmp_path,
+                                                             dirs):
+    """A rank of a job that listens beyond loopback (cluster.listen_host
+    route, MASTER_ADDR this machine's own address) with PROBING_TOKEN=none
+    stays on its unix socket and says why in cluster.status."""
+    from test_cluster import Job, have_torch
+    from test_cluster_remote import own_address
+    if not have_torch():
+        pytest.skip("needs torchrun and python3-torch")
+    ip = own_address()
+    if ip is None:
+        pytest.skip("this machine has no address other than loopback")
+    job = Job(str(tmp_path), "--steps", "3", "--linger", "600", nproc=1,
+              master_addr=ip,
+              env=dict(dirs, PROBING_TOKEN="none",
+                       PROBING_CLUSTER_LISTEN_HOST="route"))
+    try:
+        wait_for(lambda: len(job.ranks_started()) == 1, 240, "rank 0")
+        pid = job.pids[0]
+        status = {}
+
+        def told():
+            r = probing("config", target=pid, env=dirs)
+            for line in r.out.splitlines():
+                if line.startswith("cluster.status\t"):
+                    status["text"] = line.split("\t")[1]
+            return "not listening on" in status.get("text", "")
+        wait_for(told, 120, lambda: "cluster.status: %r" % status)
+        assert "loopback only" in status["text"], status
+        assert "is not a token" not in status["text"], status
+        assert not os.listdir(dirs["XDG_RUNTIME_DIR"])   # no token file
+    finally:
+        job.stop()
