@@ -19,16 +19,51 @@
 
 #define DISCONNECT_WAIT_MS 2000
 
+void cli_put_lines(FILE *f, const char *s)
+{
+	size_t len = strlen(s);
+	/* A line, and its escaped form: at most 4 bytes for each byte. */
+	char *line = malloc(len + 1), *out = malloc(4 * len + 1);
+
+	if (!line || !out) {
+		fputs("(text not shown: out of memory)\n", f);
+		goto done;
+	}
+	while (*s) {
+		size_t n = strcspn(s, "\n");
+
+		memcpy(line, s, n);
+		line[n] = '\0';
+		fputs(cli_text_fit(line, 0, out, 4 * len + 1), f);
+		fputc('\n', f);
+		s += n;
+		if (*s == '\n')
+			s++;
+	}
+done:
+	free(line);
+	free(out);
+}
+
 int cli_error(int code, const char *fmt, ...)
 {
 	va_list ap;
+	char *msg = NULL;
+	int n;
 
 	fflush(stdout);
 	fputs("probing: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* Messages quote the agent, which quotes the target (a function's
+	 * name, an exception's text): escaped, never sent to the terminal
+	 * as they are. */
+	if (n < 0)
+		fputs("(message not shown: out of memory)\n", stderr);
+	else
+		cli_put_lines(stderr, n ? msg : "\n");
+	free(msg);
 	return code;
 }
 
@@ -273,21 +308,19 @@ int cli_evaluate_show(const struct dap_message *resp)
 	if (cJSON_IsString(out) && *out->valuestring)
 		fputs(out->valuestring, stdout);
 	if (!resp->success) {
-		const char *msg = cli_resp_message(resp);
-		size_t n = strlen(msg);
-
+		/* The traceback quotes the target: an exception's text may
+		 * be anything. */
 		fflush(stdout);
-		fputs(msg, stderr);
-		if (n == 0 || msg[n - 1] != '\n')
-			fputc('\n', stderr);
+		cli_put_lines(stderr, cli_resp_message(resp));
 		return CLI_EFAIL;
 	}
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(body, "type");
 	/* Like Python's prompt: a value of None is not echoed. */
 	int is_none = cJSON_IsString(type) &&
 		      strcmp(type->valuestring, "NoneType") == 0;
+	/* A repr is the target's text (a __repr__ of its own). */
 	if (cJSON_IsString(res) && *res->valuestring && !is_none)
-		printf("%s\n", res->valuestring);
+		cli_put_lines(stdout, res->valuestring);
 	fflush(stdout);
 	return CLI_OK;
 }

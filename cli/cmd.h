@@ -123,7 +123,8 @@ int cli_duration_error(const struct cmd_entry *e, const char *opt,
 /* `perf --torch` (cmd_perf_torch.c): cmd_perf hands its argv over. */
 int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv);
 
-/* Prints "probing: <fmt>\n" to stderr.  Returns code, for `return`. */
+/* Prints "probing: <fmt>\n" to stderr, control characters escaped as by
+ * cli_put_lines.  Returns code, for `return`. */
 int cli_error(int code, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -210,9 +211,18 @@ char *cli_json_text(const cJSON *v);
 #define CLI_EVAL_GRACE_MS 4000
 
 /*
- * Prints an `evaluate` response: body.output to stdout, then body.result
- * and a newline when not empty; on failure the message (the traceback) to
- * stderr.  Returns CLI_OK or CLI_EFAIL.
+ * Writes s to f a line at a time, each line's control characters escaped
+ * (cli_text_fit: \t, \x1b, ...) and ended with a newline (one after the
+ * last line too; nothing for ""): for text from the target, which keeps
+ * its lines but sends no escape sequence to the terminal.
+ */
+void cli_put_lines(FILE *f, const char *s);
+
+/*
+ * Prints an `evaluate` response: body.output to stdout (as the code
+ * printed it), then body.result and a newline when not empty; on failure
+ * the message (the traceback) to stderr.  Result and message go through
+ * cli_put_lines.  Returns CLI_OK or CLI_EFAIL.
  */
 int cli_evaluate_show(const struct dap_message *resp);
 

@@ -5,7 +5,10 @@ sequences (ESC ] 0 ; ... BEL sets the terminal's title; ESC [ 2 J clears
 the screen; a string that ends in OSC 52 can even write the clipboard).
 `backtrace`, `debug --dump`, `debug --pause` and `diagnose hang` wrote
 those names to the terminal as they were: the program drove the
-terminal of whoever looked at it.  Locals were already escaped.
+terminal of whoever looked at it.  Locals were already escaped.  So did
+the agent's messages that quote the program: the exception and the value
+of `eval` (a function of the program raising with its own text, a
+__repr__ of its own), and errors (an SQL error quoting a thread's name).
 
 Every text the CLI shows from the target now has its control characters
 written as escapes (\\x1b, \\x07): no ESC, BEL or other C0/C1 control
@@ -34,6 +37,12 @@ if sys.version_info >= (3, 11):
 ns["work"].__code__ = ns["work"].__code__.replace(**kw)
 threading.Thread(target=ns["work"], name=BAD, daemon=True).start()
 globals()[BAD] = BAD          # a local of the module's frame, name and value
+def explode():
+    raise ValueError(BAD)     # an exception's text is the program's
+class Shown:
+    def __repr__(self):
+        return BAD            # and so is a repr
+shown = Shown()
 print("READY", flush=True)
 while True:
     time.sleep(0.01)
@@ -84,6 +93,32 @@ def test_diagnose_escapes_names(target):
     r = probing("diagnose", "hang", "-d", "1", target=target.pid, timeout=120)
     clean(r, "diagnose hang")
     assert ESCAPED in r.out or ESCAPED in r.err, r
+
+
+def test_eval_escapes_exception_and_value(target):
+    r = probing("eval", "explode()", target=target.pid)
+    assert r.rc == 1, r
+    clean(r, "eval explode()")
+    assert "ValueError: " + ESCAPED in r.err, r.err
+    # The traceback keeps its lines.
+    assert "Traceback (most recent call last):\n" in r.err, r.err
+    r = probing("eval", "shown", target=target.pid)
+    assert r.rc == 0, r
+    clean(r, "eval shown")
+    assert r.out == ESCAPED + "\n", r.out
+    assert target.alive()
+
+
+def test_error_message_escapes_the_targets_text(target):
+    """An agent's error that quotes the program's text (SQLite names the
+    bad JSON path, here a thread's name) goes through the CLI's one
+    error path."""
+    r = probing("query", "SELECT json_extract('{}', name) FROM "
+                "python.threads WHERE name LIKE 'Q%'", target=target.pid)
+    assert r.rc != 0, r
+    clean(r, "query")
+    assert "QUAL\\x07name" in r.err, r.err
+    assert target.alive()
 
 
 STUCK = HOSTILE.replace("print(\"READY\", flush=True)\nwhile True:\n    time.sleep(0.01)\n",
