@@ -69,6 +69,11 @@ static struct setting settings[] = {
 	 "TCP address to listen on as well (host:port; a new value moves "
 	 "the listener; empty: unix socket only)",
 	 "", 0, 0},
+	{"server.listen_error", K_INFO, "", 0, 0,
+	 "why the agent does not listen where server.listen said (the "
+	 "address it refused, and why); empty once server.listen is set "
+	 "again",
+	 "", 0, 0},
 	{"server.max_clients", K_INT, "64", 1, SERVER_TCP_MAX,
 	 "TCP clients connected at once (the unix socket's own user is "
 	 "served beyond it)",

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "server_sock.h"
 
 static struct server *current_server;
+static int listen_watched; /* on_listen_set is a config listener */
 
 struct server *server_current(void)
 {
@@ -89,15 +91,30 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	struct listener *l = w->data;
 	struct server *srv = current_server;
 	struct fdown c;
-	int one = 1, authed;
+	int one = 1, authed, rc;
 
 	(void)loop;
 	if ((revents & EV_ERROR) || !fdown_ours(&l->sock)) {
 		listener_lost(srv, l);
 		return;
 	}
-	if (fdown_take(&c, accept4(l->sock.fd, NULL, NULL,
-				   SOCK_NONBLOCK | SOCK_CLOEXEC)))
+	/* A session's descriptor lives above the program's own numbers, or
+	 * the session is refused (fdown.h: fdown_take_high): under a low
+	 * RLIMIT_NOFILE it would take a number the program is about to
+	 * need. */
+	rc = fdown_take_high(&c, accept4(l->sock.fd, NULL, NULL,
+					 SOCK_NONBLOCK | SOCK_CLOEXEC));
+	if (rc == -EMFILE) {
+		struct rlimit rl;
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		log_warn("refused a client on %s: no descriptor is free at %d "
+			 "or above short of the limit's last %d (RLIMIT_NOFILE "
+			 "%llu), and the program's own numbers are not taken",
+			 l->addr, FDOWN_MIN, FDOWN_SPARE,
+			 (unsigned long long)rl.rlim_cur);
+	}
+	if (rc)
 		return;
 	if (l->is_unix && !server_sock_peer_allowed(c.fd)) {
 		log_warn("refused a client of another user on %s", l->addr);
@@ -250,22 +267,38 @@ static int note_address(struct server *srv, const char *canon)
 	return 0;
 }
 
-/* Listening on canon (not listened on) failed: a server.listen setting
- * that names it (as the environment put it there before the agent could
- * try) is emptied, so that `config` never shows an address the agent
- * refused.  A setting naming another address is left alone: a failed
- * move keeps the old listener, and its setting. */
-static void setting_failed(const char *canon)
+/* Listening on canon (not listened on) failed for reason: a
+ * server.listen setting that names it (as the environment put it there
+ * before the agent could try) is emptied, so that `config` never shows an
+ * address the agent refused, and server.listen_error says why (else only
+ * the program's stderr would).  A setting naming another address is left
+ * alone: a failed move keeps the old listener, and its setting, and the
+ * client that asked for it has the reason in its reply. */
+static void setting_failed(const char *canon, const char *reason)
 {
 	char v[CONFIG_VALUE_MAX], c[DAP_ADDR_TEXT_MAX], why[128];
 	struct dap_addr addr;
+	int n;
 
 	if (config_get("server.listen", v, sizeof(v)) || !v[0] ||
 	    dap_addr_parse(v, &addr, why, sizeof(why)))
 		return;
 	dap_addr_format(&addr, c, sizeof(c));
-	if (!strcmp(c, canon))
-		config_set_info("server.listen", "");
+	if (strcmp(c, canon))
+		return;
+	config_set_info("server.listen", "");
+	n = snprintf(v, sizeof(v), "%s: %s", canon, reason);
+	if (n >= (int)sizeof(v)) /* cut: say so */
+		memcpy(v + sizeof(v) - 4, "...", 4);
+	config_set_info("server.listen_error", v);
+}
+
+/* server.listen was set (listened on, or emptied): an earlier refusal is
+ * no longer what the setting shows.  Runs on the setter's thread. */
+static void on_listen_set(const char *name)
+{
+	if (!strcmp(name, "server.listen"))
+		config_set_info("server.listen_error", "");
 }
 
 int server_listen(struct server *srv, const char *text, char *canon,
@@ -302,7 +335,7 @@ int server_listen(struct server *srv, const char *text, char *canon,
 		rc = server_sock_bind_tcp(&addr, &sock, c, sizeof(c), err,
 					  errlen);
 	if (rc) {
-		setting_failed(c);
+		setting_failed(c, err);
 		return rc;
 	}
 
@@ -376,6 +409,9 @@ int server_new(struct server **out, char *err, size_t errlen)
 	srv->reaper.data = srv;
 	ev_prepare_start(srv->loop, &srv->reaper);
 	current_server = srv;
+	if (!listen_watched &&
+	    config_on_change("server.listen", on_listen_set) == 0)
+		listen_watched = 1;
 	add_listener(srv, &sock, 1, canon);
 	*out = srv;
 	return 0;

@@ -5,7 +5,8 @@ port another process already holds): the agent refused to listen there
 and said so on the program's stderr, but `probing config` went on showing
 `server.listen 0.0.0.0:P`, as if it listened.  The setting now shows only
 an address the agent listens on: empty here, with the reason in the
-program's stderr.
+program's stderr, and in `config` too: server.listen_error names the
+address refused and why, until server.listen is set again.
 """
 import socket
 
@@ -60,6 +61,9 @@ def test_refused_for_want_of_a_token(spawn, python, dirs):
     assert r.rc == 0, r
     assert setting(r.out, "server.listen") == "", r.out
     assert setting(r.out, "agent.address") == "@probing-%d" % t.pid, r.out
+    why = setting(r.out, "server.listen_error")
+    assert why.startswith("0.0.0.0:%d: refusing to listen" % port), r.out
+    assert "without a token" in why and "PROBING_TOKEN" in why, why
 
 
 def test_refused_for_a_port_taken(spawn, python, dirs):
@@ -77,19 +81,27 @@ def test_refused_for_a_port_taken(spawn, python, dirs):
         r = probing("config", target=t.pid, env=dirs)
         assert r.rc == 0, r
         assert setting(r.out, "server.listen") == "", r.out
-        # A later move to a free address is listened on and shown.
+        why = setting(r.out, "server.listen_error")
+        assert why.startswith("127.0.0.1:%d: " % port), r.out
+        assert "in use" in why, why
+        # A later move to a free address is listened on and shown, and
+        # the old refusal is gone.
         port2 = free_port()
         r = probing("config", "server.listen=127.0.0.1:%d" % port2,
                     target=t.pid, env=dirs)
         assert r.rc == 0, r
         r = probing("config", target=t.pid, env=dirs)
         assert setting(r.out, "server.listen") == "127.0.0.1:%d" % port2, r.out
+        assert setting(r.out, "server.listen_error") == "", r.out
         # A failed move keeps the listener it had, and shows it.
         r = probing("config", "server.listen=127.0.0.1:%d" % port,
                     target=t.pid, env=dirs)
         assert r.rc != 0, r
         r = probing("config", target=t.pid, env=dirs)
         assert setting(r.out, "server.listen") == "127.0.0.1:%d" % port2, r.out
+        # Listened on as shown: no error row (the client that asked had
+        # the reason in its reply).
+        assert setting(r.out, "server.listen_error") == "", r.out
         r = probing("eval", "1 + 1", target="127.0.0.1:%d" % port2,
                     env=dict(dirs, PROBING_TOKEN=TOKEN))
         assert r.rc == 0 and r.out.strip() == "2", r
