@@ -8,6 +8,7 @@ other CPython version the build has an agent for (BUILD/pythons.txt:
 3.9, 3.10, 3.12, 3.13 here).  PROBING_E2E_VERSIONS=3.11,3.12 keeps
 those versions only.
 """
+import atexit
 import glob
 import json
 import os
@@ -15,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -32,11 +34,22 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 # session's own directory, not the user's ~/.local/state/probing.  Tests of
 # the recording itself give a directory of their own.
 if "PROBING_DATA_DIR" not in os.environ:
-    import atexit
-    import tempfile
     DATA_DIR = tempfile.mkdtemp(prefix="probing-e2e-data-")
     os.environ["PROBING_DATA_DIR"] = DATA_DIR
     atexit.register(shutil.rmtree, DATA_DIR, True)
+
+# Every agent that listens on TCP has a token, which it keeps in the
+# user's token file: $XDG_RUNTIME_DIR/probing/token when that names a
+# directory, else ~/.probing/token (docs/security.md), and the CLI reads it
+# from there.  This session's own runtime directory (0700), for every
+# target and CLI it starts, so that no test reads or writes the user's.
+# Always a new one: an XDG_RUNTIME_DIR already set is the user's session's
+# (/run/user/UID).  HOME stays (pyenv, torch's caches): the token goes to
+# the first place, and tests that want the second (XDG_RUNTIME_DIR="")
+# give a HOME of their own with it (test_auth.py's `dirs`).
+RUNTIME_DIR = tempfile.mkdtemp(prefix="probing-e2e-run-")
+os.environ["XDG_RUNTIME_DIR"] = RUNTIME_DIR
+atexit.register(shutil.rmtree, RUNTIME_DIR, True)
 
 # The ASan build's runtime is preloaded into targets.  GCC 12's libasan
 # does not hold its allocator's lock across fork(): a forked child of a
