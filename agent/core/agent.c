@@ -28,6 +28,7 @@
 #include "log.h"
 #include "memory/memory.h"
 #include "profiler/sampler.h"
+#include "python/forkwarn.h"
 #include "python/pygil.h"
 #include "record.h"
 #include "server/server.h"
@@ -287,10 +288,12 @@ void agent_register_atexit(void)
 	Py_XDECREF(fn);
 }
 
-static void register_atexit_fn(void *arg)
+/* The agent's hooks in the interpreter: at exit, around fork. */
+static void register_hooks_fn(void *arg)
 {
 	(void)arg;
 	agent_register_atexit();
+	forkwarn_register();
 }
 
 /* The GIL-free reader against the running interpreter (cpython.h): a
@@ -396,8 +399,7 @@ static void *agent_main(void *arg)
 	log_info("listening on %s", err);
 	/* Best effort: the hook makes exit clean; without it the threads
 	 * simply end with the process. */
-	if (!atexit_registered)
-		pygil_run(register_atexit_fn, NULL, &lim, NULL);
+	pygil_run(register_hooks_fn, NULL, &lim, NULL);
 	pygil_run(check_reader_fn, NULL, &lim, NULL);
 	server_run(srv);
 	stop_subsystems(NSUBSYSTEMS, 0);
@@ -410,6 +412,7 @@ static void *agent_main(void *arg)
  * gone, and its sockets belong to the parent's agent. */
 static void atfork_child(void)
 {
+	agent_threads_atfork_child();
 	if (state == NONE)
 		return;
 	for (size_t i = 0; i < NSUBSYSTEMS; i++)

@@ -22,9 +22,16 @@
 #define AGENT_THREAD_NAME_MAX 15
 
 /* Starts fn(arg) on a new thread named name, every signal blocked.
- * Returns 0 or -errno (pthread_create's error). */
+ * Returns 0 or -errno (pthread_create's error, -ENOMEM). */
 int agent_thread_start(pthread_t *t, const char *name, void *(*fn)(void *),
 		       void *arg);
+
+/* How many agent threads are alive now (started by agent_thread_start
+ * and not ended), those left detached by a late join included. */
+int agent_threads_live(void);
+
+/* In a forked child: none of the parent's threads is there. */
+void agent_threads_atfork_child(void);
 
 /* Waits up to timeout_ms for t to end; when it does not, detaches it.
  * Returns 0 (joined) or -ETIMEDOUT (detached). */
