@@ -90,6 +90,18 @@ static int debug_offsets(char *err, size_t errlen)
 }
 #endif
 
+/* The bytes the reader makes of str s (pyframes_code_str: UTF-8, a lone
+ * surrogate as "\udXXX"), so that names are compared as bytes: a file
+ * name that is not UTF-8 (caf\xe9.py, decoded with surrogateescape) is
+ * not UTF-8-encodable.  A new reference, or NULL. */
+static PyObject *as_read(PyObject *s)
+{
+	return s && PyUnicode_Check(s)
+		       ? PyUnicode_AsEncodedString(s, "utf-8",
+						   "backslashreplace")
+		       : NULL;
+}
+
 /* Thread t's frames by the reader and by the C API: 0 when they agree. */
 static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 		       struct cpython_frame *buf, char *err, size_t errlen)
@@ -112,8 +124,10 @@ static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 	f = cpython.frame.thread_frame(ts);
 	while (f && k < n) {
 		PyCodeObject *co = PyFrame_GetCode(f);
-		const char *name = PyUnicode_AsUTF8(cpython.frame.qualname(co));
-		const char *file = PyUnicode_AsUTF8(co->co_filename);
+		PyObject *nb = as_read(cpython.frame.qualname(co));
+		PyObject *fb = as_read(co->co_filename);
+		const char *name = nb ? PyBytes_AS_STRING(nb) : NULL;
+		const char *file = fb ? PyBytes_AS_STRING(fb) : NULL;
 		int line = PyFrame_GetLineNumber(f), ok;
 		PyFrameObject *back = PyFrame_GetBack(f);
 
@@ -126,6 +140,8 @@ static int same_frames(const struct cpython_thread *t, PyThreadState *ts,
 				   ts->thread_id, k, name ? name : "?",
 				   file ? file : "?", line, buf[k].func,
 				   buf[k].file, buf[k].lineno);
+		Py_XDECREF(nb);
+		Py_XDECREF(fb);
 		Py_DECREF(co);
 		Py_DECREF(f);
 		f = back;
