@@ -14,13 +14,16 @@
 #include "cpython/pycompat.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errbuf.h"
+#include "fdown.h"
 #include "pyeval.h"
+#include "pygil.h"
 #include "pystack.h"
 
 #define NEST_MAX 8 /* evaluations in progress at once (GIL threads) */
@@ -610,6 +613,46 @@ static int fill_result(struct pyeval_result *res, int rc, PyObject *value,
 	return res->error ? 0 : -ENOMEM;
 }
 
+/*
+ * A signal the code raised for its own thread (signal.raise_signal(),
+ * raise(), pthread_kill of itself) is pending on this GIL thread, which
+ * blocks every signal: there it would stay, unseen (an eval of
+ * raise_signal(SIGINT) did nothing).  It was meant for the program, as if
+ * the program had raised it: it is taken off this thread and sent to the
+ * process, where a thread of the program that does not block it takes it.
+ * Signals pending for the whole process are not this thread's and stay.
+ */
+static void forward_own_signals(void)
+{
+	unsigned long long mask = 0;
+	struct timespec zero = {0, 0};
+	char line[128];
+	sigset_t pending, one;
+	siginfo_t si;
+	FILE *f;
+
+	if (!pygil_is_gil_thread() || sigpending(&pending) < 0 ||
+	    sigisemptyset(&pending))
+		return;
+	/* The thread's own pending signals, not the process's. */
+	f = fdown_fopen("/proc/thread-self/status");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "SigPnd: %llx", &mask) == 1)
+			break;
+	if (f)
+		fclose(f);
+	for (int sig = 1; sig <= 64 && mask; sig++) {
+		if (!(mask & (1ULL << (sig - 1))))
+			continue;
+		sigemptyset(&one);
+		if (sigaddset(&one, sig) < 0)
+			continue;
+		/* Thread-private signals are taken before the process's. */
+		if (sigtimedwait(&one, &si, &zero) == sig)
+			kill(getpid(), sig);
+	}
+}
+
 int pyeval_run(const char *code, struct pyeval_result *res, char *err,
 	       size_t errlen)
 {
@@ -664,6 +707,7 @@ int pyeval_run_in(const char *code, const struct pyeval_scope *scope,
 	linecache_set(name, code, 1);
 	rc = run(code, name, g, l, scope && scope->expression, &value,
 		 &is_expr);
+	forward_own_signals();
 	/* The value's repr and the traceback run Python code too: still
 	 * captured.  Nothing returns between here and the undoing. */
 	if (fill_result(res, rc, value, is_expr) < 0)
