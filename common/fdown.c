@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,4 +218,48 @@ void fdown_close(struct fdown *o)
 void fdown_forget(struct fdown *o)
 {
 	o->fd = -1;
+}
+
+/* Is fd (ours, *st) where a descriptor of fdown_*_high may stay?  When
+ * not, it is closed (still ours: checked) and 0 returned. */
+static int high_enough(int fd, const struct stat *st)
+{
+	struct rlimit rl;
+
+	if (fd >= FDOWN_MIN && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    (rl.rlim_cur == RLIM_INFINITY ||
+	     (rlim_t)fd + FDOWN_SPARE < rl.rlim_cur))
+		return 1;
+	if (same_file(fd, st))
+		close(fd);
+	return 0;
+}
+
+int fdown_open_take_high(struct fdown *o, const char *path, int flags,
+			 mode_t mode)
+{
+	struct stat st;
+	int fd = open_checked(path, flags, mode, &st);
+
+	o->fd = -1;
+	if (fd < 0)
+		return fd;
+	if (!high_enough(fd, &st))
+		return -EMFILE;
+	own(o, fd, &st);
+	return 0;
+}
+
+int fdown_take_high(struct fdown *o, int fd)
+{
+	struct stat st;
+
+	o->fd = -1;
+	fd = new_checked(fd, &st);
+	if (fd < 0)
+		return -EBADF;
+	if (!high_enough(fd, &st))
+		return -EMFILE;
+	own(o, fd, &st);
+	return 0;
 }

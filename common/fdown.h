@@ -63,6 +63,21 @@ int fdown_open(const char *path, int flags, mode_t mode);
 int fdown_open_take(struct fdown *o, const char *path, int flags,
 		    mode_t mode);
 
+/*
+ * For descriptors that are one of many (a per-thread /proc file, a client
+ * session) and that the agent can do without: fdown_open_take and
+ * fdown_take, but the descriptor must live at FDOWN_MIN or above and
+ * leave FDOWN_SPARE numbers free below the soft RLIMIT_NOFILE.  When it
+ * cannot (the limit is below FDOWN_MIN + FDOWN_SPARE, or the numbers up
+ * there are taken), nothing is kept (the low number is closed while it
+ * is still ours) and -EMFILE is returned: such descriptors never take a
+ * number of the program's own range, nor the program's last ones.
+ */
+#define FDOWN_SPARE 64
+int fdown_open_take_high(struct fdown *o, const char *path, int flags,
+			 mode_t mode);
+int fdown_take_high(struct fdown *o, int fd);
+
 /* The whole of path (at most FDOWN_FOPEN_MAX bytes) as a stdio stream
  * in memory: the descriptor is owned (fdown_open_take) while the file is
  * read and closed with fdown_close before this returns, so fclose() of

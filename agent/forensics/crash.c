@@ -139,11 +139,15 @@ int crash_report_open(const char *kind, char *path, size_t pathlen)
 	return -EEXIST;
 }
 
-/* "probing: <what> report written to PATH" (or why not) on stderr. */
+/* "probing: <what> report written to PATH" (or why not) on the agent's
+ * stderr (log_fd: the descriptor 2 the agent started with, checked), never
+ * on a file of the program's that took descriptor 2 since; nowhere when
+ * there is none. */
 static void tell(const char *what, int fd, const char *path)
 {
 	char msg[PATH_MAX + 128];
 	struct sbuf b = {msg, sizeof(msg), 0};
+	int out = log_fd();
 
 	sb_str(&b, "probing: ");
 	sb_str(&b, what);
@@ -158,7 +162,7 @@ static void tell(const char *what, int fd, const char *path)
 		sb_str(&b, ")");
 	}
 	sb_str(&b, "\n");
-	if (write(2, msg, b.len) < 0) {
+	if (out >= 0 && write(out, msg, b.len) < 0) {
 		/* nowhere left to say it */
 	}
 }

@@ -4,6 +4,8 @@
 #define UNW_LOCAL_ONLY
 #include "hang_native.h"
 
+#include "profiler/native.h"
+
 #include <errno.h>
 #include <libunwind.h>
 #include <linux/futex.h>
@@ -24,26 +26,15 @@ static struct {
 	_Atomic size_t n;
 } slot;
 
-static struct sigaction prev_action;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int install_error;
 static _Atomic pid_t my_pid;
 
-/* ---- the handler (async-signal-safe) ------------------------------------ */
+/* ---- the handler's part (async-signal-safe) ------------------------------ */
 
-static void chain(int sig, siginfo_t *si, void *uc)
-{
-	if (prev_action.sa_flags & SA_SIGINFO) {
-		if (prev_action.sa_sigaction)
-			prev_action.sa_sigaction(sig, si, uc);
-	} else if (prev_action.sa_handler != SIG_DFL &&
-		   prev_action.sa_handler != SIG_IGN) {
-		prev_action.sa_handler(sig);
-	}
-	/* SIG_DFL for SIGURG ignores it, as SIG_IGN does */
-}
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
+/* Given every NATIVE_SIGNAL that is not a sampler request (native.c's
+ * handler, the one installed): 1 when it was a request of ours. */
+static int serve(siginfo_t *si, void *uc)
 {
 	int saved = errno, expect = ASKED;
 	unw_cursor_t cur;
@@ -51,15 +42,12 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	size_t n = 0;
 
 	if (!si || si->si_code != SI_QUEUE || si->si_pid != my_pid ||
-	    si->si_value.sival_ptr != (void *)&slot) {
-		chain(sig, si, uc);
-		errno = saved;
-		return;
-	}
+	    si->si_value.sival_ptr != (void *)&slot)
+		return 0;
 	if (atomic_load(&slot.tid) != syscall(SYS_gettid) ||
 	    !atomic_compare_exchange_strong(&slot.state, &expect, BUSY)) {
 		errno = saved; /* late: the request was withdrawn */
-		return;
+		return 1;
 	}
 	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) ==
 	    0) {
@@ -75,26 +63,16 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	syscall(SYS_futex, (int *)&slot.state, FUTEX_WAKE_PRIVATE, 1, NULL,
 		NULL, 0);
 	errno = saved;
+	return 1;
 }
 
 /* ---- the caller's side --------------------------------------------------- */
 
 static void install(void)
 {
-	struct sigaction sa;
-	unw_context_t ctx;
-	unw_cursor_t cur;
+	char err[128];
 
-	/* libunwind's set-up here, not in a handler. */
-	if (unw_getcontext(&ctx) == 0 && unw_init_local(&cur, &ctx) == 0)
-		while (unw_step(&cur) > 0)
-			;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-	sigfillset(&sa.sa_mask);
-	if (sigaction(HANG_NATIVE_SIGNAL, &sa, &prev_action) < 0)
-		install_error = errno;
+	install_error = -native_signal_install(serve, err, sizeof(err));
 }
 
 static int64_t mono_ms(void)
@@ -131,6 +109,10 @@ static int capture(long tid, uintptr_t *ips, size_t max, size_t *n)
 	pthread_once(&once, install);
 	if (install_error)
 		return -install_error;
+	/* The program's action comes first: once it replaced the agent's,
+	 * a signal of ours would go to its handler. */
+	if (!native_signal_held())
+		return -EPERM;
 	atomic_store(&my_pid, getpid()); /* a forked child's own */
 	/* A handler of a withdrawn request may still be finishing. */
 	wait_while(BUSY, mono_ms() + HANG_NATIVE_WAIT_MS);
@@ -155,8 +137,13 @@ static int capture(long tid, uintptr_t *ips, size_t max, size_t *n)
 	deadline = mono_ms() + HANG_NATIVE_WAIT_MS;
 	wait_while(ASKED, deadline);
 	expect = ASKED;
-	if (atomic_compare_exchange_strong(&slot.state, &expect, FREE))
-		return -ETIMEDOUT; /* withdrawn: a late handler does nothing */
+	if (atomic_compare_exchange_strong(&slot.state, &expect, FREE)) {
+		/* Withdrawn: a late handler does nothing; a signal still
+		 * pending (the thread blocks it) is dropped, not left for a
+		 * handler the program may install later (native.h). */
+		native_signal_discard();
+		return -ETIMEDOUT;
+	}
 	wait_while(BUSY, deadline + HANG_NATIVE_WAIT_MS);
 	if (atomic_load(&slot.state) != READY)
 		return -ETIMEDOUT;

@@ -14,6 +14,7 @@
 
 #include "core/agent.h"
 #include "core/config.h"
+#include "core/readonly.h"
 #include "fdown.h"
 #include "flamereq.h"
 #include "profiler/sampler.h"
@@ -83,6 +84,10 @@ static void status_json(cJSON *b, const struct sampler_status *st)
 	cJSON_AddNumberToObject(b, "frames", st->frames);
 	cJSON_AddNumberToObject(b, "stacks", st->stacks);
 	cJSON_AddStringToObject(b, "error", st->error);
+	cJSON_AddBoolToObject(b, "nativeStopped", st->native_lost);
+	cJSON_AddNumberToObject(b, "threadsWithoutState",
+				(double)st->files_refused);
+	cJSON_AddStringToObject(b, "note", st->note);
 }
 
 static void run_profile(struct request *req)
@@ -109,6 +114,15 @@ static void run_profile(struct request *req)
 		return;
 	}
 	if (!strcmp(action, "start")) {
+		/* The argument is the setting's, for one run: refused as the
+		 * setting is in read-only mode (readonly.h), unless the
+		 * owner's setting says so already. */
+		if (native_idle && !config_bool("profile.native_idle") &&
+		    readonly_refuses_setting("profile.native_idle", "on", err,
+					     sizeof(err)) < 0) {
+			request_fail(req, DAP_ERROR_READONLY, "%s", err);
+			return;
+		}
 		if (hz < 1 || hz > SAMPLER_HZ_MAX) {
 			request_fail(req, DAP_ERROR_FAILED, "hz must be in [1, %d]",
 				     SAMPLER_HZ_MAX);

@@ -22,6 +22,7 @@
 #include <libunwind.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,8 +66,10 @@ static _Atomic int ready_word;	   /* futex: bumped per published entry */
 static _Atomic int waiting;	   /* the consumer sleeps on ready_word */
 
 static struct sigaction prev_action;
-static _Atomic int installed; /* our handler is in place */
+static _Atomic int installed; /* our handler was installed (it stays) */
 static _Atomic int active;    /* requests allowed */
+static _Atomic native_serve_fn other; /* the hang watchdog's serve */
+static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static native_hook_fn hook;
 static pid_t my_pid;
 static uintptr_t eval_lo, eval_hi;
@@ -114,29 +117,18 @@ static size_t unwind(void *uc, uintptr_t *ips)
 	return n;
 }
 
-/* Hands a signal that is not ours to whoever had it before us. */
+/* Hands a signal that is not ours to whoever had it before us.
+ * SIG_DFL and SIG_IGN: nothing (SIGURG's default is to ignore it). */
 static void chain(int sig, siginfo_t *si, void *uc)
 {
-	struct sigaction dfl;
-
 	if (prev_action.sa_flags & SA_SIGINFO) {
 		if (prev_action.sa_sigaction)
 			prev_action.sa_sigaction(sig, si, uc);
 		return;
 	}
-	if (prev_action.sa_handler == SIG_IGN)
+	if (prev_action.sa_handler == SIG_IGN ||
+	    prev_action.sa_handler == SIG_DFL)
 		return;
-	if (prev_action.sa_handler == SIG_DFL) {
-		/* What would have happened without us (SIGPROF's default
-		 * ends the process): the signal is blocked while we run,
-		 * so it is delivered, with the default action, once we
-		 * return. */
-		memset(&dfl, 0, sizeof(dfl));
-		dfl.sa_handler = SIG_DFL;
-		sigaction(sig, &dfl, NULL);
-		raise(sig);
-		return;
-	}
 	prev_action.sa_handler(sig);
 }
 
@@ -187,8 +179,12 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	int64_t t0, t1;
 
 	if (!r) {
-		count(&stats.chained, 1);
-		chain(sig, si, uc);
+		native_serve_fn serve = atomic_load(&other);
+
+		if (!serve || !serve(si, uc)) {
+			count(&stats.chained, 1);
+			chain(sig, si, uc);
+		}
 		errno = saved;
 		return;
 	}
@@ -281,56 +277,108 @@ static void ring_clear(void)
 	}
 }
 
-int native_start(native_hook_fn fn, char *err, size_t errlen)
+int native_signal_install(native_serve_fn serve, char *err, size_t errlen)
 {
 	struct sigaction sa;
 	unw_context_t ctx;
 	unw_cursor_t cur;
+	native_serve_fn none = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&install_lock);
+	if (serve && !atomic_compare_exchange_strong(&other, &none, serve) &&
+	    none != serve) {
+		snprintf(err, errlen, "the signal's other user is set already");
+		rc = -EBUSY;
+		goto out;
+	}
+	if (atomic_load(&installed))
+		goto out;
+	my_pid = getpid();
+	/* libunwind's own set-up, here rather than in a handler. */
+	if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) {
+		snprintf(err, errlen, "libunwind cannot unwind here");
+		rc = -ENOTSUP;
+		goto out;
+	}
+	while (unw_step(&cur) > 0)
+		;
+	find_eval();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(NATIVE_SIGNAL, &sa, &prev_action) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "sigaction: %s", strerror(errno));
+		goto out;
+	}
+	atomic_store(&installed, 1);
+out:
+	pthread_mutex_unlock(&install_lock);
+	return rc;
+}
+
+int native_signal_held(void)
+{
+	struct sigaction cur;
+
+	return atomic_load(&installed) &&
+	       sigaction(NATIVE_SIGNAL, NULL, &cur) == 0 &&
+	       (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal;
+}
+
+int native_start(native_hook_fn fn, char *err, size_t errlen)
+{
+	int rc;
 
 	my_pid = getpid();
 	hook = fn;
-	if (!atomic_load(&installed)) {
-		/* libunwind's own set-up, here rather than in a handler. */
-		if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) {
-			snprintf(err, errlen, "libunwind cannot unwind here");
-			return -ENOTSUP;
-		}
-		while (unw_step(&cur) > 0)
-			;
-		find_eval();
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_sigaction = on_signal;
-		sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-		sigfillset(&sa.sa_mask);
-		if (sigaction(NATIVE_SIGNAL, &sa, &prev_action) < 0) {
-			snprintf(err, errlen, "sigaction: %s", strerror(errno));
-			return -errno;
-		}
-		atomic_store(&installed, 1);
+	rc = native_signal_install(NULL, err, errlen);
+	if (rc)
+		return rc;
+	if (!native_signal_held()) {
+		snprintf(err, errlen,
+			 "native stacks need SIGURG, which the program "
+			 "handles itself now (its action replaced the "
+			 "agent's): profile without native stacks");
+		return -EPERM;
 	}
 	ring_clear();
 	atomic_store(&active, 1);
 	return 0;
 }
 
+/* SIG_IGN discards the pending instances of a signal on every thread
+ * (POSIX, sigaction(2)); then ours is put back.  Only while ours holds the
+ * signal: the program's action is never touched. */
+void native_signal_discard(void)
+{
+	struct sigaction ign, cur;
+
+	if (!native_signal_held())
+		return;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	if (sigaction(NATIVE_SIGNAL, &ign, &cur) < 0)
+		return;
+	sigaction(NATIVE_SIGNAL, &cur, NULL);
+	/* The requests' signals are gone: their slots are free (a handler
+	 * that was already running finds its slot emptied and counts
+	 * itself stray, or finishes into the ring, which the next start
+	 * clears). */
+	for (int i = 0; i < NATIVE_REQ_MAX; i++)
+		if (atomic_exchange(&reqs[i].tid, 0))
+			count(&stats.discarded, 1);
+}
+
 void native_stop(void)
 {
-	struct sigaction cur;
-
 	atomic_store(&active, 0);
 	if (!atomic_load(&installed))
 		return;
-	/* A signal of ours still pending somewhere (a thread that blocks
-	 * it, or one not scheduled yet) must find our handler, not
-	 * SIGPROF's default (which ends the process): then ours stays,
-	 * passing others on. */
 	if (reap())
-		return;
-	if (sigaction(NATIVE_SIGNAL, NULL, &cur) == 0 &&
-	    cur.sa_sigaction != on_signal)
-		return; /* someone replaced us: theirs stays */
-	if (sigaction(NATIVE_SIGNAL, &prev_action, NULL) == 0)
-		atomic_store(&installed, 0);
+		native_signal_discard();
 }
 
 int native_request(long tid, uintptr_t arg, uint64_t tag)
@@ -340,6 +388,12 @@ int native_request(long tid, uintptr_t arg, uint64_t tag)
 
 	if (!atomic_load(&active))
 		return -EBUSY;
+	/* The program's action comes first: once it replaced ours, the
+	 * signal is its own (native.h). */
+	if (!native_signal_held()) {
+		atomic_store(&active, 0);
+		return -EPERM;
+	}
 	for (int i = 0; i < NATIVE_REQ_MAX; i++) {
 		long t = atomic_load(&reqs[i].tid);
 
@@ -449,6 +503,7 @@ void native_stats(struct native_stats *s)
 	s->dropped = __atomic_load_n(&stats.dropped, __ATOMIC_RELAXED);
 	s->chained = __atomic_load_n(&stats.chained, __ATOMIC_RELAXED);
 	s->stray = __atomic_load_n(&stats.stray, __ATOMIC_RELAXED);
+	s->discarded = __atomic_load_n(&stats.discarded, __ATOMIC_RELAXED);
 	s->unwind_ns = __atomic_load_n(&stats.unwind_ns, __ATOMIC_RELAXED);
 	s->hook_ns = __atomic_load_n(&stats.hook_ns, __ATOMIC_RELAXED);
 	s->ring_max = __atomic_load_n(&stats.ring_max, __ATOMIC_RELAXED);
@@ -457,7 +512,8 @@ void native_stats(struct native_stats *s)
 void native_atfork_child(void)
 {
 	/* Our handler stays installed (inherited); requests of the parent
-	 * are gone with its threads, and so are their captures. */
+	 * are gone with its threads (and their pending signals: a child
+	 * starts with none), and so are their captures. */
 	atomic_store(&active, 0);
 	for (int i = 0; i < NATIVE_REQ_MAX; i++)
 		atomic_store(&reqs[i].tid, 0);

@@ -1,20 +1,51 @@
 /*
  * native: the C/C++ stacks of the target's threads, for the sampler.
  *
- * Capture.  native_start() installs a handler for NATIVE_SIGNAL
- * (SA_SIGINFO | SA_RESTART | SA_ONSTACK, every signal blocked while it
- * runs) and keeps the handler it replaces.  native_request() asks one
- * thread for its stack and returns at once: it fills one of
- * NATIVE_REQ_MAX request slots (preallocated) and sends the signal with
- * rt_tgsigqueueinfo(), tagged with the slot's address.  A thread with a
- * request outstanding is not sent another signal (a standard signal sent
- * while one is pending merges into it): its pending one answers.  The
- * handler, on the target thread:
+ * The signal.  NATIVE_SIGNAL is SIGURG, not SIGPROF (issue 27 item 2):
+ * a signal of ours may outlive the moment it was meant for (pending on a
+ * thread that blocks it, or not yet delivered when the program changes
+ * the signal's action, or on the thread that calls execve(): pending
+ * signals survive exec and the new image has no handler), and SIGPROF's
+ * default action ends the process ("Profiling timer expired").
+ * SIGURG's default is to ignore it: a stray one at SIG_DFL, or in a new
+ * image, does nothing.  (Go's runtime uses it to preempt goroutines for
+ * the same reason; Python programs do not use it: it only reports
+ * out-of-band data on a socket that asked for it with F_SETOWN.)  The
+ * hang watchdog's captures (hang_native.h) share it: one handler,
+ * installed by native_signal_install(), serves both.
+ *
+ * The handler is installed once (SA_SIGINFO | SA_RESTART | SA_ONSTACK,
+ * every signal blocked while it runs) and stays for the life of the
+ * process, passing every signal that is not ours to the action it
+ * replaced (SIG_DFL and SIG_IGN: nothing, SIGURG's default; a handler:
+ * called, like faulthandler chains).
+ *
+ * The program's own action comes first.  When the program installs an
+ * action of its own for SIGURG after ours (signal.signal, sigaction), the
+ * signal is its: native_signal_held() says so (one sigaction() query,
+ * made before each request), native_request() then refuses with -EPERM
+ * and sends nothing from then on until native_start() (which refuses as
+ * well while the program holds the signal): the sampler steps aside and
+ * says so.  A request sent just before the program's sigaction() may
+ * still reach its handler: the window is one request.
+ *
+ * Nothing of ours stays pending.  A thread that blocks the signal keeps
+ * ours pending (one at most: a thread with a request outstanding is not
+ * signalled again); native_stop() (and the watchdog, after a thread did
+ * not answer) discards what is still pending while
+ * our handler holds the signal (SIG_IGN for an instant, which drops the
+ * pending SIGURGs of every thread, then ours again: a SIGURG sent to the
+ * process within those microseconds is dropped too).
+ *
+ * Capture.  native_request() asks one thread for its stack and returns at
+ * once: it fills one of NATIVE_REQ_MAX request slots (preallocated) and
+ * sends the signal with rt_tgsigqueueinfo(), tagged with the slot's
+ * address.  The handler, on the target thread:
  *   - saves errno and restores it on every path;
  *   - serves the request only if the signal is ours (SI_QUEUE from our own
  *     pid, tagged with one of our slots) and the slot names this thread;
- *     any other signal goes to the previous handler (chained like
- *     faulthandler: SIG_DFL / SIG_IGN / a handler);
+ *     a signal of the hang watchdog goes to its serve function, any other
+ *     to the previous action;
  *   - takes a free entry of the ring (NATIVE_RING entries, preallocated)
  *     with a compare-and-swap; when none is free the capture is dropped
  *     and counted, never waited for;
@@ -35,16 +66,14 @@
  * (the GIL, locks and condition variables).  Some fail with EINTR whatever
  * the flags (signal(7)): nanosleep and clock_nanosleep (sleep() and
  * usleep() return early), poll, select, epoll_wait, System V IPC, socket
- * calls with timeouts.  CPython retries those (PEP 475); C code may not.
- * Which threads to signal is the caller's choice (sampler.h).
+ * calls with timeouts.  So the sampler signals only threads it saw
+ * running, never one blocked in a system call (sampler.h).
  *
- * native_stop() leaves our handler installed while a signal of ours may be
- * pending (SIGPROF's default action ends the process), passing every other
- * signal on.  Symbolization happens later, elsewhere: native_sym.h.
+ * Symbolization happens later, elsewhere: native_sym.h.
  *
  * Threads: native_request, native_collect, native_wait, native_start and
- * native_stop from one thread at a time (the sampler); native_stats from
- * any.
+ * native_stop from one thread at a time (the sampler); native_stats,
+ * native_signal_install and native_signal_held from any.
  */
 #ifndef NATIVE_H
 #define NATIVE_H
@@ -53,7 +82,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NATIVE_SIGNAL SIGPROF
+#define NATIVE_SIGNAL SIGURG
 #define NATIVE_DEPTH_MAX 256
 #define NATIVE_REQ_MAX 64   /* threads with a request outstanding */
 #define NATIVE_RING 64	    /* captures waiting to be collected */
@@ -68,15 +97,38 @@
 typedef size_t (*native_hook_fn)(long tid, uintptr_t arg, void *buf,
 				 size_t cap);
 
-/* Installs the handler (once; hook may be NULL) and allows requests.
- * Captures left in the ring from an earlier run are discarded.  0, or
- * -errno with err (e.g. libunwind cannot unwind). */
+/*
+ * Another user of NATIVE_SIGNAL (the hang watchdog): given each signal
+ * that is not a sampler request, in the handler; returns 1 when the
+ * signal was its own (served), 0 to pass it on.  Async-signal-safe.
+ */
+typedef int (*native_serve_fn)(siginfo_t *si, void *uc);
+
+/* Installs the shared handler if it is not yet (libunwind set up first,
+ * here rather than in a handler) and, when serve is not NULL, makes it
+ * the other user (one only).  0, or -errno with err (-EBUSY: another
+ * serve function is set already). */
+int native_signal_install(native_serve_fn serve, char *err, size_t errlen);
+
+/* 1 while the action of NATIVE_SIGNAL is our handler; 0 when the program
+ * replaced it (its signal now: send nothing) or it was never installed. */
+int native_signal_held(void);
+
+/* Discards every signal of ours (the sampler's and the watchdog's) still
+ * pending on any thread, while our handler holds the signal (see above);
+ * the sampler's requests outstanding are dropped. */
+void native_signal_discard(void);
+
+/* Installs the handler (native_signal_install; hook may be NULL) and
+ * allows requests.  Captures left in the ring from an earlier run are
+ * discarded.  0, or -errno with err: -EPERM when the program took
+ * NATIVE_SIGNAL over (its action replaced ours), or e.g. libunwind
+ * cannot unwind. */
 int native_start(native_hook_fn hook, char *err, size_t errlen);
 
-/* Stops requests and puts the previous handler back, unless someone
- * replaced ours since or a signal of ours may still be pending (then
- * ours stays; a later native_stop() may restore).  Safe when not
- * started. */
+/* Stops requests and discards the signals of ours still pending (see
+ * above; not when the program holds the signal now).  The handler
+ * stays.  Safe when not started. */
 void native_stop(void);
 
 /*
@@ -84,7 +136,8 @@ void native_stop(void);
  * tag to the capture.  Returns at once: 0 (signal sent), -EINPROGRESS (a
  * request of ours is outstanding for tid: its answer will come), -EAGAIN
  * (NATIVE_REQ_MAX requests outstanding), -ESRCH (no such thread), -EBUSY
- * (not started).
+ * (not started), -EPERM (the program took the signal over: nothing sent,
+ * and requests stop until the next native_start).
  */
 int native_request(long tid, uintptr_t arg, uint64_t tag);
 
@@ -118,6 +171,8 @@ struct native_stats {
 	uint64_t dropped;   /* handlers that found the ring full */
 	uint64_t chained;   /* signals passed to the previous handler */
 	uint64_t stray;	    /* signals of ours with no request (late) */
+	uint64_t discarded; /* requests whose pending signal native_stop
+			       discarded */
 	uint64_t unwind_ns, hook_ns; /* time sampled threads spent in the
 					handler: unwinding, then in the
 					hook */

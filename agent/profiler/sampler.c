@@ -45,6 +45,10 @@ static struct {
 	struct counters c; /* this run's totals */
 	struct sampler_intern *in;
 	struct native_stats native0; /* at the start of this run */
+	int native_started;	     /* native_start()ed for this run */
+	int native_lost;	     /* the program took the signal over */
+	double native_lost_at;	     /* when (unix time) */
+	uint64_t files_refused;	     /* sampler_threads_refused() */
 	/* Sampler thread only. */
 	struct cpython_scratch *scratch;
 	struct cpython_thread *threads; /* a tick's listing */
@@ -82,6 +86,21 @@ static double uniform(void)
 	       (double)(1ULL << 53);
 }
 
+/* The program installed an action of its own for the native signal
+ * (native.h): its signal now.  Native stacks stop for the rest of the
+ * run, Python ones go on, and the status says so. */
+static void native_lost(void)
+{
+	pthread_mutex_lock(&S.lock);
+	S.o.native = 0;
+	S.native_lost = 1;
+	S.native_lost_at = real_s();
+	pthread_mutex_unlock(&S.lock);
+	log_warn("native stacks stopped: the program installed its own "
+		 "action for SIGURG, the signal they need; sampling Python "
+		 "stacks only");
+}
+
 static void tick(void)
 {
 	struct tick tk = {.n = ++S.tick,
@@ -111,13 +130,15 @@ static void tick(void)
 			continue;
 		if (sampler_threads_begin(&tk, pt, gil_ts, now, &w))
 			continue;
-		if (sampler_join_wanted(&S.o, w.state)) {
+		if (sampler_join_wanted(&S.o, &w)) {
 			/* Signalled now (or still waiting for its earlier
 			 * signal), sampled when its capture comes; the
 			 * others are sampled meanwhile. */
 			rc = sampler_join_ask(&w);
 			if (rc == 0)
 				continue;
+			if (rc == -EPERM)
+				native_lost();
 			if (rc != -ENOSPC)
 				tk.c.native_failed++;
 		}
@@ -146,6 +167,7 @@ static void tick(void)
 	S.c.native_unanswered += tk.c.native_unanswered;
 	S.c.native_late += tk.c.native_late;
 	S.c.threads_skipped += tk.c.threads_skipped;
+	S.files_refused = sampler_threads_refused();
 	pthread_mutex_unlock(&S.lock);
 }
 
@@ -194,8 +216,11 @@ static void *sampler_main(void *arg)
 	S.exited = 1;
 	S.stopped = real_s();
 	pthread_mutex_unlock(&S.lock);
-	if (S.o.native)
+	/* Nothing of the run outlives it: no signal of ours pending, no
+	 * descriptor kept. */
+	if (S.native_started)
 		native_stop();
+	sampler_threads_close();
 	return NULL;
 }
 
@@ -276,6 +301,9 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 	}
 	S.o = *o;
 	S.stop = 0;
+	S.native_started = o->native;
+	S.native_lost = 0;
+	S.files_refused = 0;
 	memset(&S.c, 0, sizeof(S.c));
 	sampler_join_reset();
 	sampler_threads_unwant();
@@ -287,6 +315,7 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 	if (rc) {
 		if (o->native)
 			native_stop();
+		S.native_started = 0;
 		pthread_mutex_unlock(&S.lock);
 		snprintf(err, errlen, "cannot start the sampler: %s",
 			 strerror(-rc));
@@ -353,6 +382,33 @@ void sampler_status(struct sampler_status *st)
 	st->sample_us_max = S.c.sample_ns_max / 1e3;
 	st->tick_us = S.c.ticks ? S.c.tick_ns / 1e3 / (double)S.c.ticks : 0;
 	st->threads = S.c.threads;
+	st->native_lost = S.native_lost;
+	st->files_refused = S.files_refused;
+	if (S.native_lost) {
+		time_t at = (time_t)S.native_lost_at;
+		struct tm tm;
+		char when[16] = "";
+
+		if (localtime_r(&at, &tm))
+			strftime(when, sizeof(when), "%H:%M:%S", &tm);
+		snprintf(st->note, sizeof(st->note),
+			 "native stacks stopped at %s: the program installed "
+			 "its own action for SIGURG, the signal they need; "
+			 "Python stacks only from then on",
+			 when);
+	}
+	if (S.files_refused) {
+		size_t len = strlen(st->note);
+
+		snprintf(st->note + len, sizeof(st->note) - len,
+			 "%s%llu threads' states were guessed from their CPU "
+			 "time, and they got no native stacks: no descriptor "
+			 "was free at %d or above short of the limit's last "
+			 "%d (RLIMIT_NOFILE), and the program's own are not "
+			 "taken",
+			 len ? "; " : "", (unsigned long long)S.files_refused,
+			 FDOWN_MIN, FDOWN_SPARE);
+	}
 	if (S.in)
 		sampler_intern_counts(S.in, &ic);
 	pthread_mutex_unlock(&S.lock);

@@ -31,12 +31,22 @@
  * one wants native frames, else it is counted late and dropped.  A
  * thread with a request outstanding is not signalled again.
  *
- * Idle and GIL-waiting threads are signalled only with opts.native_idle
- * (profile.native_idle, off by default): the signal interrupts their
- * system call; futex waits (the GIL, locks) and most calls restart
- * (SA_RESTART), but sleeps, poll/select/epoll and calls with timeouts
- * fail with EINTR, which CPython retries (PEP 475) and C code might not.
- * Without it their samples have Python frames only.
+ * Only threads seen running (from /proc, at the tick) are signalled,
+ * never one blocked in a system call (issue 27 item 7): a signal there
+ * would cut the call short (sleeps, poll/select/epoll and calls with
+ * timeouts fail with EINTR whatever SA_RESTART says, and C code might
+ * not retry).  Idle and GIL-waiting threads get Python-only samples; with
+ * opts.native_idle (profile.native_idle, off by default) their native
+ * leaf is the system call they wait in ("[system call: poll]", from the
+ * same /proc file), still without a signal.  A thread seen running may
+ * enter a system call before the signal lands: rare, not impossible.
+ *
+ * The program comes first (native.h): when it installs its own action
+ * for the signal, native stacks stop for the rest of the run (Python
+ * ones go on) and the status's note says so; when the run ends no
+ * signal of ours stays pending, and the per-thread /proc files are
+ * closed (they are opened only above the program's descriptors,
+ * sampler_threads.c).
  *
  * Never takes the GIL, never calls Python; the agent's own threads are
  * not sampled.  Caps: SAMPLER_THREADS_MAX threads per tick (the rest are
@@ -62,8 +72,8 @@ struct sampler_opts {
 	int native;	     /* native stacks too */
 	int64_t duration_ms; /* stop by itself after this; 0 = never */
 	int idle;	     /* record idle and GIL-waiting samples too */
-	int native_idle;     /* native stacks of idle and GIL-waiting
-				threads too (interrupts their system call) */
+	int native_idle;     /* idle and GIL-waiting threads' samples end
+				in the system call they wait in */
 	int max_depth;	     /* Python frames per stack */
 };
 
@@ -100,6 +110,11 @@ struct sampler_status {
 	unsigned threads;	/* threads sampled in the last tick */
 	uint32_t frames, stacks; /* interned so far */
 	char error[160];	 /* last recorder or native error, or "" */
+	int native_lost;	 /* the program took the native signal over
+				    during the run: native stacks stopped */
+	uint64_t files_refused;	 /* threads without a /proc file (no
+				    descriptor above the program's range) */
+	char note[512];		 /* what the two above mean, or "" */
 };
 
 /* Creates the profile tables and the recorder.  Agent start-up, once

@@ -65,7 +65,8 @@ struct thr {
 	uint64_t thread_id;
 	long native_id;
 	struct fdown syscall_file; /* /proc/self/task/TID/syscall (fd -1:
-				      not open) */
+				      not open), open while a run lasts */
+	int file_tried;		   /* opening it was tried in this run */
 	int64_t cpu_ns; /* its CPU clock at its previous sample, -1 none */
 	uint64_t seen;	/* tick it was last seen in */
 	unsigned nwant; /* its samples waiting for a capture (join) */
@@ -94,7 +95,10 @@ struct want {
 	int64_t cpu_us;
 	uint64_t tick; /* asked in */
 	uint8_t state, gil;
-	uint8_t fresh; /* its request was sent this tick */
+	uint8_t fresh;	 /* its request was sent this tick */
+	uint8_t known;	 /* state read from /proc now (else guessed from
+			    its CPU time: never signalled) */
+	int sys_nr;	 /* the system call it is blocked in, -1 none */
 };
 
 /* sampler.c: CLOCK_MONOTONIC in nanoseconds. */
@@ -110,6 +114,12 @@ int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
 			  uintptr_t gil_ts, double now, struct want *w);
 /* Forgets the threads not seen in tick n (they ended). */
 void sampler_threads_prune(uint64_t n);
+/* The run ends: every thread's /proc file is closed (opened again, when
+ * it can be, by the next run). */
+void sampler_threads_close(void);
+/* Threads whose /proc file could not be opened without taking a number
+ * of the program's (fdown_open_take_high), since the start of the run. */
+uint64_t sampler_threads_refused(void);
 /* Every thread's trust is void (the code cache was emptied). */
 void sampler_threads_untrust(void);
 /* No thread waits for a capture (a new run). */
@@ -142,8 +152,9 @@ void sampler_join_reset(void);
 /* A new tick: every wait is unbound until its thread is listed again
  * (sampler_join_bind). */
 void sampler_join_unbind(void);
-/* Is a thread in this state asked for its native stack? */
-int sampler_join_wanted(const struct sampler_opts *o, int state);
+/* Is the thread of w asked for its native stack (a signal)?  Only when
+ * it was seen running, from /proc, just now. */
+int sampler_join_wanted(const struct sampler_opts *o, const struct want *w);
 /* Asks w's thread for its native stack (native_request: sent now,
  * w->fresh, or still outstanding from an earlier tick) and keeps w until
  * the capture comes.  0, -ENOSPC when too many wait (nothing sent), or

@@ -72,9 +72,13 @@ static void want_remove(size_t i)
 	want[i] = want[--nwant];
 }
 
-int sampler_join_wanted(const struct sampler_opts *o, int state)
+int sampler_join_wanted(const struct sampler_opts *o, const struct want *w)
 {
-	return o->native && (state == SAMPLER_RUNNING || o->native_idle);
+	/* A thread blocked in the kernel is never signalled: the signal
+	 * would cut its system call short (EINTR from poll, sleeps, ...);
+	 * with native_idle its sample names the call instead
+	 * (sampler_take). */
+	return o->native && w->known && w->state == SAMPLER_RUNNING;
 }
 
 /* The samples a capture answers: every want of its thread (one stack,

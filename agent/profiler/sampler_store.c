@@ -198,6 +198,9 @@ static struct frame_row *collect_frames(size_t *n)
 			if (sampler_intern_func_get(R.in, fn, &kind, &r->func,
 						    &r->file))
 				r->func = r->file = "?";
+			else
+				r->native = kind == SAMPLER_NATIVE; /* a
+							      system call */
 			continue;
 		}
 		{

@@ -7,8 +7,10 @@
 #include "sampler_impl.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #define WALK_TRIES 2
 #define TRUST_TICKS_MIN 50 /* frames are re-read at least every ~second */
@@ -25,6 +27,101 @@ static struct cpython_raw *leaf; /* CPYTHON_LEAF_MAX */
 static uint32_t *path;		 /* PATH_MAX_FRAMES */
 static uintptr_t *ips;		 /* NATIVE_DEPTH_MAX */
 
+/* ---- the system call a blocked thread waits in ------------------------ */
+
+#define SYSCALL_FRAMES 512 /* interned names, by number */
+
+static uint32_t *sys_frames; /* SYSCALL_FRAMES, 0: not interned yet */
+
+/* The names of the calls threads wait in; others are named by number. */
+static const char *syscall_name(int nr)
+{
+	switch (nr) {
+#define NAME(x)                                                                \
+	case SYS_##x:                                                          \
+		return #x;
+#ifdef SYS_poll
+		NAME(poll)
+#endif
+#ifdef SYS_select
+		NAME(select)
+#endif
+#ifdef SYS_epoll_wait
+		NAME(epoll_wait)
+#endif
+#ifdef SYS_nanosleep
+		NAME(nanosleep)
+#endif
+#ifdef SYS_pause
+		NAME(pause)
+#endif
+#ifdef SYS_accept
+		NAME(accept)
+#endif
+#ifdef SYS_wait4
+		NAME(wait4)
+#endif
+		NAME(read)
+		NAME(write)
+		NAME(readv)
+		NAME(writev)
+		NAME(pread64)
+		NAME(pwrite64)
+		NAME(futex)
+		NAME(ppoll)
+		NAME(pselect6)
+		NAME(epoll_pwait)
+		NAME(clock_nanosleep)
+		NAME(accept4)
+		NAME(connect)
+		NAME(recvfrom)
+		NAME(recvmsg)
+		NAME(sendto)
+		NAME(sendmsg)
+		NAME(waitid)
+		NAME(rt_sigtimedwait)
+		NAME(rt_sigsuspend)
+		NAME(openat)
+		NAME(fsync)
+		NAME(fdatasync)
+		NAME(flock)
+		NAME(fcntl)
+		NAME(ioctl)
+		NAME(msgrcv)
+		NAME(semtimedop)
+		NAME(io_getevents)
+#undef NAME
+	default:
+		return NULL;
+	}
+}
+
+/* The native frame "[system call: NAME]" of call nr; 0 when none. */
+static uint32_t syscall_frame(int nr)
+{
+	char name[64];
+	const char *s;
+	uint32_t fn, *slot = NULL;
+
+	if (nr < 0)
+		return 0;
+	if (nr < SYSCALL_FRAMES && sys_frames) {
+		slot = &sys_frames[nr];
+		if (*slot)
+			return *slot;
+	}
+	s = syscall_name(nr);
+	if (s)
+		snprintf(name, sizeof(name), "[system call: %s]", s);
+	else
+		snprintf(name, sizeof(name), "[system call %d]", nr);
+	fn = sampler_intern_func(in, SAMPLER_NATIVE, name, "[kernel]");
+	fn = fn ? sampler_intern_frame(in, fn, -1) : 0;
+	if (slot)
+		*slot = fn;
+	return fn;
+}
+
 int sampler_take_init(struct sampler_intern *intern)
 {
 	in = intern;
@@ -34,7 +131,10 @@ int sampler_take_init(struct sampler_intern *intern)
 	leaf = malloc(CPYTHON_LEAF_MAX * sizeof(*leaf));
 	path = malloc(PATH_MAX_FRAMES * sizeof(*path));
 	ips = malloc(NATIVE_DEPTH_MAX * sizeof(*ips));
-	return raw && rawok && rawfid && leaf && path && ips ? 0 : -ENOMEM;
+	sys_frames = calloc(SYSCALL_FRAMES, sizeof(*sys_frames));
+	return raw && rawok && rawfid && leaf && path && ips && sys_frames
+		       ? 0
+		       : -ENOMEM;
 }
 
 struct take {
@@ -129,11 +229,14 @@ static size_t python_segment(struct thr *t, size_t from, size_t *n)
 }
 
 /* path (innermost first) from the Python frames and, when nips > 0,
- * the native ones with the Python frames spliced in at each eval call. */
-static size_t build_path(struct thr *t, size_t nips)
+ * the native ones with the Python frames spliced in at each eval call;
+ * innermost of all, leaf when it is not 0 (a system call). */
+static size_t build_path(struct thr *t, size_t nips, uint32_t leaf)
 {
 	size_t n = 0, pi = 0;
 
+	if (leaf)
+		path[n++] = leaf;
 	for (size_t i = 0; i < nips && n < PATH_MAX_FRAMES - PYSTACK_DEPTH_MAX;
 	     i++) {
 		if (native_is_eval(ips[i]) && pi < nraw) {
@@ -213,6 +316,7 @@ static int sample_finish(struct tick *tick, struct want *w,
 {
 	struct take tk = {.tk = tick, .pt = w->pt, .t = w->t, .rc = 0};
 	size_t nips = 0, n;
+	uint32_t leaf = 0;
 
 	*native = 0;
 	nraw = 0;
@@ -232,11 +336,16 @@ static int sample_finish(struct tick *tick, struct want *w,
 		}
 	} else {
 		read_python(&tk);
+		/* A thread blocked in the kernel is not signalled: with
+		 * native_idle its native leaf is the call it waits in. */
+		if (tick->o->native && tick->o->native_idle &&
+		    w->state != SAMPLER_RUNNING)
+			leaf = syscall_frame(w->sys_nr);
 	}
 	if (tk.rc == -ESRCH || (!nraw && !nips))
 		return 1;
 	memset(rawok, 0, nraw);
-	n = build_path(w->t, nips);
+	n = build_path(w->t, nips, leaf);
 	keep_trust(w->t);
 	out->ts = w->ts;
 	out->thread_id = w->pt->thread_id;

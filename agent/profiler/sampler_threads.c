@@ -2,6 +2,17 @@
  * sampler_threads: the threads the sampler knows and what it learns of
  * each at a tick (its state from /proc, its CPU clock).  Part of the
  * sampler (sampler_impl.h); sampler thread only.
+ *
+ * Descriptors (issue 27 item 3).  Each thread's /proc/self/task/TID/
+ * syscall is kept open while a run lasts (one pread a tick) and closed
+ * when it ends (sampler_threads_close), never for the life of the
+ * process.  It is opened with fdown_open_take_high: at FDOWN_MIN or
+ * above and short of the limit's last FDOWN_SPARE numbers, or not at all
+ * (a program with 2,000 threads under `ulimit -n 1024` keeps its own
+ * numbers).  A thread without its file has its state guessed from its
+ * CPU time, and is never signalled for its native stack (the guess
+ * cannot tell a thread blocked in a system call); the run's status says
+ * how many.
  */
 #include "sampler_impl.h"
 
@@ -20,6 +31,7 @@ static struct thr *thr; /* SAMPLER_THREADS_MAX */
 static size_t nthr;
 static struct sampler_map thr_map; /* thread_id + 1 -> index */
 static uintptr_t gil_lo, gil_hi;   /* the GIL's futexes */
+static uint64_t refused;	   /* files not opened, this run */
 
 int sampler_threads_init(void)
 {
@@ -53,7 +65,6 @@ void sampler_threads_unwant(void)
 static struct thr *thr_get(const struct cpython_thread *pt)
 {
 	struct thr *t;
-	char path[64];
 	uint32_t idx;
 
 	if (sampler_map_get(&thr_map, pt->thread_id + 1, &idx) == 0) {
@@ -76,11 +87,8 @@ static struct thr *thr_get(const struct cpython_thread *pt)
 	t->depth = 0;
 	t->tn = 0;
 	t->nwant = 0; /* an earlier thread's wants are dropped unbound */
-	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
-		 pt->native_id);
 	t->syscall_file.fd = -1;
-	if (pt->native_id > 0)
-		fdown_open_take(&t->syscall_file, path, O_RDONLY, 0);
+	t->file_tried = 0;
 	if (!t->frames) {
 		t->frames = malloc(PATH_MAX_FRAMES * sizeof(*t->frames));
 		t->nodes = malloc(PATH_MAX_FRAMES * sizeof(*t->nodes));
@@ -103,6 +111,36 @@ static struct thr *thr_get(const struct cpython_thread *pt)
 	return t;
 }
 
+/* t's /proc file, opened once a run (when it can be without taking a
+ * number of the program's). */
+static void open_file(struct thr *t)
+{
+	char path[64];
+
+	if (t->file_tried || t->native_id <= 0)
+		return;
+	t->file_tried = 1;
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall",
+		 t->native_id);
+	if (fdown_open_take_high(&t->syscall_file, path, O_RDONLY, 0) ==
+	    -EMFILE)
+		refused++;
+}
+
+void sampler_threads_close(void)
+{
+	for (size_t i = 0; i < nthr; i++) {
+		fdown_close(&thr[i].syscall_file);
+		thr[i].file_tried = 0;
+	}
+	refused = 0;
+}
+
+uint64_t sampler_threads_refused(void)
+{
+	return refused;
+}
+
 static int64_t thread_cpu_ns(long tid)
 {
 	/* The kernel's per-thread CPU clock of any thread of ours, as
@@ -116,8 +154,10 @@ static int64_t thread_cpu_ns(long tid)
 }
 
 /* running, gil_wait or idle, from the thread's current system call
- * ("running" when it is in none); -1 when unknown. */
-static int syscall_state(struct thr *t)
+ * (*nr, -1 none): "running" when it is on a CPU, and when it is off one
+ * but in no system call ("-1 sp pc": preempted, or faulting in a page);
+ * -1 when unknown. */
+static int syscall_state(struct thr *t, int *sys_nr)
 {
 	char buf[160], *end;
 	ssize_t n;
@@ -137,6 +177,9 @@ static int syscall_state(struct thr *t)
 	nr = strtol(buf, &end, 10);
 	if (end == buf)
 		return -1;
+	if (nr < 0)
+		return SAMPLER_RUNNING;
+	*sys_nr = (int)nr;
 	if (nr == SYS_futex && *end == ' ') {
 		arg0 = strtoull(end + 1, NULL, 16);
 		if (arg0 >= gil_lo && arg0 < gil_hi)
@@ -150,15 +193,17 @@ int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
 {
 	struct thr *t = thr_get(pt);
 	int64_t cpu;
-	int state;
+	int state, sys_nr = -1, known;
 
 	if (!t)
 		return 1;
 	t->seen = tk->n;
+	open_file(t);
 	if (t->nwant)
 		sampler_join_bind(pt, t);
 	cpu = thread_cpu_ns(pt->native_id);
-	state = syscall_state(t);
+	state = syscall_state(t, &sys_nr);
+	known = state >= 0;
 	if (state < 0) /* no /proc answer: on CPU if it used the CPU */
 		state = cpu >= 0 && t->cpu_ns >= 0 &&
 					cpu - t->cpu_ns >
@@ -174,6 +219,8 @@ int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
 	w->cpu_us = cpu >= 0 && t->cpu_ns >= 0 ? (cpu - t->cpu_ns) / 1000 : -1;
 	t->cpu_ns = cpu;
 	w->state = (uint8_t)state;
+	w->known = (uint8_t)known;
+	w->sys_nr = state == SAMPLER_RUNNING ? -1 : sys_nr;
 	w->gil = gil_ts && gil_ts == pt->tstate;
 	return !tk->o->idle && state != SAMPLER_RUNNING;
 }

@@ -86,6 +86,17 @@ static void progress(int tty, int pid_known, const char *target, double left,
 	fflush(stderr);
 }
 
+/* The profile's note (sampler.h: native stacks stopped because the
+ * program took their signal over, threads left without state because
+ * descriptors are scarce), kept from the latest status. */
+static void keep_note(const cJSON *st, char *note, size_t len)
+{
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, "note");
+
+	if (cJSON_IsString(n) && n->valuestring[0])
+		snprintf(note, len, "%s", n->valuestring);
+}
+
 static void sleep_ms(int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -104,6 +115,7 @@ static int record(struct cmd_ctx *ctx, const struct fg_opts *o,
 	cJSON *st = NULL, *args;
 	int tty = cli_isatty(stderr), started = 0, rc, hz;
 	double t0, end, samples0 = 0;
+	char note[600] = "";
 
 	rc = simple(ctx, "status", &st);
 	if (rc != CLI_OK)
@@ -158,6 +170,7 @@ static int record(struct cmd_ctx *ctx, const struct fg_opts *o,
 					 strlen(ctx->target),
 			 ctx->target ? ctx->target : "", left,
 			 num(st, "samples", 0) - samples0, hz);
+		keep_note(st, note, sizeof(note));
 		cJSON_Delete(st);
 		if (left <= 0 || (started && !running) || cli_sigint)
 			break;
@@ -177,7 +190,14 @@ static int record(struct cmd_ctx *ctx, const struct fg_opts *o,
 	*until = st ? num(st, "stoppedAt", end) : end;
 	if (!started)
 		*until = end;
+	if (st)
+		keep_note(st, note, sizeof(note));
 	cJSON_Delete(st);
+	if (note[0]) {
+		if (tty)
+			fputs("\r\033[K", stderr);
+		cli_error(CLI_OK, "note: %s", note);
+	}
 	if (cli_sigint)
 		cli_sigint = 0;
 	return CLI_OK;

@@ -36,7 +36,8 @@ static int show(const cJSON *b, enum cli_format fmt)
 	double started = num(b, "startedAt"), stopped = num(b, "stoppedAt");
 	double end = running ? num(b, "now") : stopped;
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(b, "error");
-	char v[16][160];
+	const cJSON *note = cJSON_GetObjectItemCaseSensitive(b, "note");
+	char v[16][600]; /* the note is the longest */
 	const char *rows[16][2] = {{0}};
 	struct cli_table *t;
 	int n = 0;
@@ -94,6 +95,10 @@ static int show(const cJSON *b, enum cli_format fmt)
 		    num(b, "dropped"), num(b, "missedTicks"));
 	if (cJSON_IsString(err) && *err->valuestring)
 		ROW("error", "%s", err->valuestring);
+	/* Native stacks stopped (the program took their signal over), or
+	 * threads without state (descriptors scarce): sampler.h. */
+	if (cJSON_IsString(note) && *note->valuestring)
+		ROW("note", "%s", note->valuestring);
 #undef ROW
 	t = cli_table_new(2, names);
 	if (!t)
