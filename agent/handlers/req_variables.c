@@ -29,23 +29,30 @@ static int run_ms(void)
 	return t <= 0 || t > 0x7fffffff ? 0 : (int)t;
 }
 
+/* v as a DAP Variable; NULL when memory ran out on any of its fields (a
+ * variable without its name is no answer). */
 static cJSON *variable_json(const struct variable *v)
 {
 	cJSON *o = cJSON_CreateObject();
+	int ok;
 
 	if (!o)
 		return NULL;
-	cJSON_AddStringToObject(o, "name", v->name);
-	cJSON_AddStringToObject(o, "value", v->value);
-	cJSON_AddStringToObject(o, "type", v->type);
-	cJSON_AddNumberToObject(o, "variablesReference", (double)v->ref);
-	if (v->evaluate_name)
-		cJSON_AddStringToObject(o, "evaluateName", v->evaluate_name);
-	if (v->named)
-		cJSON_AddNumberToObject(o, "namedVariables", (double)v->named);
-	if (v->indexed)
-		cJSON_AddNumberToObject(o, "indexedVariables",
-					(double)v->indexed);
+	ok = cJSON_AddStringToObject(o, "name", v->name) &&
+	     cJSON_AddStringToObject(o, "value", v->value) &&
+	     cJSON_AddStringToObject(o, "type", v->type) &&
+	     cJSON_AddNumberToObject(o, "variablesReference",
+				     (double)v->ref) &&
+	     (!v->evaluate_name ||
+	      cJSON_AddStringToObject(o, "evaluateName", v->evaluate_name)) &&
+	     (!v->named || cJSON_AddNumberToObject(o, "namedVariables",
+						   (double)v->named)) &&
+	     (!v->indexed || cJSON_AddNumberToObject(o, "indexedVariables",
+						     (double)v->indexed));
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -243,8 +250,23 @@ static void run_variables(struct request *req)
 		request_fail(req, DAP_ERROR_FAILED, "%s", c->err);
 	} else if ((body = request_ok(req)) &&
 		   (arr = cJSON_AddArrayToObject(body, "variables"))) {
-		for (size_t i = 0; i < c->n; i++)
-			cJSON_AddItemToArray(arr, variable_json(&c->v[i]));
+		size_t i;
+
+		for (i = 0; i < c->n; i++) {
+			cJSON *o = variable_json(&c->v[i]);
+
+			if (!o || !cJSON_AddItemToArray(arr, o)) {
+				cJSON_Delete(o);
+				break;
+			}
+		}
+		if (i < c->n)
+			request_fail(req, DAP_ERROR_FAILED,
+				     "variables: out of memory in the target "
+				     "(its address space limit?)");
+	} else {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "variables: out of memory in the target");
 	}
 	gilcall_done(&c->c);
 }
