@@ -130,7 +130,8 @@ static void tick(void)
 			continue;
 		if (sampler_threads_begin(&tk, pt, gil_ts, now, &w))
 			continue;
-		if (sampler_join_wanted(&S.o, &w)) {
+		if (sampler_join_wanted(&S.o, &w) &&
+		    sampler_threads_running(w.t)) {
 			/* Signalled now (or still waiting for its earlier
 			 * signal), sampled when its capture comes; the
 			 * others are sampled meanwhile. */

@@ -112,6 +112,10 @@ int sampler_threads_init(void);
  * filled), 1 when not. */
 int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
 			  uintptr_t gil_ts, double now, struct want *w);
+/* Is t running now (its /proc file read again)?  Asked right before its
+ * signal: a thread seen running a moment ago may be entering a system
+ * call, which the signal would cut short. */
+int sampler_threads_running(struct thr *t);
 /* Forgets the threads not seen in tick n (they ended). */
 void sampler_threads_prune(uint64_t n);
 /* The run ends: every thread's /proc file is closed (opened again, when

@@ -77,8 +77,14 @@ int sampler_join_wanted(const struct sampler_opts *o, const struct want *w)
 	/* A thread blocked in the kernel is never signalled: the signal
 	 * would cut its system call short (EINTR from poll, sleeps, ...);
 	 * with native_idle its sample names the call instead
-	 * (sampler_take). */
-	return o->native && w->known && w->state == SAMPLER_RUNNING;
+	 * (sampler_take).  "Running" from /proc is the kernel's runnable
+	 * state, which a thread also has on its way into or out of a
+	 * blocking call (and while it waits for a CPU there): so it must
+	 * also have been on a CPU for a quarter of the period since its
+	 * previous sample.  A thread that wakes now and then for a moment
+	 * (a poll loop) never is; a busy one always is. */
+	return o->native && w->known && w->state == SAMPLER_RUNNING &&
+	       w->cpu_us >= 250000 / o->hz;
 }
 
 /* The samples a capture answers: every want of its thread (one stack,

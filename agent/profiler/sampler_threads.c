@@ -188,6 +188,13 @@ static int syscall_state(struct thr *t, int *sys_nr)
 	return SAMPLER_IDLE;
 }
 
+int sampler_threads_running(struct thr *t)
+{
+	int nr = -1;
+
+	return syscall_state(t, &nr) == SAMPLER_RUNNING;
+}
+
 int sampler_threads_begin(struct tick *tk, const struct cpython_thread *pt,
 			  uintptr_t gil_ts, double now, struct want *w)
 {
