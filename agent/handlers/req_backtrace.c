@@ -212,9 +212,18 @@ static void run_backtrace(struct request *req)
 	if (a.native)
 		crash_sym_end(sym);
 	free(sym);
+	if (body && gil.locals_note[0])
+		cJSON_AddStringToObject(body, "localsError", gil.locals_note);
 	g = body ? cJSON_AddObjectToObject(body, "gil") : NULL;
 	if (g) {
 		cJSON_AddBoolToObject(g, "acquired", gil.acquired);
+		/* Only a thread of the program is named as the holder; when
+		 * the agent's own call holds the GIL, the reply says which. */
+		cJSON_AddBoolToObject(g, "holderIsAgent",
+				      gil.holder_agent[0] != 0);
+		if (gil.holder_agent[0])
+			cJSON_AddStringToObject(g, "holderCall",
+						gil.holder_agent);
 		if (gil.holder) {
 			cJSON_AddNumberToObject(g, "holder", (double)gil.holder);
 			cJSON_AddNumberToObject(g, "holderNativeId",
@@ -223,11 +232,22 @@ static void run_backtrace(struct request *req)
 			cJSON_AddNullToObject(g, "holder");
 			cJSON_AddNullToObject(g, "holderNativeId");
 		}
-		if (!gil.acquired)
+		if (!gil.acquired && gil.holder_agent[0]) {
+			char m[320];
+
+			snprintf(m, sizeof(m),
+				 "the GIL is held by the agent's own call (%s), "
+				 "not by a thread of the program: stacks were "
+				 "read without it (no locals, kernel thread "
+				 "names)",
+				 gil.holder_agent);
+			cJSON_AddStringToObject(g, "message", m);
+		} else if (!gil.acquired) {
 			cJSON_AddStringToObject(g, "message",
 				"the GIL did not come in time: stacks were "
 				"read without it (no locals, kernel thread "
 				"names)");
+		}
 	}
 	pystack_release(&st);
 }

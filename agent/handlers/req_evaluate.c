@@ -108,6 +108,28 @@ static void eval_with_gil(void *arg)
 	eval_unref(c);
 }
 
+/* "evaluate 'expr'" in buf: the expression's first line, cut, control
+ * characters as '?' (it is shown to other sessions' messages). */
+static const char *describe(char *buf, size_t len, const char *expr)
+{
+	size_t n = (size_t)snprintf(buf, len, "evaluate '");
+	const char *p = expr;
+
+	for (; *p && *p != '\n' && n + 5 < len; p++)
+		buf[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+	/* Cut on a character's edge: back to the start of a UTF-8 one. */
+	if (*p && *p != '\n') {
+		size_t k = n;
+
+		while (k > 10 && ((unsigned char)buf[k - 1] & 0xc0) == 0x80)
+			k--;
+		if (k > 10 && (unsigned char)buf[k - 1] >= 0xc0)
+			n = k - 1;
+	}
+	snprintf(buf + n, len - n, "%s'", *p ? "..." : "");
+	return buf;
+}
+
 /* why: what stopped the code when we did (the timeout, a cancel), said
  * before its KeyboardInterrupt traceback; NULL when we did not. */
 static void reply(struct request *req, struct eval_call *c, const char *why)
@@ -156,7 +178,7 @@ static void run_evaluate(struct request *req)
 	int64_t timeout = config_int("eval.timeout_ms"), frame_id = 0;
 	struct pygil_limits lim = {0};
 	struct eval_call *c;
-	char err[128];
+	char err[128], what[PYGIL_WHAT_MAX];
 	int rc, interrupted = 0;
 
 	rc = dap_arg_string(req->args, "expression", &expr, err, sizeof(err));
@@ -199,6 +221,9 @@ static void run_evaluate(struct request *req)
 	lim.start_ms = (int)config_int("python.gil_timeout_ms");
 	lim.run_ms = timeout > 0x7fffffff ? 0x7fffffff : (int)timeout;
 	lim.cancel = &req->cancel;
+	/* Named in the messages about calls that do not end (pygil.h). */
+	lim.kind = PYGIL_CODE;
+	lim.what = describe(what, sizeof(what), expr);
 	rc = pygil_run(eval_with_gil, c, &lim, &interrupted);
 	switch (rc) {
 	case 0:
@@ -224,12 +249,17 @@ static void run_evaluate(struct request *req)
 		eval_unref(c);
 		return;
 	case -EINPROGRESS:
-		request_fail(
-			req, DAP_ERROR_FAILED,
-			"the code did not stop when interrupted "
-			"after %lld ms (blocked in C?); it goes on running "
-			"in the target",
-			(long long)timeout);
+		if (req->cancel || !timeout)
+			request_fail(req, DAP_ERROR_FAILED,
+				     "the code did not stop when cancelled "
+				     "(blocked in C?); it goes on running in "
+				     "the target");
+		else
+			request_fail(req, DAP_ERROR_FAILED,
+				     "the code did not stop when interrupted "
+				     "after %lld ms (blocked in C?); it goes "
+				     "on running in the target",
+				     (long long)timeout);
 		eval_unref(c);
 		return;
 	default: {

@@ -164,6 +164,9 @@ static void run_memory(struct request *req)
 	 * backstop for a __sizeof__ that does not return. */
 	lim.run_ms = (int)budget + 2000;
 	lim.cancel = &req->cancel;
+	/* __sizeof__ is the program's code: a place of its own (pygil.h). */
+	lim.kind = PYGIL_WALK;
+	lim.what = "memory: a walk over the program's objects";
 	rc = pygil_run(report_fn, j, &lim, &interrupted);
 	if (rc != 0 && rc != -EINPROGRESS)
 		atomic_fetch_sub(&j->refs, 1); /* report_fn never runs */

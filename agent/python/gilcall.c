@@ -35,6 +35,8 @@ int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
 	lim.start_ms = (int)config_int("python.gil_timeout_ms");
 	lim.run_ms = run_ms;
 	lim.cancel = cancel;
+	lim.kind = c->kind ? c->kind : PYGIL_REPR;
+	lim.what = c->what;
 	rc = pygil_run(trampoline, c, &lim, NULL);
 	switch (rc) {
 	case 0:
@@ -72,20 +74,20 @@ int gilcall_ours(void (*fn)(void *arg), void *arg, int start_ms, char *err,
 void gilcall_explain(int rc, int start_ms, char *err, size_t errlen)
 {
 	long holder = 0;
-	double oldest = 0;
-	int running;
+	char what[PYGIL_WHAT_MAX + 64];
 
 	switch (rc) {
 	case -ETIMEDOUT:
 		if (!pystack_gil_holder(&holder))
 			snprintf(err, errlen,
 				 "the GIL did not come within %d ms", start_ms);
-		else if (pygil_is_own_thread(holder))
+		else if (pygil_thread_what(holder, what, sizeof(what)))
+			/* Not a thread of the program: say whose call, and
+			 * what it runs (its thread is no program's). */
 			snprintf(err, errlen,
-				 "the GIL is held by an earlier request of "
-				 "this agent, still running in C (thread %ld), "
+				 "the GIL is held by the agent's own call (%s) "
 				 "and did not come within %d ms",
-				 holder, start_ms);
+				 what, start_ms);
 		else
 			snprintf(err, errlen,
 				 "the GIL is held by thread %ld and did not "
@@ -93,13 +95,7 @@ void gilcall_explain(int rc, int start_ms, char *err, size_t errlen)
 				 holder, start_ms);
 		break;
 	case -EBUSY:
-		running = pygil_running(&oldest);
-		snprintf(err, errlen,
-			 "no Python thread of the agent is free: %d earlier "
-			 "requests are still running (the oldest for %.0f s; "
-			 "code blocked in C cannot be interrupted and ends "
-			 "when the call it waits in returns)",
-			 running, oldest);
+		pygil_busy_explain(err, errlen);
 		break;
 	case -EINPROGRESS:
 		snprintf(err, errlen, "it did not end in time (blocked in C?)");

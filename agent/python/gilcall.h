@@ -9,6 +9,11 @@
  * struct gilcall first in a heap struct that carries the arguments and
  * the results (plain C data: no Python object crosses back).
  *
+ * What it runs decides the GIL threads it may use (pygil.h: places):
+ * c->kind, PYGIL_REPR when 0 (reprs of the program's objects), or
+ * PYGIL_CODE for code of the client's choosing; c->what names it in the
+ * messages about calls that do not end (NULL: by its kind).
+ *
  * Threads: gilcall_run() from any thread but a GIL thread; run() on a GIL
  * thread with the GIL; release() on whichever side lets go last, without
  * the GIL.
@@ -21,6 +26,8 @@
 struct gilcall {
 	void (*run)(struct gilcall *c);	    /* with the GIL */
 	void (*release)(struct gilcall *c); /* frees c and its results */
+	int kind;			    /* enum pygil_kind; 0: PYGIL_REPR */
+	const char *what;		    /* in words, or NULL (copied) */
 	int refs;			    /* private */
 };
 
@@ -44,7 +51,9 @@ int gilcall_ours(void (*fn)(void *arg), void *arg, int start_ms, char *err,
 		 size_t errlen);
 
 /* Why a pygil_run() that waited start_ms returned rc (not 0), in words:
- * who holds the GIL, or which earlier calls still run. */
+ * who holds the GIL — the program's thread, or the agent's own call and
+ * what it runs — or which earlier calls still run (on the thread that
+ * called pygil_run: pygil_busy_explain()). */
 void gilcall_explain(int rc, int start_ms, char *err, size_t errlen);
 
 /* The caller lets go of c. */

@@ -8,6 +8,13 @@
  * GIL thread frees it when fn returns).  Calls are reference counted by
  * caller and GIL thread, under `lock`, so whoever lets go last frees it.
  *
+ * Places: a call of the program's code (kind != PYGIL_OURS) holds one of
+ * its kind's places from the moment a GIL thread dequeues it (held[], the
+ * slot's kind) until its function returns or it is dropped; a thread
+ * dequeues only calls whose kind has a place free, so a kind whose calls
+ * are all stuck leaves its later calls queued (refused at start_ms) and
+ * every other kind's untouched.
+ *
  * Interrupting: PyThreadState_SetAsyncExc needs the GIL, so the caller asks
  * another GIL thread to do it (a nested call).  That call and the ending of
  * fn are serialised by the GIL itself: the interrupter only raises while
@@ -21,6 +28,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -37,6 +45,8 @@ struct call {
 	int interrupted;       /* an interrupt was raised in fn */
 	int stop;              /* fn should wrap up (pygil_should_stop) */
 	unsigned long ident;   /* the running GIL thread's Python ident */
+	int kind;	       /* enum pygil_kind */
+	char what[PYGIL_WHAT_MAX];
 	struct call *next;
 };
 
@@ -47,7 +57,26 @@ struct slot {
 	pthread_t thread;
 	long tid;		/* read without the lock: atomics */
 	enum slot_state state;
-	struct timespec since;	/* when its call started running */
+	struct timespec since;	/* when its call was taken, then started */
+	int kind;		/* its call's, while it holds one */
+	char what[PYGIL_WHAT_MAX];
+};
+
+_Static_assert(PYGIL_REPR_MAX + PYGIL_CODE_MAX + PYGIL_WALK_MAX <
+		       PYGIL_THREADS_MAX,
+	       "the agent's own calls must keep a thread");
+
+/* Places of each kind (0: not capped) and its name in messages. */
+static const int kind_max[PYGIL_KINDS] = {
+	[PYGIL_REPR] = PYGIL_REPR_MAX,
+	[PYGIL_CODE] = PYGIL_CODE_MAX,
+	[PYGIL_WALK] = PYGIL_WALK_MAX,
+};
+static const char *const kind_name[PYGIL_KINDS] = {
+	[PYGIL_OURS] = "the agent's own work",
+	[PYGIL_REPR] = "reprs of the program's objects",
+	[PYGIL_CODE] = "code of a client's choosing (evaluate)",
+	[PYGIL_WALK] = "walks over the program's objects (memory)",
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,9 +85,11 @@ static struct call *queue_head, *queue_tail;
 static int queued, started, stopping;
 static struct slot slots[PYGIL_THREADS_MAX];
 static int nthreads, nidle, nwaiting, nrunning;
+static int held[PYGIL_KINDS];	      /* places held, by kind */
 
 static __thread struct call *current_call;
 static __thread int is_gil_thread;
+static __thread int busy_kind = -1; /* of this caller's last -EBUSY */
 
 static void call_unref_locked(struct call *c)
 {
@@ -75,18 +106,55 @@ static int passed(const struct timespec *ts)
 	       (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
 }
 
+/* May a thread take c now: is a place of its kind free?  Lock held. */
+static int eligible_locked(const struct call *c)
+{
+	return !kind_max[c->kind] || held[c->kind] < kind_max[c->kind];
+}
+
+/* The oldest queued call a thread may take, unlinked; NULL when none. */
 static struct call *dequeue_locked(void)
 {
-	struct call *c = queue_head;
+	struct call **pp = &queue_head, *prev = NULL;
 
-	if (c) {
-		queue_head = c->next;
-		if (!queue_head)
-			queue_tail = NULL;
+	for (; *pp; prev = *pp, pp = &(*pp)->next) {
+		struct call *c = *pp;
+
+		if (!eligible_locked(c))
+			continue;
+		*pp = c->next;
+		if (queue_tail == c)
+			queue_tail = prev;
 		c->next = NULL;
 		queued--;
+		return c;
 	}
-	return c;
+	return NULL;
+}
+
+/* How many queued calls a thread may take now (lock held). */
+static int eligible_queued_locked(void)
+{
+	int n = 0;
+
+	for (const struct call *c = queue_head; c; c = c->next)
+		n += eligible_locked(c);
+	return n;
+}
+
+/* Slot sl takes c's place (lock held), or gives it back (c NULL). */
+static void place_locked(struct slot *sl, const struct call *c)
+{
+	if (c) {
+		sl->kind = c->kind;
+		held[c->kind]++;
+		memcpy(sl->what, c->what, sizeof(sl->what));
+		clock_gettime(CLOCK_MONOTONIC, &sl->since);
+	} else {
+		held[sl->kind]--;
+		sl->kind = PYGIL_OURS;
+		sl->what[0] = 0;
+	}
 }
 
 static void unlink_locked(struct call *c)
@@ -167,12 +235,14 @@ static void *gil_thread_main(void *arg)
 	__atomic_store_n(&sl->tid, (long)syscall(SYS_gettid), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&lock);
 	for (;;) {
-		while (!queue_head && !stopping)
+		struct call *c = NULL;
+
+		while (!stopping && !(c = dequeue_locked()))
 			pthread_cond_wait(&cond, &lock);
 		if (stopping)
 			break;
-		struct call *c = dequeue_locked();
 		c->state = TAKEN;
+		place_locked(sl, c);
 		slot_set_locked(sl, SLOT_WAITING);
 		pthread_mutex_unlock(&lock);
 
@@ -183,7 +253,9 @@ static void *gil_thread_main(void *arg)
 		pthread_mutex_lock(&lock);
 		if (c->state == ABANDONED || stopping) {
 			call_unref_locked(c);
+			place_locked(sl, NULL);
 			slot_set_locked(sl, SLOT_IDLE);
+			pthread_cond_broadcast(&cond);
 			pthread_mutex_unlock(&lock);
 			PyGILState_Release(g);
 			pthread_mutex_lock(&lock);
@@ -206,6 +278,8 @@ static void *gil_thread_main(void *arg)
 		int was_interrupted = c->interrupted;
 		if (c->state != ABANDONED)
 			c->state = DONE;
+		/* Its place goes back: a queued call of its kind may go. */
+		place_locked(sl, NULL);
 		slot_set_locked(sl, SLOT_IDLE);
 		pthread_cond_broadcast(&cond);
 		call_unref_locked(c);
@@ -309,6 +383,7 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	int run_ms = lim ? lim->run_ms : 0;
 	int hard_ms = lim ? lim->hard_ms : 0;
 	volatile int *cancel = lim ? lim->cancel : NULL;
+	int kind = lim ? lim->kind : PYGIL_OURS;
 	int rc = 0, asked = 0;
 	struct call *c;
 
@@ -316,6 +391,8 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 		*interrupted = 0;
 	if (is_gil_thread)
 		return -EDEADLK;
+	if (kind < 0 || kind >= PYGIL_KINDS)
+		return -EINVAL;
 	if (hard_ms <= 0 && run_ms > 0)
 		hard_ms = run_ms + 2000;
 	c = calloc(1, sizeof(*c));
@@ -324,6 +401,9 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	c->fn = fn;
 	c->arg = arg;
 	c->refs = 2;
+	c->kind = kind;
+	snprintf(c->what, sizeof(c->what), "%s",
+		 lim && lim->what ? lim->what : kind_name[kind]);
 
 	pthread_mutex_lock(&lock);
 	if (!started || stopping) {
@@ -345,9 +425,12 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	/* No thread free and none waiting for the GIL: the threads all run
 	 * earlier calls (some may be stuck in C for good).  One more, up to
 	 * PYGIL_THREADS_MAX; those beyond PYGIL_THREADS leave when idle. */
-	if (queued > nidle && nwaiting == 0 && nthreads < PYGIL_THREADS_MAX)
+	if (eligible_queued_locked() > nidle && nwaiting == 0 &&
+	    nthreads < PYGIL_THREADS_MAX)
 		add_thread_locked();
-	pthread_cond_signal(&cond);
+	/* Every idle thread looks: the first may find only calls it may not
+	 * take yet. */
+	pthread_cond_broadcast(&cond);
 
 	/* Phase 1: wait for the GIL, at most start_ms. */
 	agent_deadline(&start_dl, CLOCK_MONOTONIC, start_ms);
@@ -363,12 +446,16 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 	if (c->state == QUEUED) {
 		unlink_locked(c);
 		c->refs--;  /* the GIL thread will never see it */
-		/* Never taken: no thread waits for the GIL, so it was not the
-		 * GIL but our own threads, all running earlier calls. */
+		/* Never taken: its kind's places were all held, or no thread
+		 * waits for the GIL, so it was not the GIL but our own
+		 * threads, all running earlier calls. */
 		rc = stopping		       ? -ESHUTDOWN
 		     : (cancel && *cancel)     ? -ECANCELED
+		     : !eligible_locked(c)     ? -EBUSY
 		     : nwaiting == 0 && nrunning ? -EBUSY
 						 : -ETIMEDOUT;
+		if (rc == -EBUSY)
+			busy_kind = eligible_locked(c) ? PYGIL_OURS : kind;
 		goto out;
 	}
 	if (c->state == TAKEN) {
@@ -391,6 +478,13 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 			       (cancel && *cancel) || stopping)) {
 			asked = 1;
 			interrupt_locked(c);
+			/* Unlimited, and told to stop: a call blocked in C
+			 * does not hold its caller for good. */
+			if (hard_ms <= 0) {
+				hard_ms = PYGIL_STOP_WAIT_MS;
+				agent_deadline(&hard_dl, CLOCK_MONOTONIC,
+					       hard_ms);
+			}
 			continue;
 		}
 		if (hard_ms > 0 && passed(&hard_dl)) {
@@ -451,6 +545,106 @@ int pygil_running(double *oldest_s)
 	return n;
 }
 
+/* "what, running for 3 s" of slot sl (lock held). */
+static int slot_what_locked(const struct slot *sl, const struct timespec *now,
+			    char *buf, size_t len)
+{
+	double age = (double)(now->tv_sec - sl->since.tv_sec) +
+		     (double)(now->tv_nsec - sl->since.tv_nsec) / 1e9;
+
+	switch (sl->state) {
+	case SLOT_RUNNING:
+		return snprintf(buf, len, "%s, running for %.0f s", sl->what,
+				age);
+	case SLOT_WAITING:
+		return snprintf(buf, len, "%s, waiting for the GIL for %.0f s",
+				sl->what, age);
+	default:
+		return snprintf(buf, len, "between calls");
+	}
+}
+
+void pygil_busy_explain(char *buf, size_t len)
+{
+	int kind = busy_kind, n = 0, count;
+	struct timespec now;
+	size_t off;
+	double oldest;
+
+	if (!len)
+		return;
+	if (kind <= PYGIL_OURS || kind >= PYGIL_KINDS) {
+		count = pygil_running(&oldest);
+		snprintf(buf, len,
+			 "no Python thread of the agent is free: %d earlier "
+			 "requests are still running (the oldest for %.0f s; "
+			 "code blocked in C cannot be interrupted and ends "
+			 "when the call it waits in returns)",
+			 count, oldest);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&lock);
+	if (!held[kind]) {
+		/* They ended between the refusal and now. */
+		snprintf(buf, len,
+			 "the agent's places for %s were all held by earlier "
+			 "calls; they are free now: ask again",
+			 kind_name[kind]);
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	off = (size_t)snprintf(buf, len,
+			       "%d calls that run %s have not ended (blocked "
+			       "in C, or on a lock? an interrupt cannot stop "
+			       "that):",
+			       held[kind], kind_name[kind]);
+	for (int i = 0; i < PYGIL_THREADS_MAX && off < len; i++) {
+		const struct slot *sl = &slots[i];
+
+		if (sl->state != SLOT_WAITING && sl->state != SLOT_RUNNING)
+			continue;
+		if (sl->kind != kind)
+			continue;
+		off += (size_t)snprintf(buf + off, len - off, "%s ",
+					n++ ? ";" : "");
+		if (off < len)
+			off += (size_t)slot_what_locked(sl, &now, buf + off,
+							len - off);
+	}
+	if (off < len)
+		snprintf(buf + off, len - off,
+			 ". At most %d such calls hold the agent's Python "
+			 "threads at once, so that its other work goes on: "
+			 "this one is refused until one of them ends (end "
+			 "what it waits for in the program)",
+			 kind_max[kind]);
+	pthread_mutex_unlock(&lock);
+}
+
+int pygil_thread_what(long tid, char *buf, size_t len)
+{
+	struct timespec now;
+	int found = 0;
+
+	if (!tid)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < PYGIL_THREADS_MAX && !found; i++) {
+		const struct slot *sl = &slots[i];
+
+		if (sl->state == SLOT_EMPTY ||
+		    __atomic_load_n(&sl->tid, __ATOMIC_RELAXED) != tid)
+			continue;
+		found = 1;
+		if (len)
+			slot_what_locked(sl, &now, buf, len);
+	}
+	pthread_mutex_unlock(&lock);
+	return found;
+}
+
 void pygil_stop(void)
 {
 	pthread_t live[PYGIL_THREADS_MAX];
@@ -484,5 +678,6 @@ void pygil_atfork_child(void)
 	started = 0;
 	stopping = 0;
 	nthreads = nidle = nwaiting = nrunning = 0;
+	memset(held, 0, sizeof(held));
 	memset(slots, 0, sizeof(slots));
 }

@@ -61,19 +61,14 @@ static void drop_own_threads(struct pystack *st)
 	st->nthreads = keep;
 }
 
-int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
-		    int gil_timeout_ms, volatile int *cancel,
-		    struct snapshot_gil *gil, char *err, size_t errlen)
+/* One try with the GIL: 0 with out filled, or pygil_run()'s error, or
+ * the GIL path's own (then with err). */
+static int try_gil(struct pystack *out, const struct pystack_opts *o,
+		   const struct pygil_limits *lim, char *err, size_t errlen)
 {
-	struct pygil_limits lim = {0};
-	struct take *t;
+	struct take *t = calloc(1, sizeof(*t));
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	memset(gil, 0, sizeof(*gil));
-	if (gil_timeout_ms <= 0)
-		gil_timeout_ms = (int)config_int("python.gil_timeout_ms");
-	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->refs = 2;
@@ -87,31 +82,86 @@ int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
 		memcpy(t->threads, o->threads, o->nthreads * sizeof(uint64_t));
 		t->o.threads = t->threads;
 	}
+	rc = pygil_run(take_with_gil, t, lim, NULL);
+	if (rc == 0 && t->rc == 0) {
+		*out = t->st;
+		memset(&t->st, 0, sizeof(t->st));
+	} else if (rc == 0) {
+		rc = t->rc;
+		snprintf(err, errlen, "%s", t->err);
+	}
+	if (rc == 0 || rc == -EINPROGRESS || t->rc) {
+		take_unref(t);		/* fn ran or still runs: shared */
+	} else {
+		free(t->threads);	/* fn never runs: ours alone */
+		free(t);
+	}
+	return rc;
+}
+
+int snapshot_stacks(struct pystack *out, const struct pystack_opts *o,
+		    int gil_timeout_ms, volatile int *cancel,
+		    struct snapshot_gil *gil, char *err, size_t errlen)
+{
+	struct pygil_limits lim = {0};
+	struct pystack_opts bare;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(gil, 0, sizeof(*gil));
+	if (gil_timeout_ms <= 0)
+		gil_timeout_ms = (int)config_int("python.gil_timeout_ms");
 	lim.start_ms = gil_timeout_ms;
 	lim.run_ms = 2000;      /* reprs of locals: interrupt a slow one */
 	lim.hard_ms = 5000;
 	lim.cancel = cancel;
-	rc = pygil_run(take_with_gil, t, &lim, NULL);
-	if (rc == 0 && t->rc == 0) {
-		*out = t->st;
-		memset(&t->st, 0, sizeof(t->st));
+	lim.kind = o->locals ? PYGIL_REPR : PYGIL_OURS;
+	lim.what = o->locals ? "a backtrace's reprs of locals" : NULL;
+	rc = try_gil(out, o, &lim, err, errlen);
+	if (o->locals && (rc == -EBUSY || rc == -EINPROGRESS)) {
+		/* Reprs that never end (a __repr__ on a lock, in C) hold
+		 * their kind's places, or this one's: the stacks themselves
+		 * are the agent's own work, taken without them. */
+		if (rc == -EBUSY)
+			pygil_busy_explain(gil->locals_note,
+					   sizeof(gil->locals_note));
+		else
+			snprintf(gil->locals_note, sizeof(gil->locals_note),
+				 "the reprs of locals did not end within %d ms "
+				 "(a __repr__ blocked in C or on a lock?); "
+				 "that call goes on, on one of the agent's "
+				 "threads, until it returns",
+				 lim.hard_ms);
+		bare = *o;
+		bare.locals = 0;
+		lim.kind = PYGIL_OURS;
+		lim.what = "a backtrace (no locals)";
+		rc = try_gil(out, &bare, &lim, err, errlen);
+	}
+	if (rc == 0) {
 		gil->acquired = 1;
-		take_unref(t);
 		drop_own_threads(out);
 		return 0;
 	}
-	if (rc == -EINPROGRESS || rc == 0)
-		take_unref(t);          /* fn ran or still runs: shared */
-	else {
-		free(t->threads);       /* fn never runs: ours alone */
-		free(t);
+	if (rc == -ENOMEM) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
 	}
 	if (rc == -ECANCELED) {
 		snprintf(err, errlen, "cancelled");
 		return rc;
 	}
-	/* No GIL in time (or the GIL path failed): read without it. */
+	/* No GIL in time (or the GIL path failed): read without it.  The
+	 * holder may be one of the agent's GIL threads (a slow repr of
+	 * another request): that is the agent's call, not a thread of the
+	 * program to name. */
 	gil->holder = pystack_gil_holder(&gil->holder_native);
+	if (gil->holder &&
+	    pygil_thread_what(gil->holder_native, gil->holder_agent,
+			      sizeof(gil->holder_agent))) {
+		gil->holder = 0;
+		gil->holder_native = 0;
+	}
 	rc = pystack_take_nogil(out, o, err, errlen);
 	if (rc == 0)
 		drop_own_threads(out);

@@ -26,6 +26,7 @@
 #ifndef HANDLER_H
 #define HANDLER_H
 
+#include <ev.h>
 #include <stdint.h>
 #include <cJSON.h>
 
@@ -70,7 +71,12 @@ struct request {
 	struct dap_message *resp;     /* set through request_ok/request_fail */
 	volatile int cancel;          /* set by a `cancel` request */
 	int close_after;              /* close the session once sent */
-	struct request *next;         /* private to the server */
+	/* Private to the server (server_request.c): */
+	struct request *next;
+	int runs_code;                /* HANDLER_RUNS_CODE, this request */
+	int waiting;                  /* for a place to run code */
+	ev_tstamp since;              /* dispatched, then handed to a worker */
+	ev_timer wait_timer;          /* how long it may wait for a place */
 };
 
 /* Starts a success response; returns its body to fill (never NULL unless
@@ -89,7 +95,9 @@ const struct handler *handler_find(const char *command);
 unsigned handler_flags_of(const struct handler *h, const cJSON *args);
 
 /* Does h run on a worker thread (HANDLER_GIL or HANDLER_BLOCKS in its
- * flags), rather than on the loop thread? */
+ * flags), rather than on the loop thread?  One that also runs code
+ * (HANDLER_RUNS_CODE) takes one of the few places for code first
+ * (server_request.h: SERVER_CODE_MAX). */
 int handler_on_worker(const struct handler *h);
 
 /* The handlers (one family per file). */

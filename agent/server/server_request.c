@@ -5,9 +5,11 @@
 #include "server_request.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/readonly.h"
 #include "debugger/dbgsession.h"
 #include "dap_msg.h"
@@ -49,6 +51,9 @@ static void request_finish(struct server *srv, struct request *req)
 	request_free(req);
 }
 
+_Static_assert(SERVER_CODE_MAX < WORKER_THREADS,
+	       "requests that run code must leave workers to the others");
+
 static void job_run(struct worker_job *job)
 {
 	struct request *req = (struct request *)job;
@@ -56,32 +61,194 @@ static void job_run(struct worker_job *job)
 	req->handler->run(req);
 }
 
-static void job_done(struct worker_job *job)
+/* req, in flight (on a worker, or waiting for a place), is over: off the
+ * list and its session's count. */
+static void request_leave(struct server *srv, struct request *req)
 {
-	struct request *req = (struct request *)job;
-	struct server *srv = server_current();
-	struct request **pp;
 	struct session *s;
 
-	for (pp = &srv->inflight; *pp; pp = &(*pp)->next) {
+	for (struct request **pp = &srv->inflight; *pp; pp = &(*pp)->next) {
 		if (*pp == req) {
 			*pp = req->next;
 			break;
 		}
 	}
+	if (req->waiting) {
+		ev_timer_stop(server_loop(srv), &req->wait_timer);
+		req->waiting = 0;
+	}
 	s = server_session_find(srv, req->session);
 	if (s)
 		s->inflight--;
+}
+
+/* ---- the places for code ------------------------------------------------
+ *
+ * Requests that run code on workers, counted from the list in flight
+ * (those waiting for a place are not); a place is held from the hand-over
+ * to a worker until the answer.
+ */
+
+static void code_count(struct server *srv, uint64_t session, int *all,
+		       int *mine)
+{
+	*all = *mine = 0;
+	for (const struct request *r = srv->inflight; r; r = r->next) {
+		if (!r->runs_code || r->waiting)
+			continue;
+		(*all)++;
+		*mine += r->session == session;
+	}
+}
+
+static int code_room(struct server *srv, uint64_t session)
+{
+	int all, mine;
+
+	code_count(srv, session, &all, &mine);
+	return all < SERVER_CODE_MAX && mine < SERVER_CODE_SESSION_MAX;
+}
+
+/* "evaluate 'expr' (session 3, for 42 s)" of r: what holds a place. */
+static int describe(const struct request *r, ev_tstamp now, char *buf,
+		    size_t len)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(r->args,
+							  "expression");
+	char text[48];
+	size_t n = 0;
+
+	if (cJSON_IsString(e)) {
+		/* The client's text, cut; no control characters. */
+		for (const char *p = e->valuestring;
+		     *p && *p != '\n' && n + 4 < sizeof(text); p++)
+			text[n++] = (unsigned char)*p < 0x20 || *p == 0x7f
+					    ? '?'
+					    : *p;
+		while (n && ((unsigned char)text[n - 1] & 0x80))
+			n--; /* not half a character */
+	}
+	text[n] = 0;
+	return snprintf(buf, len, "%s%s%s%s (session %llu, for %.0f s)",
+			r->msg->command, n ? " '" : "", text, n ? "'" : "",
+			(unsigned long long)r->session, now - r->since);
+}
+
+/* Why req, waiting, found no place: which requests hold them. */
+static void code_refusal(struct server *srv, const struct request *req,
+			 char *why, size_t len)
+{
+	ev_tstamp now = ev_now(server_loop(srv));
+	int all, mine, shown = 0;
+	size_t off;
+
+	code_count(srv, req->session, &all, &mine);
+	if (mine >= SERVER_CODE_SESSION_MAX)
+		off = (size_t)snprintf(why, len,
+				       "not run: this session's earlier "
+				       "request that runs code has not ended "
+				       "(");
+	else
+		off = (size_t)snprintf(why, len,
+				       "not run: %d requests that run code in "
+				       "the target have not ended (",
+				       all);
+	for (const struct request *r = srv->inflight; r && off < len;
+	     r = r->next) {
+		if (!r->runs_code || r->waiting ||
+		    (mine >= SERVER_CODE_SESSION_MAX &&
+		     r->session != req->session))
+			continue;
+		if (shown++)
+			off += (size_t)snprintf(why + off, len - off, "; ");
+		if (off < len)
+			off += (size_t)describe(r, now, why + off, len - off);
+	}
+	if (off < len)
+		snprintf(why + off, len - off,
+			 "), and at most %d run at once, %d for a session, so "
+			 "that queries, backtraces and settings always find "
+			 "the agent free.  Wait for them to end, or cancel "
+			 "them (Ctrl-C, a `cancel` request); code blocked in "
+			 "C ends only when what it waits for returns",
+			 SERVER_CODE_MAX, SERVER_CODE_SESSION_MAX);
+}
+
+static void on_wait_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct request *req = w->data;
+	struct server *srv = server_current();
+	char why[1024];
+
+	(void)loop, (void)revents;
+	code_refusal(srv, req, why, sizeof(why));
+	request_leave(srv, req);
+	request_fail(req, DAP_ERROR_FAILED, "%s", why);
 	request_finish(srv, req);
+}
+
+/* Hands req to a worker; answers it (and lets it go) when none takes
+ * it.  Its session has counted it in flight already. */
+static void start(struct server *srv, struct request *req)
+{
+	int rc;
+
+	req->since = ev_now(server_loop(srv));
+	rc = worker_submit(&req->job);
+	if (rc) {
+		request_leave(srv, req);
+		request_fail(req, DAP_ERROR_FAILED, "agent busy: %s",
+			     rc == -EAGAIN ? "request queue full"
+					   : "shutting down");
+		request_finish(srv, req);
+	}
+}
+
+/* A place may be free: the oldest waiting requests that fit go. */
+static void code_promote(struct server *srv)
+{
+	for (;;) {
+		struct request *next = NULL;
+
+		for (struct request *r = srv->inflight; r; r = r->next)
+			if (r->waiting && (!next || r->since < next->since) &&
+			    code_room(srv, r->session))
+				next = r;
+		if (!next)
+			return;
+		ev_timer_stop(server_loop(srv), &next->wait_timer);
+		next->waiting = 0;
+		start(srv, next);
+	}
+}
+
+static void job_done(struct worker_job *job)
+{
+	struct request *req = (struct request *)job;
+	struct server *srv = server_current();
+	int code = req->runs_code;
+
+	request_leave(srv, req);
+	request_finish(srv, req);
+	if (code)
+		code_promote(srv);
 }
 
 int server_cancel(struct server *srv, uint64_t session, int64_t seq)
 {
 	for (struct request *r = srv->inflight; r; r = r->next) {
-		if (r->session == session && r->msg->seq == seq) {
-			r->cancel = 1;
-			return 0;
+		if (r->session != session || r->msg->seq != seq)
+			continue;
+		r->cancel = 1;
+		if (r->waiting) {
+			/* Never ran: answered now. */
+			request_leave(srv, r);
+			request_fail(r, DAP_ERROR_FAILED,
+				     "cancelled before it ran (it waited for "
+				     "a place to run code)");
+			request_finish(srv, r);
 		}
+		return 0;
 	}
 	return -ENOENT;
 }
@@ -147,16 +314,21 @@ static void dispatch(struct session *s, struct dap_message *msg)
 	}
 	req->job.run = job_run;
 	req->job.done = job_done;
-	int rc = worker_submit(&req->job);
-	if (rc) {
-		request_fail(req, DAP_ERROR_FAILED, "agent busy: %s", rc == -EAGAIN
-			     ? "request queue full" : "shutting down");
-		request_finish(srv, req);
-		return;
-	}
+	req->runs_code = (flags & HANDLER_RUNS_CODE) != 0;
+	req->since = ev_now(server_loop(srv));
+	req->waiting = req->runs_code && !code_room(srv, s->id);
 	s->inflight++;
 	req->next = srv->inflight;
 	srv->inflight = req;
+	if (req->waiting) {
+		double wait = (double)config_int("python.gil_timeout_ms") / 1e3;
+
+		ev_timer_init(&req->wait_timer, on_wait_timeout, wait, 0.);
+		req->wait_timer.data = req;
+		ev_timer_start(server_loop(srv), &req->wait_timer);
+		return;
+	}
+	start(srv, req);
 }
 
 void server_request_handle(struct session *s, const char *body, size_t len)
@@ -185,9 +357,19 @@ void server_request_handle(struct session *s, const char *body, size_t len)
 
 void server_request_cancel_session(struct server *srv, uint64_t id)
 {
-	for (struct request *r = srv->inflight; r; r = r->next)
-		if (r->session == id)
-			r->cancel = 1;
+	struct request *r = srv->inflight, *next;
+
+	for (; r; r = next) {
+		next = r->next;
+		if (r->session != id)
+			continue;
+		r->cancel = 1;
+		if (r->waiting) {
+			/* Never ran: nobody to answer. */
+			request_leave(srv, r);
+			request_free(r);
+		}
+	}
 }
 
 int server_request_any(struct server *srv)

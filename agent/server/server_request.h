@@ -10,6 +10,17 @@
  * most SERVER_INFLIGHT_MAX per session) and are answered when done.  A
  * request whose session has closed meanwhile is dropped unanswered.
  *
+ * Code may never end (an evaluate with no timeout, blocked in C), and a
+ * request stays on its worker while it runs.  So requests that run code
+ * in the target (HANDLER_RUNS_CODE) hold at most SERVER_CODE_MAX of the
+ * WORKER_THREADS workers at once, SERVER_CODE_SESSION_MAX of them for one
+ * session: the others are always there for queries, backtraces and
+ * settings.  One more such request waits for a place at most
+ * python.gil_timeout_ms (quick ones, such as an editor's watches, take
+ * turns) and is then refused with a message that names the requests
+ * holding the places and says what to do; a `cancel` or the end of its
+ * session drops it at once.
+ *
  * Threads: the loop thread only (handlers on workers run through
  * worker.h, and their completion comes back to the loop).
  */
@@ -18,6 +29,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define SERVER_CODE_MAX 2	    /* requests running code, in all */
+#define SERVER_CODE_SESSION_MAX 1 /* ... and of one session */
 
 struct server;
 struct session;

@@ -5,6 +5,7 @@
 #include "server_session.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,16 @@ static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
 
 /* ---- input ------------------------------------------------------------ */
 
+/* At end of input: has the peer shut both ways (closed), not only its
+ * sending side?  Known on a unix socket; a TCP peer's close reads as a
+ * half-close until a write fails. */
+static int peer_gone(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = 0};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct session *s = w->data;
@@ -185,6 +196,15 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	if (n == 0) {
+		/* A client that is gone altogether (it closed the socket or
+		 * exited: both ways shut, POLLHUP on a unix socket) reads no
+		 * answer: its requests are cancelled as for a lost
+		 * connection, and its place goes at once, not when a request
+		 * that may never end does. */
+		if (peer_gone(s->sock.fd)) {
+			server_session_close(s);
+			return;
+		}
 		/* The client is done sending (it may have half-closed, as
 		 * `printf ... | probing dap` does): answer what is in flight,
 		 * then close. */

@@ -8,7 +8,8 @@
  * not read is dropped, not buffered for).  Input is read in chunks, framed
  * by Content-Length, and each message handed to the request layer
  * (server_request.h); end of input (a half-close) answers what is in
- * flight, then closes.
+ * flight, then closes; a peer gone both ways (a unix socket's client
+ * closed or exited) is closed at once, its requests cancelled.
  *
  * A session is never freed inside its own callback: server_session_close()
  * marks it closed (the socket goes at once, in-flight requests are
