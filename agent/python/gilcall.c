@@ -47,7 +47,10 @@ int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
 		c->refs = 1;
 		break;
 	}
-	if (rc == -EINPROGRESS)
+	if (rc == -EINPROGRESS && run_ms <= 0)
+		snprintf(err, errlen,
+			 "cancelled but still running (blocked in C?)");
+	else if (rc == -EINPROGRESS)
 		snprintf(err, errlen,
 			 "interrupted after %d ms but still "
 			 "running (blocked in C?)",

@@ -36,7 +36,8 @@ struct gilcall {
  * interrupts the run after run_ms (0: never) or when *cancel is set
  * (cancel may be NULL).  Returns 0 when run ended (its results may be
  * read), else -ETIMEDOUT (with the thread holding the GIL in err),
- * -EBUSY (every GIL thread runs an earlier call), -EINPROGRESS (it did
+ * -EBUSY (every GIL thread runs an earlier call, or every place of its
+ * kind is held by one: err names them), -EINPROGRESS (it did
  * not stop when interrupted), -ECANCELED, -EAGAIN, -ESHUTDOWN with err.  In every case the caller then calls
  * gilcall_done(c) once and must not touch c afterwards.
  */

@@ -595,9 +595,9 @@ void pygil_busy_explain(char *buf, size_t len)
 		return;
 	}
 	off = (size_t)snprintf(buf, len,
-			       "%d calls that run %s have not ended (blocked "
-			       "in C, or on a lock? an interrupt cannot stop "
-			       "that):",
+			       "%d calls that run %s have not ended (code "
+			       "blocked in C or on a lock is not stopped by "
+			       "an interrupt):",
 			       held[kind], kind_name[kind]);
 	for (int i = 0; i < PYGIL_THREADS_MAX && off < len; i++) {
 		const struct slot *sl = &slots[i];
