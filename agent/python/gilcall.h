@@ -38,8 +38,9 @@ struct gilcall {
  * read), else -ETIMEDOUT (with the thread holding the GIL in err),
  * -EBUSY (every GIL thread runs an earlier call, or every place of its
  * kind is held by one: err names them), -EINPROGRESS (it did
- * not stop when interrupted), -ECANCELED, -EAGAIN, -ESHUTDOWN with err.  In every case the caller then calls
- * gilcall_done(c) once and must not touch c afterwards.
+ * not stop when interrupted), -ECANCELED, -EAGAIN, -ESHUTDOWN with err.  In
+ * every case the caller then calls gilcall_done(c) once and must not touch c
+ * afterwards.
  */
 int gilcall_run(struct gilcall *c, int run_ms, volatile int *cancel, char *err,
 		size_t errlen);
