@@ -119,14 +119,22 @@ static int describe(const struct request *r, ev_tstamp now, char *buf,
 	size_t n = 0;
 
 	if (cJSON_IsString(e)) {
+		const char *p = e->valuestring;
+
 		/* The client's text, cut; no control characters. */
-		for (const char *p = e->valuestring;
-		     *p && *p != '\n' && n + 4 < sizeof(text); p++)
+		for (; *p && *p != '\n' && n + 4 < sizeof(text); p++)
 			text[n++] = (unsigned char)*p < 0x20 || *p == 0x7f
 					    ? '?'
 					    : *p;
-		while (n && ((unsigned char)text[n - 1] & 0x80))
-			n--; /* not half a character */
+		if (*p && *p != '\n') {
+			/* Cut short: back to the start of a UTF-8 character. */
+			size_t k = n;
+
+			while (k && ((unsigned char)text[k - 1] & 0xc0) == 0x80)
+				k--;
+			if (k && (unsigned char)text[k - 1] >= 0xc0)
+				n = k - 1;
+		}
 	}
 	text[n] = 0;
 	return snprintf(buf, len, "%s%s%s%s (session %llu, for %.0f s)",
