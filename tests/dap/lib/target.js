@@ -243,6 +243,10 @@ async function spawnTarget(python, code, { ready = null, env = {} } = {}) {
 		PYTHONUNBUFFERED: '1',
 		PROBING: '1',
 		PROBING_PORT: String(port),
+		// A TCP listener asks for the token, loopback too, unless the
+		// user says otherwise: these tests speak DAP as an editor with a
+		// debugServer port does, without one (auth.test.js gives one).
+		PROBING_TOKEN: 'none',
 	});
 	if (process.env.PROBING_TARGET_PRELOAD) e.LD_PRELOAD = process.env.PROBING_TARGET_PRELOAD;
 	Object.assign(e, env);
