@@ -92,6 +92,20 @@ static int count_wanted(const struct bt_opts *o, const cJSON *body)
 	return n;
 }
 
+/* Locals asked for and not given: why (the reprs found no place, or
+ * did not end), so --locals never shows none without a word. */
+static void locals_warning(const cJSON *body)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(body, "localsError");
+	char safe[512];
+
+	if (!cJSON_IsString(e))
+		return;
+	fflush(stdout);
+	fprintf(stderr, "probing: warning: no locals: %s\n",
+		cli_text_fit(e->valuestring, 0, safe, sizeof(safe)));
+}
+
 static void gil_warning(const cJSON *body)
 {
 	const cJSON *gil = cJSON_GetObjectItemCaseSensitive(body, "gil");
@@ -104,6 +118,18 @@ static void gil_warning(const cJSON *body)
 	holder = cJSON_GetObjectItemCaseSensitive(gil, "holder");
 	nid = cJSON_GetObjectItemCaseSensitive(gil, "holderNativeId");
 	char safe[96];
+	const cJSON *call = cJSON_GetObjectItemCaseSensitive(gil, "holderCall");
+
+	/* The agent's own call holds it: never one of the program's
+	 * threads named for it. */
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gil,
+							   "holderIsAgent")))
+		snprintf(who, sizeof(who), "the agent's own call (%s)",
+			 cJSON_IsString(call)
+				 ? cli_text_fit(call->valuestring, 0, safe,
+						sizeof(safe))
+				 : "another request");
+	else
 
 	/* The holder's name is the program's: escaped (cli_text_fit). */
 	if (cJSON_IsNumber(nid)) {
@@ -253,6 +279,7 @@ static int print_body(const struct bt_opts *o, const cJSON *body)
 		return CLI_OK;
 	}
 	gil_warning(body);
+	locals_warning(body);
 	cJSON_ArrayForEach(th, threads)
 	{
 		if (!wanted(o, th))

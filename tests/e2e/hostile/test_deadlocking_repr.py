@@ -65,4 +65,8 @@ def test_deadlocking_repr_costs_only_its_own_calls(spawn, python):
     assert body["gil"]["acquired"], body
     assert "repr" in body.get("localsError", ""), body
     assert "have not ended" in body["localsError"], body
+    # And the table says so too, never a silent backtrace without locals.
+    r = probing("backtrace", "--locals", target=t.pid)
+    assert r.rc == 0 and "MainThread" in r.out, r
+    assert "warning: no locals:" in r.err and "have not ended" in r.err, r
     assert t.alive()

@@ -66,6 +66,7 @@ def test_gil_holder_is_the_programs_thread_or_said_to_be_ours(spawn, python,
         assert r.rc == 0, r
         for tid in re.findall(r"held by thread (\d+)", r.err):
             assert not comm(t.pid, int(tid)).startswith("probing"), r.err
+        assert "held by the agent's own call (" in r.err, r.err
         # The reply says whose call holds it, and what that call runs.
         r = probing("backtrace", "-f", "json", target=t.pid)
         assert r.rc == 0, r
