@@ -15,6 +15,7 @@
 #include "cpython/cpython.h"
 #include "debugger/debugger.h"
 #include "python/gilcall.h"
+#include "python/pygil.h"
 #include "python/pyviews.h"
 #include "python/variables.h"
 #include "server/handler.h"
@@ -337,6 +338,7 @@ static void run_set_variable(struct request *req)
 	}
 	c->c.run = setvar_run;
 	c->c.release = setvar_release;
+	c->c.kind = PYGIL_CODE; /* the client's expression */
 	c->ref = ref;
 	rc = gilcall_run(&c->c, run_ms(), &req->cancel, err, sizeof(err));
 	if (rc) {
@@ -472,6 +474,7 @@ static void run_completions(struct request *req)
 	}
 	c->c.run = compl_run;
 	c->c.release = compl_release;
+	c->c.kind = PYGIL_CODE; /* evaluates the text typed so far */
 	c->frame_id = frame;
 	rc = gilcall_run(&c->c, run_ms(), &req->cancel, err, sizeof(err));
 	if (rc) {
