@@ -3,6 +3,7 @@
  * pausing anything; with locals, and native frames, on request.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,11 @@
 #include "python/pygil.h"
 #include "python/snapshot.h"
 #include "server/handler.h"
+
+/* Threads walked with locals from which the memory the walk freed is
+ * given back (malloc_trim: it visits every arena, the program's too, so
+ * only after walks large enough to leave megabytes behind). */
+#define BACKTRACE_TRIM_THREADS 64
 
 struct backtrace_args {
 	uint64_t *threads;
@@ -178,6 +184,7 @@ static void run_backtrace(struct request *req)
 	struct pystack st;
 	cJSON *body, *threads, *g, *t;
 	char err[256];
+	size_t walked;
 	int rc;
 
 	if (parse_args(req, &a))
@@ -249,7 +256,14 @@ static void run_backtrace(struct request *req)
 				"names)");
 		}
 	}
+	/* A large walk with locals (reprs, frame dicts and their text, on
+	 * the GIL threads and here) leaves its freed memory in our threads'
+	 * malloc arenas: 2,000 threads' locals kept the program at 300 MB
+	 * for good.  Given back to the system once such a walk is done. */
+	walked = st.nthreads;
 	pystack_release(&st);
+	if (a.locals && walked >= BACKTRACE_TRIM_THREADS)
+		malloc_trim(0);
 }
 
 const struct handler handler_backtrace = {
