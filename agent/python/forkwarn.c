@@ -7,14 +7,13 @@
 #include "forkwarn.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/thread.h"
 
-#if PY_VERSION_HEX >= 0x030C0000
-
 static int registered;
-static PyObject *our_filter; /* the entry put in the filters, or NULL */
+static PyObject *our_filter; /* the tuple in the filters (a reference) */
 
 /* The threads of the process as os.fork()'s warning counts them (the
  * 20th field of /proc/self/stat), or -1. */
@@ -30,7 +29,8 @@ static int kernel_threads(void)
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	/* After the command name, which may hold spaces and parentheses. */
+	/* After the command name (field 2), which may hold spaces and
+	 * parentheses: each space starts the next field. */
 	p = strrchr(buf, ')');
 	if (!p)
 		return -1;
@@ -41,6 +41,33 @@ static int kernel_threads(void)
 		sscanf(p, "%d", &threads);
 	return threads;
 }
+
+/* The filter's message matcher: true for os.fork()'s warning about this
+ * process while the program's own threads are one.  Never raises. */
+static PyObject *match(PyObject *self, PyObject *text)
+{
+	char want[96];
+	const char *s;
+	int threads;
+
+	(void)self;
+	snprintf(want, sizeof(want),
+		 "This process (pid=%d) is multi-threaded, use of ",
+		 (int)getpid());
+	s = PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : NULL;
+	if (!s) {
+		PyErr_Clear();
+		Py_RETURN_FALSE;
+	}
+	if (strncmp(s, want, strlen(want)) != 0)
+		Py_RETURN_FALSE;
+	threads = kernel_threads();
+	if (threads < 0 || threads - agent_threads_live() > 1)
+		Py_RETURN_FALSE;
+	Py_RETURN_TRUE;
+}
+
+static PyMethodDef match_def = {"match", match, METH_O, NULL};
 
 /* The warnings module's list of filters (3.14 may keep them per
  * context): a new reference, or NULL. */
@@ -57,119 +84,94 @@ static PyObject *filters_of(PyObject *warnings)
 	return l;
 }
 
-static PyObject *after_fork(PyObject *self, PyObject *unused);
+/*
+ * Our filter first in the filters, unless it is there already.  The
+ * warnings machinery is not told that its filters changed: that would
+ * reset every module's registry of warnings shown, and the program's
+ * "once" and "default" warnings would show again.  Not told, it still
+ * reads the filters afresh for any message not shown before — as the
+ * fork warning, which names the pid, is.
+ */
+static void ensure_filter(void)
+{
+	PyObject *warnings = PyImport_ImportModule("warnings");
+	PyObject *l = warnings ? filters_of(warnings) : NULL;
+
+	for (Py_ssize_t i = 0; l && i < PyList_GET_SIZE(l); i++)
+		if (PyList_GET_ITEM(l, i) == our_filter)
+			goto out;
+	if (l)
+		(void)PyList_Insert(l, 0, our_filter);
+out:
+	Py_XDECREF(l);
+	Py_XDECREF(warnings);
+	PyErr_Clear();
+}
 
 static PyObject *before_fork(PyObject *self, PyObject *unused)
 {
-	PyObject *warnings = NULL, *msg = NULL, *r = NULL, *l = NULL;
-	int threads = kernel_threads();
-
 	(void)self, (void)unused;
-	/* The filter of the fork before, still there from 3.13 on. */
-	Py_XDECREF(after_fork(NULL, NULL));
-	/* Only when the program's own threads are one: the warning would
-	 * not be printed without us. */
-	if (threads < 0 || threads - agent_threads_live() > 1)
-		Py_RETURN_NONE;
-	warnings = PyImport_ImportModule("warnings");
-	msg = warnings ? PyUnicode_FromFormat(
-				 "This process \\(pid=%d\\) is multi-threaded, "
-				 "use of [a-z]+\\(\\) may lead to deadlocks in "
-				 "the child\\.$",
-				 (int)getpid())
-		       : NULL;
-	if (msg)
-		r = PyObject_CallMethod(warnings, "filterwarnings", "sOO",
-					"ignore", msg,
-					PyExc_DeprecationWarning);
-	l = r ? filters_of(warnings) : NULL;
-	if (l && PyList_GET_SIZE(l) > 0)
-		our_filter = Py_NewRef(PyList_GET_ITEM(l, 0));
-	Py_XDECREF(l);
-	Py_XDECREF(r);
-	Py_XDECREF(msg);
-	Py_XDECREF(warnings);
-	PyErr_Clear();
-	Py_RETURN_NONE;
-}
-
-/* Our filter out: after the fork in the child, and in the parent up to
- * 3.12 (from 3.13 the parent warns after its after-fork hooks, so there
- * the filter stays until the next fork's before_fork, which takes it out
- * first: nothing else says that message). */
-static PyObject *after_fork(PyObject *self, PyObject *unused)
-{
-	PyObject *warnings, *l = NULL, *r = NULL;
-
-	(void)self, (void)unused;
-	if (!our_filter)
-		Py_RETURN_NONE;
-	warnings = PyImport_ImportModule("warnings");
-	l = warnings ? filters_of(warnings) : NULL;
-	for (Py_ssize_t i = 0; l && i < PyList_GET_SIZE(l); i++) {
-		if (PyList_GET_ITEM(l, i) != our_filter)
-			continue;
-		if (PySequence_DelItem(l, i) == 0) {
-			/* Tell the warnings machinery its filters changed. */
-			const char *fn =
-				PyObject_HasAttrString(warnings,
-						       "_filters_mutated")
-					? "_filters_mutated"
-					: "_filters_mutated_lock_held";
-
-			if (PyObject_HasAttrString(warnings, fn))
-				r = PyObject_CallMethod(warnings, fn, NULL);
-		}
-		break;
-	}
-	Py_XDECREF(r);
-	Py_XDECREF(l);
-	Py_XDECREF(warnings);
-	Py_CLEAR(our_filter);
-	PyErr_Clear();
+	if (our_filter)
+		ensure_filter();
 	Py_RETURN_NONE;
 }
 
 static PyMethodDef before_def = {"_probing_before_fork", before_fork,
 				 METH_NOARGS, NULL};
-static PyMethodDef after_def = {"_probing_after_fork", after_fork,
-				METH_NOARGS, NULL};
+
+/* Whether this interpreter warns at fork (3.12 on): asked at run time,
+ * the code above the version layer being version-blind. */
+static int warns_at_fork(void)
+{
+	PyObject *v = PySys_GetObject("version_info"); /* borrowed */
+	PyObject *want = Py_BuildValue("(ii)", 3, 12);
+	int r = v && want ? PyObject_RichCompareBool(v, want, Py_GE) : 0;
+
+	Py_XDECREF(want);
+	PyErr_Clear();
+	return r == 1;
+}
 
 void forkwarn_register(void)
 {
-	PyObject *os = NULL, *reg = NULL, *b = NULL, *a = NULL, *kw = NULL,
-		 *args = NULL, *r = NULL;
+	PyObject *types = NULL, *ns = NULL, *m = NULL, *os = NULL, *b = NULL,
+		 *r = NULL;
 
-	if (registered)
+	if (registered || !warns_at_fork())
 		return;
+	registered = 1;
+	/* A message matcher as the filters take one: an object with a
+	 * match() method (a compiled pattern, usually). */
+	types = PyImport_ImportModule("types");
+	m = PyCFunction_New(&match_def, NULL);
+	ns = types && m ? PyObject_CallMethod(types, "SimpleNamespace", NULL)
+			: NULL;
+	if (!ns || PyObject_SetAttrString(ns, "match", m) < 0 ||
+	    PyObject_SetAttrString(ns, "probing", Py_True) < 0)
+		goto out;
+	our_filter = Py_BuildValue("(sOOOi)", "ignore", ns,
+				   PyExc_DeprecationWarning, Py_None, 0);
+	if (!our_filter)
+		goto out;
+	ensure_filter();
 	os = PyImport_ImportModule("os");
-	reg = os ? PyObject_GetAttrString(os, "register_at_fork") : NULL;
 	b = PyCFunction_New(&before_def, NULL);
-	a = PyCFunction_New(&after_def, NULL);
-	kw = PyDict_New();
-	args = PyTuple_New(0);
-	if (reg && b && a && kw && args &&
-	    PyDict_SetItemString(kw, "before", b) == 0 &&
-#if PY_VERSION_HEX < 0x030D0000
-	    PyDict_SetItemString(kw, "after_in_parent", a) == 0 &&
-#endif
-	    PyDict_SetItemString(kw, "after_in_child", a) == 0)
-		r = PyObject_Call(reg, args, kw);
-	registered = r != NULL;
+	if (os && b) {
+		PyObject *reg = PyObject_GetAttrString(os, "register_at_fork");
+		PyObject *kw = reg ? Py_BuildValue("{sO}", "before", b) : NULL;
+		PyObject *args = kw ? PyTuple_New(0) : NULL;
+
+		r = args ? PyObject_Call(reg, args, kw) : NULL;
+		Py_XDECREF(args);
+		Py_XDECREF(kw);
+		Py_XDECREF(reg);
+	}
+out:
 	Py_XDECREF(r);
-	Py_XDECREF(args);
-	Py_XDECREF(kw);
-	Py_XDECREF(a);
 	Py_XDECREF(b);
-	Py_XDECREF(reg);
 	Py_XDECREF(os);
+	Py_XDECREF(ns);
+	Py_XDECREF(m);
+	Py_XDECREF(types);
 	PyErr_Clear();
 }
-
-#else
-
-void forkwarn_register(void)
-{
-}
-
-#endif

@@ -8,24 +8,31 @@
  * included, so a single-threaded program with the agent got the warning
  * on every fork, which it does not print without us.  The agent's threads
  * are not the program's: they take none of the program's locks, and in a
- * child the agent starts over (agent.c's at-fork-child).  So, around each
- * fork (os.register_at_fork), while the program's own threads are one,
- * a filter that ignores exactly that warning for this pid is put first in
- * the warnings filters, and taken out again after the fork: in the child
- * at once, in the parent at once up to 3.12 and, from 3.13 (which warns
- * after running the after-fork hooks), by the next fork's before hook.
- * With more threads of its own the warning is the program's, and it
- * shows.
+ * child the agent starts over (agent.c's at-fork-child).
  *
- * Before 3.12 there is no such warning and nothing is registered.
- * Threads: forkwarn_register() with the GIL, once per process (the hooks
- * are inherited by a child); the hooks run in the forking thread.
+ * So one filter is put first in the warnings filters, once: "ignore" for
+ * DeprecationWarning, whose message matcher (an object with a match()
+ * method, as the warnings machinery asks of a filter's message) matches
+ * only that warning for this process, and only while the program's own
+ * threads — the kernel's count less agent_threads_live() — are one.  With
+ * more threads of its own the warning is the program's, and it shows.
+ * The filter is put in without a word to the warnings machinery (told of
+ * a change, it would forget which "once" and "default" warnings each
+ * module showed, and show them again); it reads the filters afresh for a
+ * message it has not shown, as the fork warning (which names the pid)
+ * is.  A fork's before hook puts the filter back first only when the
+ * program removed it (warnings.resetwarnings()).  A program's own filter
+ * put before it takes precedence, as the program asked.
+ *
+ * Threads: forkwarn_register() with the GIL, once per process (a child
+ * inherits the filter and the hook).
  */
 #ifndef FORKWARN_H
 #define FORKWARN_H
 
-/* Registers the hooks (once; later calls do nothing).  Errors are
- * cleared: without the hooks the program only sees the warning. */
+/* Puts the filter in place and registers the hook (once; later calls do
+ * nothing; before 3.12 nothing at all).  Errors are cleared: without the
+ * filter the program only sees the warning. */
 void forkwarn_register(void);
 
 #endif

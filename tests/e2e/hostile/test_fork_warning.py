@@ -3,7 +3,9 @@ program with the agent printed "DeprecationWarning: This process is
 multi-threaded", which it does not print without it: CPython counts the
 process's threads, ours included.  The program's output is the program's:
 it warns when its own threads are more than one, as it would without us,
-and only then."""
+and only then; and its other warnings show as often as without us (a
+change of the warnings filters around each fork would show its "once"
+warnings again)."""
 import os
 import sys
 
@@ -12,8 +14,13 @@ import pytest
 from conftest import probing, version_of
 
 PROGRAM = """
-import os, sys, threading, time
+import os, sys, threading, time, warnings
 own_thread = %(own_thread)r
+
+def mine():
+    warnings.warn("mine", UserWarning)  # shown once: the default action
+
+mine()
 print("ready", flush=True)
 while not os.path.exists("go"):
     time.sleep(0.02)
@@ -25,6 +32,7 @@ for _ in range(3):
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
+    mine()
 print("forked", flush=True)
 if own_thread:
     stop.set()
@@ -51,4 +59,7 @@ def test_fork_warns_as_without_the_agent(python, spawn, tmp_path, way, own_threa
     out = t.output()
     warns = version_of(python) >= (3, 12) and own_thread
     assert ("multi-threaded" in out) == warns, out
+    # The filters did not change around the forks: the program's own
+    # warning, shown once, is not shown again.
+    assert out.count("UserWarning: mine") == 1, out
     assert t.alive()
