@@ -1,15 +1,17 @@
 /*
  * log: see log.h.
  *
- * State: `mine` (the copy of descriptor 2, or -1) and `orig` (the
- * identity of the file descriptor 2 held) are written once, under
- * pthread_once, before any message is written; read without a lock
- * afterwards.  A forked child inherits the copy, which still names the
- * same file: nothing to redo.
+ * State: `orig` (the identity of the file descriptor 2 held at load) is
+ * written once, under pthread_once, before any message is written; read
+ * without a lock afterwards.  No copy of descriptor 2 is kept: a copy
+ * would hold the program's stderr open for the life of the process (a
+ * daemon that points 2 at /dev/null would keep its caller's pipe open,
+ * and the caller waiting for its end would wait for good).  So messages
+ * go to descriptor 2 while it still holds the file it held at load, and
+ * nowhere once the program closed it or put another file there.
  */
 #include "log.h"
 #include "env.h"
-#include "fdown.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,7 +25,6 @@
 
 static int level = -1;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct fdown mine = {.fd = -1};
 static int have_orig; /* descriptor 2 was open at start-up */
 static dev_t orig_dev;
 static ino_t orig_ino;
@@ -32,7 +33,7 @@ static ino_t orig_ino;
 static void take_stderr(void)
 {
 	struct stat st;
-	int fd, fl;
+	int fl;
 
 	if (fstat(STDERR_FILENO, &st) < 0)
 		return; /* closed: no stderr at all */
@@ -48,19 +49,6 @@ static void take_stderr(void)
 	orig_dev = st.st_dev;
 	orig_ino = st.st_ino;
 	have_orig = 1;
-	/* Straight to FDOWN_MIN or above: no low number is taken, not even
-	 * for an instant.  Below the limit (RLIMIT_NOFILE < FDOWN_MIN) no
-	 * copy: descriptor 2 is used while it holds the same file. */
-	fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, FDOWN_MIN);
-	if (fd < 0)
-		return;
-	if (fdown_adopt(&mine, fd) < 0 || mine.dev != orig_dev ||
-	    mine.ino != orig_ino) {
-		/* Descriptor 2 changed hands between the fstat and the
-		 * copy: the copy is ours, its file is not the one seen. */
-		close(fd);
-		mine.fd = -1;
-	}
 }
 
 /* As early as the library is loaded: before the program can close or
@@ -75,8 +63,6 @@ int log_fd(void)
 {
 	struct stat st;
 
-	if (fdown_ours(&mine))
-		return mine.fd;
 	if (have_orig && fstat(STDERR_FILENO, &st) == 0 &&
 	    st.st_dev == orig_dev && st.st_ino == orig_ino)
 		return STDERR_FILENO;

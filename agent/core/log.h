@@ -10,12 +10,14 @@
  * closes 1 and 2 and opens its data file).  A line of ours written to
  * "descriptor 2" would then land in that file.  So the agent's stderr is
  * the open file descriptor 2 held at start-up (the library's
- * constructor, or the first message when that came earlier): a copy is
- * kept at FDOWN_MIN or above, close-on-exec (common/fdown.h), and checked
- * by identity before every write.  When the copy is gone (the program
- * closed it) descriptor 2 is used only while it still holds that same
- * file; otherwise the line is dropped: a message lost is better than a
- * program's file written to.  When descriptor 2 was closed at start-up,
+ * constructor, or the first message when that came earlier), known by its
+ * identity (device and inode) and checked before every write: descriptor
+ * 2 is written to only while it still holds that same file; otherwise the
+ * line is dropped: a message lost is better than a
+ * program's file written to.  No copy of it is kept: a copy would hold
+ * the program's stderr open after the program let it go (a daemon's
+ * caller waiting for the end of its pipe would wait for good).  When
+ * descriptor 2 was closed at start-up,
  * open for reading only, or a regular file open for reading and writing
  * (the program's data at that number when the agent is injected later:
  * logs are opened write-only), the agent has no stderr at all.
