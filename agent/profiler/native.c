@@ -354,15 +354,29 @@ int native_start(native_hook_fn fn, char *err, size_t errlen)
  * signal: the program's action is never touched. */
 void native_signal_discard(void)
 {
-	struct sigaction ign, cur;
+	struct sigaction ign, cur, now;
 
-	if (!native_signal_held())
+	/* The sampler's thread and the hang watchdog's may both discard:
+	 * one at a time, or the second would take the first's SIG_IGN for
+	 * the action to put back, and leave it for good. */
+	pthread_mutex_lock(&install_lock);
+	if (!native_signal_held()) {
+		pthread_mutex_unlock(&install_lock);
 		return;
+	}
 	memset(&ign, 0, sizeof(ign));
 	ign.sa_handler = SIG_IGN;
-	if (sigaction(NATIVE_SIGNAL, &ign, &cur) < 0)
+	if (sigaction(NATIVE_SIGNAL, &ign, &cur) < 0) {
+		pthread_mutex_unlock(&install_lock);
 		return;
-	sigaction(NATIVE_SIGNAL, &cur, NULL);
+	}
+	/* Put back what was there, unless the program set an action of
+	 * its own meanwhile (then SIG_IGN is no longer there: theirs
+	 * stays). */
+	if (sigaction(NATIVE_SIGNAL, NULL, &now) == 0 &&
+	    !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN)
+		sigaction(NATIVE_SIGNAL, &cur, NULL);
+	pthread_mutex_unlock(&install_lock);
 	/* The requests' signals are gone: their slots are free (a handler
 	 * that was already running finds its slot emptied and counts
 	 * itself stray, or finishes into the ring, which the next start

@@ -9,8 +9,10 @@
  * default action ends the process ("Profiling timer expired").
  * SIGURG's default is to ignore it: a stray one at SIG_DFL, or in a new
  * image, does nothing.  (Go's runtime uses it to preempt goroutines for
- * the same reason; Python programs do not use it: it only reports
- * out-of-band data on a socket that asked for it with F_SETOWN.)  The
+ * the same reason; Python programs rarely use it: it reports out-of-band
+ * data on a socket that asked for it with F_SETOWN — and a Go library
+ * loaded into the process takes it for its preemption: then the program
+ * has an action of its own, and the sampler steps aside, below.)  The
  * hang watchdog's captures (hang_native.h) share it: one handler,
  * installed by native_signal_install(), serves both.
  *
@@ -116,7 +118,8 @@ int native_signal_held(void);
 
 /* Discards every signal of ours (the sampler's and the watchdog's) still
  * pending on any thread, while our handler holds the signal (see above);
- * the sampler's requests outstanding are dropped. */
+ * the sampler's requests outstanding are dropped.  Any thread (the
+ * sampler's, the watchdog's): one at a time, under the install lock. */
 void native_signal_discard(void);
 
 /* Installs the handler (native_signal_install; hook may be NULL) and
