@@ -10,13 +10,13 @@
 #include "store.h"
 #include "errbuf.h"
 #include "livetab.h"
+#include "memtrim.h"
 #include "recvfs.h"
 #include "sqlfuncs.h"
 #include "sqlhint.h"
 #include "store_intern.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +36,7 @@
 #define PROGRESS_OPS 1000
 #define VALUE_MAX (64 << 20)  /* SQLITE_LIMIT_LENGTH */
 #define SCRATCH_PAGES "65536" /* main and temp: 256 MiB of 4 KiB pages */
+#define STORE_TRIM_BYTES ((sqlite3_int64)16 << 20) /* see give_memory_back */
 
 static const char *const builtin_schemas[] = {"python", "process", "profile",
 					      "probing", "cluster"};
@@ -1023,14 +1024,21 @@ out:
  * malloc arena (glibc): a failed 256 MiB CREATE TABLE ... AS left 256 MiB
  * free in the arena of the worker that ran it, which no other thread
  * reuses — four workers, a gigabyte kept for the life of the process.
- * The database mutex held (for sqlite3_db_release_memory).
+ * The database mutex held (for sqlite3_db_release_memory).  SQLite's
+ * high-water mark is reset here, so it measures the statements since the
+ * last one that failed or wrote.
  */
 static void give_memory_back(struct store *st)
 {
+	sqlite3_int64 cur, high;
+
 	sqlite3_db_release_memory(st->db);
-#ifdef __GLIBC__
-	malloc_trim(0);
-#endif
+	/* malloc's pages only after a statement that used a lot (memtrim.h:
+	 * a trim walks the program's heap too). */
+	if (sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &cur, &high, 1) ==
+		    SQLITE_OK &&
+	    high >= STORE_TRIM_BYTES)
+		memtrim_ask();
 }
 
 int store_query(struct store *st, const char *sql,

@@ -3,7 +3,6 @@
  * pausing anything; with locals, and native frames, on request.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +10,15 @@
 #include "core/config.h"
 #include "forensics/crash_sym.h"
 #include "forensics/hang_native.h"
+#include "memtrim.h"
 #include "profiler/native_sym.h"
 #include "python/pygil.h"
 #include "python/snapshot.h"
 #include "server/handler.h"
 
 /* Threads walked with locals from which the memory the walk freed is
- * given back (malloc_trim: it visits every arena, the program's too, so
- * only after walks large enough to leave megabytes behind). */
+ * given back (memtrim.h: only after walks large enough to leave
+ * megabytes behind, and seldom). */
 #define BACKTRACE_TRIM_THREADS 64
 
 struct backtrace_args {
@@ -263,7 +263,7 @@ static void run_backtrace(struct request *req)
 	walked = st.nthreads;
 	pystack_release(&st);
 	if (a.locals && walked >= BACKTRACE_TRIM_THREADS)
-		malloc_trim(0);
+		memtrim_ask();
 }
 
 const struct handler handler_backtrace = {

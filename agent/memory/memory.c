@@ -2,6 +2,7 @@
  * memory: the recorder thread and process.memory.  See memory.h.
  */
 #include "memory.h"
+#include "memtrim.h"
 
 #include "cpython/pycompat.h"
 #include <errno.h>
@@ -268,7 +269,12 @@ static void *rec_main(void *arg)
 			pthread_mutex_lock(&lock);
 			next_comm = d < 0 ? -1 : now_ms() + d;
 		}
+		/* A trim a request asked for within memtrim's interval. */
+		long trim = memtrim_tick();
+
 		until = t + 3600 * 1000;
+		if (trim >= 0 && t + trim < until)
+			until = t + trim;
 		if (interval > 0 && next_mem < until)
 			until = next_mem;
 		if (next_torch >= 0 && next_torch < until)
