@@ -254,12 +254,33 @@ static int integer(struct out *o, PyObject *obj)
 	return put_text(o, s);
 }
 
+/* Whether getting attribute name of the type raised our deadline's
+ * interrupt, which must reach the caller (never cleared here). */
+static int interrupted(void)
+{
+	return PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
+}
+
 /* A type whose instances look like arrays (numpy's, torch's): its repr
- * summarises a large one.  Asked of the type: no instance code runs. */
+ * summarises a large one.  Asked of the type: no instance code runs.
+ * 1, 0, or -1 with the interrupt set. */
 static int array_like(PyTypeObject *tp)
 {
-	return PyObject_HasAttrString((PyObject *)tp, "shape") &&
-	       PyObject_HasAttrString((PyObject *)tp, "dtype");
+	static const char *const names[] = {"shape", "dtype"};
+
+	for (int i = 0; i < 2; i++) {
+		PyObject *a = PyObject_GetAttrString((PyObject *)tp, names[i]);
+
+		if (a) {
+			Py_DECREF(a);
+			continue;
+		}
+		if (interrupted())
+			return -1;
+		PyErr_Clear();
+		return 0;
+	}
+	return 1;
 }
 
 /* Any other object: its own __repr__, unless it is large. */
@@ -271,8 +292,12 @@ static int other(struct out *o, PyObject *obj)
 	Py_ssize_t n;
 	char s[192];
 
-	if (sized && !array_like(tp)) {
+	if (sized && (n = array_like(tp)) <= 0) {
+		if (n < 0)
+			return -1;
 		n = PyObject_Size(obj);
+		if (n < 0 && interrupted())
+			return -1; /* our deadline: no __repr__ after it */
 		if (n < 0)
 			PyErr_Clear(); /* no size after all: its repr says */
 		else if (n > PYREPR_LEN_MAX) {

@@ -20,7 +20,13 @@
  * deadline interrupts it when it is Python), but not when it reports a
  * size (len()) over PYREPR_LEN_MAX and is no array type (one with
  * `shape` and `dtype`, whose repr summarises): then "<Type of N items>".
- * The text is the same as repr() wherever nothing is cut.
+ * The text is the same as repr() wherever nothing is cut, nested at most
+ * PYREPR_DEPTH deep, and no set changed while it was shown (then the
+ * repr fails, where CPython shows a copy).  What is not bounded: a
+ * container of another type under PYREPR_LEN_MAX items (a deque, an
+ * OrderedDict) runs its own __repr__, which builds whole reprs of its
+ * items, a huge bytearray among them too.  An interrupt of the caller's
+ * deadline raised in any code of the program's is never cleared here.
  *
  * Caller holds the GIL.
  */
