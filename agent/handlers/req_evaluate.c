@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "errbuf.h"
 #include "cpython/cpython.h"
 #include "debugger/debugger.h"
 #include "python/gilcall.h"
@@ -112,21 +113,10 @@ static void eval_with_gil(void *arg)
  * characters as '?' (it is shown to other sessions' messages). */
 static const char *describe(char *buf, size_t len, const char *expr)
 {
-	size_t n = (size_t)snprintf(buf, len, "evaluate '");
-	const char *p = expr;
+	char text[64];
+	int cut = errbuf_line(text, sizeof(text), expr);
 
-	for (; *p && *p != '\n' && n + 5 < len; p++)
-		buf[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
-	/* Cut on a character's edge: back to the start of a UTF-8 one. */
-	if (*p && *p != '\n') {
-		size_t k = n;
-
-		while (k > 10 && ((unsigned char)buf[k - 1] & 0xc0) == 0x80)
-			k--;
-		if (k > 10 && (unsigned char)buf[k - 1] >= 0xc0)
-			n = k - 1;
-	}
-	snprintf(buf + n, len - n, "%s'", *p ? "..." : "");
+	snprintf(buf, len, "evaluate '%s%s'", text, cut ? "..." : "");
 	return buf;
 }
 

@@ -14,6 +14,7 @@
 #include "debugger/dbgsession.h"
 #include "dap_msg.h"
 #include "dap_token.h"
+#include "errbuf.h"
 #include "handler.h"
 #include "server_auth.h"
 #include "server_intern.h"
@@ -115,31 +116,15 @@ static int describe(const struct request *r, ev_tstamp now, char *buf,
 {
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(r->args,
 							  "expression");
-	char text[48];
-	size_t n = 0;
+	char text[48] = "";
 
-	if (cJSON_IsString(e)) {
-		const char *p = e->valuestring;
-
-		/* The client's text, cut; no control characters. */
-		for (; *p && *p != '\n' && n + 4 < sizeof(text); p++)
-			text[n++] = (unsigned char)*p < 0x20 || *p == 0x7f
-					    ? '?'
-					    : *p;
-		if (*p && *p != '\n') {
-			/* Cut short: back to the start of a UTF-8 character. */
-			size_t k = n;
-
-			while (k && ((unsigned char)text[k - 1] & 0xc0) == 0x80)
-				k--;
-			if (k && (unsigned char)text[k - 1] >= 0xc0)
-				n = k - 1;
-		}
-	}
-	text[n] = 0;
+	/* The client's text, cut; no control characters. */
+	if (cJSON_IsString(e))
+		errbuf_line(text, sizeof(text), e->valuestring);
 	return snprintf(buf, len, "%s%s%s%s (session %llu, for %.0f s)",
-			r->msg->command, n ? " '" : "", text, n ? "'" : "",
-			(unsigned long long)r->session, now - r->since);
+			r->msg->command, *text ? " '" : "", text,
+			*text ? "'" : "", (unsigned long long)r->session,
+			now - r->since);
 }
 
 /* Why req, waiting, found no place: which requests hold them. */
