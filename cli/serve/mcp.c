@@ -189,22 +189,6 @@ static int tools_call(struct server *s, const cJSON *id, const cJSON *params)
 
 /* ---- resources ----------------------------------------------------------- */
 
-/* Runs op with args; its stdout parsed as JSON (NULL on any failure). */
-static cJSON *run_json(const char *op_name, cJSON *args)
-{
-	struct op_result r;
-	char err[256];
-	cJSON *j = NULL;
-
-	if (!ops_run(ops_find(op_name), args, &r, err, sizeof(err))) {
-		if (r.ok)
-			j = cJSON_Parse(r.text);
-		ops_result_free(&r);
-	}
-	cJSON_Delete(args);
-	return j;
-}
-
 static const char *row_str(const cJSON *row, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, key);
@@ -239,7 +223,7 @@ static void add_resource(cJSON *list, const char *uri, const char *name,
 
 static void list_crash_reports(cJSON *list)
 {
-	cJSON *runs = run_json("list_recordings", NULL), *row;
+	cJSON *runs = ops_run_json("list_recordings", NULL), *row;
 	int n = cJSON_GetArraySize(runs), skip = n - REPORTS_MAX;
 	char uri[1200], title[300];
 
@@ -261,7 +245,7 @@ static void list_crash_reports(cJSON *list)
 
 static void list_hangs(cJSON *list)
 {
-	cJSON *agents = run_json("list_agents", NULL), *a, *hangs, *h;
+	cJSON *agents = ops_run_json("list_agents", NULL), *a, *hangs, *h;
 	char uri[200], name[100], title[300];
 
 	cJSON_ArrayForEach(a, agents)
@@ -274,7 +258,7 @@ static void list_hangs(cJSON *list)
 					"SELECT id, seconds, func, file, "
 					"lineno, resumed IS NULL AS stuck FROM "
 					"process.hangs ORDER BY id");
-		hangs = run_json("query", args);
+		hangs = ops_run_json("query", args);
 		cJSON_ArrayForEach(h, hangs)
 		{
 			const cJSON *id = cJSON_GetObjectItem(h, "id");

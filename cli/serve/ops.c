@@ -124,8 +124,7 @@ static void report_match(struct report_ask *a, const char *known)
 	free(real);
 }
 
-/* An op's JSON answer (rows), or NULL; takes args. */
-static cJSON *rows_of(const char *op_name, cJSON *args)
+cJSON *ops_run_json(const char *op_name, cJSON *args)
 {
 	struct op_result r;
 	char err[256];
@@ -144,7 +143,7 @@ static cJSON *rows_of(const char *op_name, cJSON *args)
  * only when those do not answer. */
 static void report_look(struct report_ask *a)
 {
-	cJSON *runs = rows_of("list_recordings", NULL), *agents, *row, *ag;
+	cJSON *runs = ops_run_json("list_recordings", NULL), *agents, *row, *ag;
 	int asked = 0;
 
 	cJSON_ArrayForEach(row, runs)
@@ -152,7 +151,7 @@ static void report_look(struct report_ask *a)
 	cJSON_Delete(runs);
 	if (a->found)
 		return;
-	agents = rows_of("list_agents", NULL);
+	agents = ops_run_json("list_agents", NULL);
 	cJSON_ArrayForEach(ag, agents)
 	{
 		cJSON *args, *hangs, *h;
@@ -165,7 +164,7 @@ static void report_look(struct report_ask *a)
 		cJSON_AddStringToObject(args, "sql",
 					"SELECT path FROM process.hangs "
 					"WHERE path IS NOT NULL");
-		hangs = rows_of("query", args);
+		hangs = ops_run_json("query", args);
 		cJSON_ArrayForEach(h, hangs)
 			report_match(a, ops_str(h, "path"));
 		cJSON_Delete(hangs);

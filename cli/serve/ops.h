@@ -79,6 +79,10 @@ int ops_run(const struct op *op, const cJSON *args, struct op_result *r,
 
 void ops_result_free(struct op_result *r);
 
+/* Runs the op named op_name with args (taken: freed here) and parses
+ * its answer as JSON: new, or NULL on any failure. */
+cJSON *ops_run_json(const char *op_name, cJSON *args);
+
 /* The JSON Schema of op's parameters ({"type": "object", ...}), new. */
 cJSON *ops_schema(const struct op *op);
 
