@@ -10,6 +10,9 @@ PROGRAM = """
 import signal, time
 usr1 = []
 signal.signal(signal.SIGUSR1, lambda *a: usr1.append(1))
+# Python's own SIGINT handler, whatever the test runner's shell left
+# (a background job inherits SIGINT ignored, and then Python keeps that).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 print("ready", flush=True)
 try:
     while True:
