@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,35 @@ def wait_for(pred, timeout=30.0, what="condition"):
         time.sleep(0.05)
     raise AssertionError("timed out waiting for " +
                          (what() if callable(what) else what))
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tcp_listening(port):
+    """Waits until something accepts TCP connections on 127.0.0.1:port."""
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+    wait_for(up, 30, "port %d" % port)
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    """A private XDG_RUNTIME_DIR and HOME: env for the target and the CLI
+    (the token file lives there)."""
+    xdg = tmp_path / "xdg"
+    home = tmp_path / "home"
+    xdg.mkdir(mode=0o700)
+    home.mkdir(mode=0o700)
+    return {"XDG_RUNTIME_DIR": str(xdg), "HOME": str(home)}
 
 
 class Target:

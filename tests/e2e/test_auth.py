@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import CLI, site_for, SYSTEM_PYTHON, probing, wait_for
+from conftest import CLI, site_for, SYSTEM_PYTHON, probing, wait_for, free_port, tcp_listening
 
 TOKEN = "s3cret-token-0123456789abcdef"
 
@@ -27,14 +27,6 @@ print("READY", flush=True)
 while True:
     time.sleep(0.01)
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def own_address():
@@ -53,31 +45,11 @@ def own_address():
 HOSTS = sorted({own_address(), "127.0.0.1"})
 
 
-@pytest.fixture
-def dirs(tmp_path):
-    """A private XDG_RUNTIME_DIR and HOME: env for the target and the CLI."""
-    xdg = tmp_path / "xdg"
-    home = tmp_path / "home"
-    xdg.mkdir(mode=0o700)
-    home.mkdir(mode=0o700)
-    return {"XDG_RUNTIME_DIR": str(xdg), "HOME": str(home)}
-
-
 def start(spawn, python, env, code=IDLE, agent="env"):
     t = spawn(python, code, agent=agent, env=env)
     t.wait_line("READY")
     t.wait_agent()
     return t
-
-
-def listening(port):
-    def up():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-    wait_for(up, 30, "port %d" % port)
 
 
 # ---- a raw DAP client ---------------------------------------------------
@@ -232,7 +204,7 @@ def test_token_right_wrong_missing(spawn, python, dirs):
     port = free_port()
     env = dict(dirs, PROBING_TOKEN=TOKEN, PROBING_LISTEN="0.0.0.0:%d" % port)
     t = start(spawn, python, env)
-    listening(port)
+    tcp_listening(port)
     # The user's own token is not written anywhere.
     assert not os.listdir(dirs["XDG_RUNTIME_DIR"])
     for host in HOSTS:
@@ -263,7 +235,7 @@ def test_raw_dap_client(spawn, python, dirs):
     port = free_port()
     env = dict(dirs, PROBING_TOKEN=TOKEN, PROBING_LISTEN="0.0.0.0:%d" % port)
     t = start(spawn, python, env)
-    listening(port)
+    tcp_listening(port)
     host = HOSTS[0]
 
     # No token: an error reply, then the connection closes.
@@ -334,7 +306,7 @@ def test_loopback_without_token_only_when_chosen(spawn, dirs):
     port = free_port()
     t = start(spawn, SYSTEM_PYTHON, dict(dirs, PROBING_PORT=str(port),
                                          PROBING_TOKEN="none"))
-    listening(port)
+    tcp_listening(port)
     c = Raw("127.0.0.1", port)
     resp = c.request(1, "threads")
     assert resp["success"], resp
@@ -358,7 +330,7 @@ def test_generated_token_file(spawn, python, dirs):
     port, port2 = free_port(), free_port()
     env = dict(dirs, PROBING_LISTEN="0.0.0.0:%d" % port)
     t = start(spawn, python, env)
-    listening(port)
+    tcp_listening(port)
     pdir = os.path.join(dirs["XDG_RUNTIME_DIR"], "probing")
     path = os.path.join(pdir, "token")
     assert stat.S_IMODE(os.stat(pdir).st_mode) == 0o700
@@ -387,7 +359,7 @@ def test_generated_token_file(spawn, python, dirs):
     # Another agent of ours reuses the file.
     port3 = free_port()
     start(spawn, python, dict(dirs, PROBING_LISTEN="0.0.0.0:%d" % port3))
-    listening(port3)
+    tcp_listening(port3)
     assert open(path).read().strip() == token
     r = probing("--token", token, "eval", "x + 1",
                 target="127.0.0.1:%d" % port3, env=dirs)
@@ -399,7 +371,7 @@ def test_generated_token_in_home(spawn, dirs):
     port = free_port()
     env = dict(dirs, XDG_RUNTIME_DIR="", PROBING_LISTEN="0.0.0.0:%d" % port)
     start(spawn, SYSTEM_PYTHON, env)
-    listening(port)
+    tcp_listening(port)
     pdir = os.path.join(dirs["HOME"], ".probing")
     assert stat.S_IMODE(os.stat(pdir).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(os.path.join(pdir, "token")).st_mode) == 0o600
@@ -419,7 +391,7 @@ def test_dap_bridge_adds_the_token(spawn, dirs):
     port = free_port()
     env = dict(dirs, PROBING_TOKEN=TOKEN, PROBING_LISTEN="0.0.0.0:%d" % port)
     start(spawn, SYSTEM_PYTHON, env)
-    listening(port)
+    tcp_listening(port)
     msgs = (frame({"seq": 1, "type": "request", "command": "initialize",
                    "arguments": {"adapterID": "editor"}})
             + frame({"seq": 2, "type": "request", "command": "evaluate",
@@ -458,7 +430,7 @@ def test_readonly_refuses_code_not_looking(spawn, python, dirs):
     env = dict(dirs, PROBING_READONLY="1", PROBING_TOKEN=TOKEN,
                PROBING_LISTEN="0.0.0.0:%d" % port)
     t = start(spawn, python, env, READONLY_CODE)
-    listening(port)
+    tcp_listening(port)
     r = probing("eval", "x + 1", target=t.pid, env=dirs)
     assert r.rc == 1 and "read-only mode" in r.err, r
     r = probing("debug", "--pause", target=t.pid, env=dirs)
@@ -620,7 +592,7 @@ def test_tokenless_flood_never_locks_anyone_out(spawn, python, dirs):
     port = free_port()
     t = start(spawn, python, dict(dirs, PROBING_PORT=str(port),
                                   PROBING_TOKEN=TOKEN))
-    listening(port)
+    tcp_listening(port)
     flood = idle_connections(port, 70)
     r = probing("eval", "x + 1", target=t.pid)
     assert r.rc == 0 and r.out.strip() == "42", r
@@ -648,7 +620,7 @@ def test_max_clients_is_what_it_says_and_the_owner_is_always_served(
     out of the unix socket as well, and the setting did nothing)."""
     port = free_port()
     t = start(spawn, python, dict(dirs, PROBING_PORT=str(port)))
-    listening(port)
+    tcp_listening(port)
     r = probing("config", "server.max_clients=3", target=t.pid)
     assert r.rc == 0, r
     held = idle_connections(port, 3)
@@ -681,10 +653,10 @@ def test_server_listen_names_one_address(spawn, python, dirs):
     one, two = free_port(), free_port()
     r = probing("config", "server.listen=127.0.0.1:%d" % one, target=t.pid)
     assert r.rc == 0, r
-    listening(one)
+    tcp_listening(one)
     r = probing("config", "server.listen=127.0.0.1:%d" % two, target=t.pid)
     assert r.rc == 0, r
-    listening(two)
+    tcp_listening(two)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", one), timeout=5)
     r = probing("config", "-f", "json", target=t.pid)
@@ -709,10 +681,10 @@ def test_server_listen_from_the_environment_can_be_moved(spawn, python, dirs):
     setting closes it, setting another moves it."""
     port, other = free_port(), free_port()
     t = start(spawn, python, dict(dirs, PROBING_LISTEN="localhost:%d" % port))
-    listening(port)
+    tcp_listening(port)
     r = probing("config", "server.listen=127.0.0.1:%d" % other, target=t.pid)
     assert r.rc == 0, r
-    listening(other)
+    tcp_listening(other)
     wait_for(lambda: probing("eval", "1", target="127.0.0.1:%d" % port,
                              env=dirs).rc == 6, 10, "port %d closed" % port)
     r = probing("config", "server.listen=", target=t.pid)

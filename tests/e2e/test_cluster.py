@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import (ROOT, SANITIZED_TARGETS, SYSTEM_PYTHON, USERBASE,
-                      agent_listening, probing, wait_for)
+                      agent_listening, free_port, probing, wait_for)
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "profile"))
 import formats  # noqa: E402
@@ -398,12 +398,6 @@ def odd():
 print("ready", flush=True)
 odd() if sys.argv[1] == "odd" else wait()
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -1,9 +1,8 @@
 """The ways in, starting twice, exit, fork, TCP."""
 import os
-import socket
 import subprocess
 
-from conftest import CLI, site_for, agent_listening, probing, wait_for
+from conftest import CLI, site_for, agent_listening, probing, wait_for, free_port
 
 IDLE = """\
 import time
@@ -11,14 +10,6 @@ print("READY", flush=True)
 while True:
     time.sleep(0.01)
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_env_door_pth(spawn, python):

@@ -4,10 +4,9 @@ negotiation, the errors JSON-RPC defines, notifications, a bad line in
 the middle of a session, stdout carrying nothing but protocol, and the
 token handed down to the commands answering the tools."""
 import json
-import socket
 import subprocess
 
-from conftest import CLI, probing, wait_for
+from conftest import CLI, probing, wait_for, free_port
 
 
 def session(lines, args=(), env=None, timeout=120):
@@ -122,14 +121,6 @@ def test_tools_on_a_live_process(spawn, python):
     missing = by_id[4]["result"]
     assert missing["isError"] is True
     assert "needs 'target'" in missing["content"][0]["text"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_the_token_reaches_the_commands(spawn, python):

@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from conftest import probing
+from conftest import probing, free_port
 
 IDLE = """\
 import time
@@ -24,29 +24,12 @@ while True:
 TOKEN = "s3cret-token-0123456789abcdef"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def setting(out, name):
     for line in out.splitlines():
         f = line.split("\t")
         if f[0] == name:
             return f[1]
     raise AssertionError("no %s in:\n%s" % (name, out))
-
-
-@pytest.fixture
-def dirs(tmp_path):
-    xdg = tmp_path / "xdg"
-    home = tmp_path / "home"
-    xdg.mkdir(mode=0o700)
-    home.mkdir(mode=0o700)
-    return {"XDG_RUNTIME_DIR": str(xdg), "HOME": str(home)}
 
 
 def test_refused_for_want_of_a_token(spawn, python, dirs):

@@ -24,12 +24,11 @@ a token").
 """
 import os
 import shutil
-import socket
 import subprocess
 
 import pytest
 
-from conftest import CLI, SYSTEM_PYTHON, probing, wait_for
+from conftest import CLI, SYSTEM_PYTHON, probing, wait_for, free_port, tcp_listening
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0,
@@ -50,23 +49,6 @@ while True:
 """
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-@pytest.fixture
-def dirs(tmp_path):
-    xdg = tmp_path / "xdg"
-    home = tmp_path / "home"
-    xdg.mkdir(mode=0o700)
-    home.mkdir(mode=0o700)
-    return {"XDG_RUNTIME_DIR": str(xdg), "HOME": str(home)}
-
-
 def as_nobody(*args, target):
     """The real CLI run by another local user: nobody, with no groups,
     no token of its own and nothing of root's in its environment."""
@@ -77,16 +59,6 @@ def as_nobody(*args, target):
     cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
                         env=env, cwd="/")
     return cp
-
-
-def listening(port):
-    def up():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
-    wait_for(up, 30, "port %d" % port)
 
 
 def token_line(out):
@@ -106,7 +78,7 @@ def test_debug_pause_address_keeps_other_users_out(spawn, python, dirs):
     said = r.out
     r = probing("debug", "--resume", target=t.pid, env=dirs)
     assert r.rc == 0, r
-    listening(port)
+    tcp_listening(port)
 
     other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
     assert other.returncode == 12, (other.returncode, other.stdout, other.stderr)
@@ -130,7 +102,7 @@ def test_inject_listen_keeps_other_users_out(spawn, dirs):
                 env=dirs, timeout=120)
     assert r.rc == 0, r
     said = r.out
-    listening(port)
+    tcp_listening(port)
     other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
     assert other.returncode == 12, (other.returncode, other.stdout, other.stderr)
     assert "root-only-41" not in other.stdout
@@ -151,7 +123,7 @@ def test_no_token_only_when_the_user_says_so(spawn, python, dirs):
     t = spawn(python, IDLE, env=env)
     t.wait_line("READY")
     t.wait_agent()
-    listening(port)
+    tcp_listening(port)
     other = as_nobody("eval", "secret", target="127.0.0.1:%d" % port)
     assert other.returncode == 0, (other.returncode, other.stdout, other.stderr)
     assert "root-only-41" in other.stdout
@@ -176,7 +148,7 @@ def test_cli_token_none_sends_none(spawn, python, dirs):
     t = spawn(python, IDLE, env=dict(dirs, PROBING_PORT=str(port)))
     t.wait_line("READY")
     t.wait_agent()
-    listening(port)
+    tcp_listening(port)
     addr = "127.0.0.1:%d" % port
     r = probing("eval", "secret", target=addr, env=dirs)   # the file's
     assert r.rc == 0 and "root-only-41" in r.out, r
