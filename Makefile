@@ -10,7 +10,7 @@ PREFIX ?= /usr/local
 PYTHONS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test unit e2e dap-tests fuzz asan bench install clean
+.PHONY: all deps build demo test test-freethreaded unit e2e dap-tests fuzz asan bench install clean
 
 all: build
 
@@ -29,6 +29,11 @@ demo: build
 test: deps
 	@scripts/test-all $(BUILD)
 
+# The agent on a free-threaded CPython 3.13t (built once in the trixie
+# root: scripts/freethreaded says how).  Not part of `test`.
+test-freethreaded:
+	@scripts/freethreaded
+
 unit: build
 	cd $(BUILD) && ctest --output-on-failure
 
@@ -40,6 +45,7 @@ bench: build
 
 install: build
 	scripts/install $(BUILD) $(PREFIX) $(PYTHONS)
+	scripts/install-vscode $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "recorded.h"
@@ -97,6 +98,98 @@ int cli_args_done(const struct cmd_entry *e, int argc, char **argv)
 	return CLI_OK;
 }
 
+const char *cli_hint_target;
+
+/* The original Probing's short options that mean something else here
+ * (one meaning per short option): the long option each stands for, in
+ * its command. */
+static const struct {
+	const char *command;
+	char opt;
+	const char *is;
+	int value; /* takes one: -lADDR as -l ADDR */
+} originals[] = {
+	{"inject", 'l', "--listen", 1},
+	{"debug", 'p', "--pause", 0},
+	{"debug", 'r', "--resume", 0},
+};
+
+/* The original's long option for -opt of command, or NULL. */
+static int original_of(const char *command, char opt)
+{
+	for (size_t i = 0; i < sizeof(originals) / sizeof(originals[0]); i++)
+		if (!strcmp(command, originals[i].command) &&
+		    originals[i].opt == opt)
+			return (int)i;
+	return -1;
+}
+
+/* Appends word to line (at, cap), quoted for a shell when it needs it. */
+static void add_word(char *line, size_t *at, size_t cap, const char *w)
+{
+	int plain = *w != '\0';
+
+	for (const char *p = w; *p && plain; p++)
+		plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			       "0123456789-_.,:/@=+%", *p) != NULL;
+	if (*at >= cap)
+		return;
+	if (plain) {
+		*at += (size_t)snprintf(line + *at, cap - *at, " %s", w);
+		return;
+	}
+	*at += (size_t)snprintf(line + *at, cap - *at, " '");
+	for (const char *p = w; *p && *at < cap; p++)
+		*at += (size_t)snprintf(line + *at, cap - *at,
+					*p == '\'' ? "'\\''" : "%c", *p);
+	if (*at < cap)
+		*at += (size_t)snprintf(line + *at, cap - *at, "'");
+}
+
+/* An unknown -X of command e that the original had: says the exact
+ * command here (argv with each such option spelled out, bundled -pr and
+ * attached -lADDR too).  1 when said. */
+static int original_hint(const struct cmd_entry *e, int argc, char **argv)
+{
+	char line[1024], flag[3] = "-?";
+	size_t at = 0;
+
+	if (original_of(e->name, (char)optopt) < 0)
+		return 0;
+	at = (size_t)snprintf(line, sizeof(line), "%s", e->name);
+	for (int a = 1; a < argc && at < sizeof(line); a++) {
+		const char *w = argv[a];
+		int k;
+
+		if (w[0] != '-' || w[1] == '-' || !w[1] ||
+		    original_of(e->name, w[1]) < 0) {
+			add_word(line, &at, sizeof(line), w);
+			continue;
+		}
+		/* -X..., X the original's: each letter of the bundle. */
+		for (const char *p = w + 1; *p; p++) {
+			k = original_of(e->name, *p);
+			if (k < 0) {
+				flag[1] = *p;
+				add_word(line, &at, sizeof(line), flag);
+				continue;
+			}
+			add_word(line, &at, sizeof(line), originals[k].is);
+			if (originals[k].value && p[1]) {
+				add_word(line, &at, sizeof(line), p + 1);
+				break;
+			}
+		}
+	}
+	cli_error(CLI_EUSAGE,
+		  "-%c is not %s's here (a short option has one meaning "
+		  "across the commands); the original's words are, here: "
+		  "probing -t %s %s",
+		  optopt, e->name, cli_hint_target ? cli_hint_target : "TARGET",
+		  line);
+	return 1;
+}
+
 int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv)
 {
 	const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
@@ -118,6 +211,8 @@ int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv)
 		fprintf(stderr, "Try 'probing --help'.\n");
 		return CLI_EUSAGE;
 	}
+	if (c != ':' && optopt && original_hint(e, argc, argv))
+		return CLI_EUSAGE;
 	return cli_usage_error(
 		e, "%s '%s'",
 		c == ':' ? "missing value for option" : "unknown option", opt);
@@ -229,17 +324,24 @@ static int connect_recording(struct cmd_ctx *ctx)
 	return CLI_OK;
 }
 
+int cli_need_target(struct cmd_ctx *ctx)
+{
+	if (ctx->target)
+		return CLI_OK;
+	return cli_usage_error(
+		ctx->entry,
+		"no target: give -t PID (or -t HOST:PORT), or set "
+		"PROBING_TARGET; 'probing list' shows the agents on this "
+		"machine");
+}
+
 int cli_connect(struct cmd_ctx *ctx, int send_init)
 {
 	char err[512];
 	int rc;
 
-	if (!ctx->target)
-		return cli_usage_error(
-			ctx->entry,
-			"no target: give -t PID (or -t HOST:PORT), or set "
-			"PROBING_TARGET; 'probing list' shows the agents on "
-			"this machine");
+	if ((rc = cli_need_target(ctx)) != CLI_OK)
+		return rc;
 	rc = connect_recording(ctx);
 	if (rc != -1)
 		return rc;
@@ -299,6 +401,19 @@ int cli_request(struct cmd_ctx *ctx, const char *command, cJSON *args,
 	return CLI_OK;
 }
 
+int cli_request_ok(struct cmd_ctx *ctx, const char *command, cJSON *args,
+		   int timeout_ms, struct dap_message **resp)
+{
+	int rc = cli_request(ctx, command, args, timeout_ms, resp);
+
+	if (rc == CLI_OK && !(*resp)->success) {
+		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(*resp));
+		dap_message_free(*resp);
+		*resp = NULL;
+	}
+	return rc;
+}
+
 int cli_evaluate_show(const struct dap_message *resp)
 {
 	const cJSON *body = resp->body;
@@ -343,6 +458,59 @@ void cli_close(struct cmd_ctx *ctx)
 	ctx->rec = NULL;
 	cJSON_Delete(ctx->init_body);
 	ctx->init_body = NULL;
+}
+
+void cli_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL); /* a signal (Ctrl-C) cuts it short */
+}
+
+int cli_wait_ms(int ms)
+{
+	int cut;
+
+	for (int left = ms; left > 0 && !cli_sigint; left -= 100)
+		cli_sleep_ms(left < 100 ? left : 100);
+	cut = cli_sigint != 0;
+	cli_sigint = 0;
+	return cut;
+}
+
+int cli_config(struct cmd_ctx *ctx, cJSON *set, int lease_ms,
+	       struct dap_message **resp)
+{
+	cJSON *args = cJSON_CreateObject();
+	int rc;
+
+	if (set)
+		cJSON_AddItemToObject(args, "set", set);
+	if (set && lease_ms > 0)
+		cJSON_AddNumberToObject(args, "restoreAfterMs", lease_ms);
+	rc = cli_request(ctx, "probing/config", args, ctx->timeout_ms, resp);
+	if (rc == CLI_OK && !(*resp)->success) {
+		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(*resp));
+		dap_message_free(*resp);
+		*resp = NULL;
+	}
+	return rc;
+}
+
+const char *cli_setting(const struct dap_message *resp, const char *name)
+{
+	const cJSON *s,
+		*arr = cJSON_GetObjectItemCaseSensitive(resp->body, "settings");
+
+	cJSON_ArrayForEach(s, arr)
+	{
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "name");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "value");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name) &&
+		    cJSON_IsString(v))
+			return v->valuestring;
+	}
+	return "";
 }
 
 const char *cli_resp_message(const struct dap_message *resp)

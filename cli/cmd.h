@@ -54,6 +54,7 @@ struct cmd_entry;
 #define CMD_TARGET 0x1 /* needs -t / $PROBING_TARGET */
 #define CMD_NOTABLE 0x2 /* prints no table: the global -f is refused */
 #define CMD_RECORDED 0x4 /* also reads a recording (a process that ended) */
+#define CMD_PAGED 0x8 /* long output: through a pager on a tty (pager.h) */
 
 struct cmd_ctx {
 	const struct cmd_entry *entry; /* the command running */
@@ -97,6 +98,9 @@ extern const struct cmd_entry cmd_cluster_entry;
 extern const struct cmd_entry cmd_mcp_entry;
 extern const struct cmd_entry cmd_diagnose_entry;
 extern const struct cmd_entry cmd_web_entry;
+extern const struct cmd_entry cmd_top_entry;
+extern const struct cmd_entry cmd_trace_entry;
+extern const struct cmd_entry cmd_exporter_entry;
 
 /* The pids of the agents on this machine (their @probing-<pid> sockets
  * in /proc/net/unix), sorted, at most max (cmd_list.c).  Returns how
@@ -140,6 +144,10 @@ int cli_usage_error(const struct cmd_entry *e, const char *fmt, ...)
  */
 int cli_option_error(const struct cmd_entry *e, int c, int argc, char **argv);
 
+/* The target as given, for the commands an error suggests (NULL: none
+ * given).  Set by main before the command runs. */
+extern const char *cli_hint_target;
+
 /* After getopt_long: CLI_OK when every argument was an option, else
  * cli_usage_error's "unexpected argument" for the first that was not. */
 int cli_args_done(const struct cmd_entry *e, int argc, char **argv);
@@ -154,7 +162,8 @@ void cli_help_print(const struct cmd_entry *e);
 int cli_format_parse(const char *text, enum cli_format *out);
 
 /*
- * Parses a positive number of milliseconds (or rows) in text into *out.
+ * Parses a positive number of milliseconds (or rows, a count, an id) in
+ * text into *out.
  * Returns 0 or -1 (no message).
  */
 int cli_parse_ms(const char *text, int *out);
@@ -167,6 +176,10 @@ int cli_parse_ms(const char *text, int *out);
  */
 int cli_connect(struct cmd_ctx *ctx, int send_init);
 
+/* CLI_OK when the command has a target (-t, PROBING_TARGET); else the
+ * usage error that says how to give one. */
+int cli_need_target(struct cmd_ctx *ctx);
+
 /*
  * Sends a request (takes ownership of args) and waits up to timeout_ms
  * (< 0: forever).  Returns CLI_OK with *resp set (caller frees; it may
@@ -174,6 +187,12 @@ int cli_connect(struct cmd_ctx *ctx, int send_init);
  */
 int cli_request(struct cmd_ctx *ctx, const char *command, cJSON *args,
 		int timeout_ms, struct dap_message **resp);
+
+/* cli_request for a response that must succeed: one that says success
+ * false is said on stderr (its message) and freed, CLI_EFAIL.  CLI_OK
+ * with *resp a success (caller frees). */
+int cli_request_ok(struct cmd_ctx *ctx, const char *command, cJSON *args,
+		   int timeout_ms, struct dap_message **resp);
 
 /*
  * Set by the SIGINT handler that cli_sigint_catch() installs.  The handler
@@ -233,5 +252,26 @@ void cli_close(struct cmd_ctx *ctx);
 /* The response's error text: its message, or a sentence saying none
  * was given. */
 const char *cli_resp_message(const struct dap_message *resp);
+
+/* Sleeps ms (a signal cuts it short). */
+void cli_sleep_ms(int ms);
+
+/* Waits ms, or until Ctrl-C (cli_sigint_catch()): 1 when Ctrl-C ended
+ * it, else 0; cli_sigint is cleared either way. */
+int cli_wait_ms(int ms);
+
+/* Sends probing/config with set (owned; NULL: read only), for good or
+ * (lease_ms > 0) for a while: the agent puts the settings back that long
+ * after, should this client not do it first (config_lease.h).  *resp on
+ * CLI_OK, else the exit code after saying why. */
+int cli_config(struct cmd_ctx *ctx, cJSON *set, int lease_ms,
+	       struct dap_message **resp);
+
+/* A lease for settings changed for a window of ms: the window and time
+ * to put them back in. */
+#define CLI_LEASE_MS(ms) ((ms) + 10000)
+
+/* A setting's value in a probing/config response; "" when absent. */
+const char *cli_setting(const struct dap_message *resp, const char *name);
 
 #endif

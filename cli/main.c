@@ -11,6 +11,7 @@
 #include "dap_addr.h"
 #include "dap_token.h"
 #include "nearest.h"
+#include "pager.h"
 #include "target.h"
 
 #ifndef PROBING_SUPPORTED
@@ -23,11 +24,14 @@
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_list_entry,   &cmd_runs_entry,    &cmd_backtrace_entry,
 	&cmd_eval_entry,   &cmd_query_entry,   &cmd_flamegraph_entry,
+	&cmd_top_entry,
+	&cmd_trace_entry,
 	&cmd_perf_entry,   &cmd_repl_entry,    &cmd_config_entry,
 	&cmd_dap_entry,	   &cmd_inject_entry,  &cmd_launch_entry,
 	&cmd_debug_entry,  &cmd_memory_entry,  &cmd_hangs_entry,
 	&cmd_report_entry, &cmd_cluster_entry, &cmd_diagnose_entry,
-	&cmd_mcp_entry,	   &cmd_web_entry,     NULL,
+	&cmd_mcp_entry,	   &cmd_web_entry,     &cmd_exporter_entry,
+	NULL,
 };
 
 static const char global_help[] =
@@ -51,6 +55,12 @@ static const char global_help[] =
 	"docs/security.md)\n"
 	"  -f, --format FORMAT  table, json or csv, for commands that print "
 	"tables\n"
+	"      --no-pager       on a terminal, long output (backtrace, config, "
+	"hangs,\n"
+	"                       list, memory, query, runs) goes through\n"
+	"                       $PROBING_PAGER, else $PAGER, else less "
+	"(LESS=FRX):\n"
+	"                       this prints it directly\n"
 	"  -h, --help           show this help; 'probing help COMMAND' for "
 	"a command\n"
 	"  -V, --version        show the version\n"
@@ -226,6 +236,7 @@ struct globals {
 	const char *token;
 	enum target_src target_src;
 	int format_given; /* -f before the command */
+	int no_pager;	  /* --no-pager */
 };
 
 static int set_target(struct globals *g, const char *text, const char *how)
@@ -253,6 +264,7 @@ static int parse_globals(struct globals *g, int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
+		{"no-pager", no_argument, NULL, 'P'},
 		{NULL, 0, NULL, 0},
 	};
 	struct cmd_ctx *ctx = g->ctx;
@@ -288,6 +300,9 @@ static int parse_globals(struct globals *g, int argc, char **argv)
 			break;
 		case 'K':
 			g->token = optarg;
+			break;
+		case 'P':
+			g->no_pager = 1;
 			break;
 		case 'f':
 			if (cli_format_parse(optarg, &ctx->format))
@@ -370,6 +385,7 @@ int main(int argc, char **argv)
 	e = cmd_find(argv[0]);
 	if (!e)
 		return unknown_command(argv[0]);
+	cli_hint_target = ctx.target;
 	if (wants_help(argc, argv)) {
 		cli_help_print(e);
 		return CLI_OK;
@@ -380,9 +396,12 @@ int main(int argc, char **argv)
 				 e->name);
 	ctx.entry = e;
 	optind = 0; /* glibc: start the command's getopt afresh */
+	if ((e->flags & CMD_PAGED) && !g.no_pager)
+		cli_pager_start();
 	rc = e->exec(&ctx, argc, argv);
 	cli_close(&ctx);
 	if (fflush(stdout) != 0 && rc == CLI_OK)
 		rc = CLI_EFAIL;
+	cli_pager_end();
 	return rc;
 }

@@ -88,7 +88,7 @@ _probing()
 	if [ -z "$cmd" ]; then
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "-t --target -p --pid --timeout --token
-				-f --format -h --help -V --version" -- "$cur"))
+				-f --format --no-pager -h --help -V --version" -- "$cur"))
 		else
 			COMPREPLY=($(compgen -W "$(_probing_commands "$prog") help" -- "$cur"))
 		fi

@@ -18,6 +18,7 @@
 #include "resultjson.h"
 #include "sqlglobal.h"
 #include "store.h"
+#include "tracereq.h"
 
 #define QUERY_ROWS_DEFAULT 10000
 #define QUERY_TIMEOUT_DEFAULT 5000
@@ -609,39 +610,87 @@ static void program_name(const struct run_info *ri, char *out, size_t outlen)
 	snprintf(out, outlen, "%s (pid %d)", slash ? slash + 1 : word, ri->pid);
 }
 
-static struct dap_message *answer_flamegraph(struct recorded *r,
-					     const cJSON *args)
+/* What a flamegraph or a trace of the recording needs that its tables do
+ * not say; name (the title's) is the caller's. */
+static void recorded_env(struct recorded *r, struct flamereq_env *env,
+			 char *name, size_t namelen)
 {
 	const struct run_info *ri = &r->info;
-	struct flamereq_env env = {0};
-	struct dap_message *resp;
-	char name[300], err[512];
 
+	memset(env, 0, sizeof(*env));
 	/* The rate the samples were taken at, per thread, from how many
 	 * there are (profile.hz is not recorded). */
-	env.hz = (int)(query_num(r,
+	env->hz = (int)(query_num(r,
 				 "SELECT count(*) * 1.0 / count(DISTINCT "
 				 "thread_id) / (max(ts) - min(ts)) FROM "
 				 "profile.samples",
 				 0) +
 		       0.5);
-	env.since = 0;
+	/* The run's start: a window without one is the whole run. */
+	env->since =
+		ri->start > 0
+			? ri->start
+			: query_num(r, "SELECT min(ts) FROM profile.samples", 0);
 	if (ri->alive)
-		env.now = (double)time(NULL);
+		env->now = (double)time(NULL);
 	else if (ri->end)
-		env.now = ri->end;
+		env->now = ri->end;
 	else
-		env.now = query_num(r, "SELECT max(ts) FROM profile.samples",
-				    ri->last_write);
-	program_name(ri, name, sizeof(name));
-	env.name = name;
-	env.pid = ri->pid;
+		env->now = query_num(r, "SELECT max(ts) FROM profile.samples",
+				     ri->last_write);
+	/* The run's ends are said in whole seconds (start: the kernel's
+	 * boot time and ticks; end.json): what was recorded around them
+	 * belongs to the run all the same. */
+	for (int i = 0; i < 2; i++) {
+		static const char *const table[] = {"profile.samples",
+						    "process.memory"};
+		char sql[96];
+		double v;
+
+		snprintf(sql, sizeof(sql), "SELECT max(ts) FROM %s", table[i]);
+		if ((v = query_num(r, sql, 0)) > env->now)
+			env->now = v;
+		snprintf(sql, sizeof(sql), "SELECT min(ts) FROM %s", table[i]);
+		if ((v = query_num(r, sql, 0)) > 0 && v < env->since)
+			env->since = v;
+	}
+	program_name(ri, name, namelen);
+	env->name = name;
+	env->pid = ri->pid;
+}
+
+static struct dap_message *answer_flamegraph(struct recorded *r,
+					     const cJSON *args)
+{
+	struct flamereq_env env;
+	struct dap_message *resp;
+	char name[300], err[512];
+
+	recorded_env(r, &env, name, sizeof(name));
 	resp = dap_response_new(0, "probing/flamegraph", 1, NULL);
 	if (resp &&
 	    flamereq_answer(r->st, args, &env, resp->body, err, sizeof(err))) {
 		dap_message_free(resp);
 		resp = dap_error_new(0, "probing/flamegraph", DAP_ERROR_FAILED,
 				     "%s", err);
+	}
+	return resp;
+}
+
+/* probing/trace of a recording: by default the whole run. */
+static struct dap_message *answer_trace(struct recorded *r, const cJSON *args)
+{
+	struct flamereq_env env;
+	struct dap_message *resp;
+	char name[300], err[512];
+
+	recorded_env(r, &env, name, sizeof(name));
+	resp = dap_response_new(0, "probing/trace", 1, NULL);
+	if (resp &&
+	    tracereq_answer(r->st, args, &env, resp->body, err, sizeof(err))) {
+		dap_message_free(resp);
+		resp = dap_error_new(0, "probing/trace", DAP_ERROR_FAILED, "%s",
+				     err);
 	}
 	return resp;
 }
@@ -701,6 +750,8 @@ int recorded_request(struct recorded *r, const char *command, const cJSON *args,
 		*resp = answer_query(r, args);
 	else if (!strcmp(command, "probing/flamegraph"))
 		*resp = answer_flamegraph(r, args);
+	else if (!strcmp(command, "probing/trace"))
+		*resp = answer_trace(r, args);
 	else if (!strcmp(command, "probing/memory"))
 		*resp = answer_memory(r);
 	else

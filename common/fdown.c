@@ -27,6 +27,13 @@ static int same_fds(int a, int b)
 	return fstat(b, &st) == 0 && same_file(a, &st);
 }
 
+static int cloexec(int fd)
+{
+	int flags = fcntl(fd, F_GETFD);
+
+	return flags >= 0 && (flags & FD_CLOEXEC);
+}
+
 #define RAISE_TRIES 3
 
 /*
@@ -43,7 +50,10 @@ static int raise_checked(int fd, const struct stat *st)
 			return fd;
 		hi = fcntl(fd, F_DUPFD_CLOEXEC, FDOWN_MIN);
 		if (hi < 0)
-			return fd; /* RLIMIT_NOFILE below FDOWN_MIN, or full */
+			/* RLIMIT_NOFILE below FDOWN_MIN, or full: ours stays
+			 * low.  Or the program closed the number (EBADF) and
+			 * may have opened a file of its own there since. */
+			return same_file(fd, st) ? fd : -EBADF;
 		if (same_file(hi, st)) {
 			/* Ours up there; the low number is closed only if
 			 * the program did not take it over meanwhile. */
@@ -52,16 +62,21 @@ static int raise_checked(int fd, const struct stat *st)
 			return hi;
 		}
 		if (!same_file(fd, st)) {
-			/* The program took the low number over before the
-			 * copy: hi copies its file, ours is gone. */
-			if (same_fds(hi, fd))
+			/* The program took the low number over: ours is
+			 * gone.  hi holds its file either as our copy (it
+			 * took it over before the copy) or as its own (it
+			 * closed both numbers after the copy and dup2()'d
+			 * its file onto hi as it reopens its numbers).  Only
+			 * our copy is closed: it is close-on-exec, as
+			 * F_DUPFD_CLOEXEC makes it; dup2() makes none. */
+			if (same_fds(hi, fd) && cloexec(hi))
 				close(hi);
 			return -EBADF;
 		}
 		/* The program put a file of its own at hi after the copy
 		 * (closing our copy): ours is still low; again. */
 	}
-	return fd;
+	return same_file(fd, st) ? fd : -EBADF;
 }
 
 /* fdown_new, giving the identity of what it returns. */

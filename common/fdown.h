@@ -21,9 +21,13 @@
  * closed only when it still holds what we made; one that changed hands
  * meanwhile is left to the program, and the creation fails.
 
+ * One case looks like another: the program closing both our numbers
+ * after the copy and dup2()'ing its file onto the high one, as the copy
+ * we make of its file when it took the low number first; only a copy
+ * with close-on-exec (ours always are; dup2() makes none) is closed.
  * What is left is the instant between a check and the system call; a
  * program would have to close our descriptor and open another file at the
- * same number within it.
+ * same number within it (or dup3() its file there close-on-exec).
  *
  * Threads: an fdown is owned by one thread (or guarded by its owner's
  * lock); fdown_ours() may be called from any thread.

@@ -14,135 +14,6 @@
 #define THREADS_MAX (1u << 20)
 #define PATH_WALK_MAX (FLAMEGRAPH_DEPTH_MAX * 4) /* stops cycles */
 
-/* ---- output buffer ---------------------------------------------------- */
-
-static void buf_reserve(struct fg_buf *b, size_t more)
-{
-	size_t cap;
-	char *p;
-
-	if (b->err)
-		return;
-	if (b->len + more + 1 > FLAMEGRAPH_OUTPUT_MAX) {
-		b->err = -E2BIG;
-		return;
-	}
-	if (b->len + more + 1 <= b->cap)
-		return;
-	cap = b->cap ? b->cap : 65536;
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	if (cap > FLAMEGRAPH_OUTPUT_MAX)
-		cap = FLAMEGRAPH_OUTPUT_MAX;
-	p = realloc(b->p, cap);
-	if (!p) {
-		b->err = -ENOMEM;
-		return;
-	}
-	b->p = p;
-	b->cap = cap;
-}
-
-void fg_putn(struct fg_buf *b, const char *s, size_t n)
-{
-	buf_reserve(b, n);
-	if (b->err)
-		return;
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-void fg_puts(struct fg_buf *b, const char *s)
-{
-	fg_putn(b, s, strlen(s));
-}
-
-void fg_printf(struct fg_buf *b, const char *fmt, ...)
-{
-	char small[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof(small), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof(small)) {
-		fg_putn(b, small, (size_t)n);
-		return;
-	}
-	buf_reserve(b, (size_t)n);
-	if (b->err)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void fg_json_str(struct fg_buf *b, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	const unsigned char *run = p;
-
-	fg_putn(b, "\"", 1);
-	for (; *p; p++) {
-		if (*p >= 0x20 && *p != '"' && *p != '\\')
-			continue;
-		fg_putn(b, (const char *)run, (size_t)(p - run));
-		if (*p == '"' || *p == '\\') {
-			char e[2] = {'\\', (char)*p};
-
-			fg_putn(b, e, 2);
-		} else {
-			fg_printf(b, "\\u%04x", *p);
-		}
-		run = p + 1;
-	}
-	fg_putn(b, (const char *)run, (size_t)(p - run));
-	fg_putn(b, "\"", 1);
-}
-
-void fg_xml_str(struct fg_buf *b, const char *s)
-{
-	const char *p = s ? s : "", *run = p;
-
-	for (; *p; p++) {
-		const char *e = NULL;
-
-		switch (*p) {
-		case '&':
-			e = "&amp;";
-			break;
-		case '<':
-			e = "&lt;";
-			break;
-		case '>':
-			e = "&gt;";
-			break;
-		case '"':
-			e = "&quot;";
-			break;
-		case '\'':
-			e = "&apos;";
-			break;
-		default:
-			/* XML 1.0 allows no control characters but tab,
-			 * newline and carriage return. */
-			if ((unsigned char)*p < 0x20)
-				e = " ";
-		}
-		if (!e)
-			continue;
-		fg_putn(b, run, (size_t)(p - run));
-		fg_puts(b, e);
-		run = p + 1;
-	}
-	fg_putn(b, run, (size_t)(p - run));
-}
-
 /* ---- the model -------------------------------------------------------- */
 
 struct flamegraph *flamegraph_new(void)
@@ -322,10 +193,24 @@ int flamegraph_add_sample(struct flamegraph *fg, double ts, uint64_t thread_id,
 	s = &fg->samples[fg->nsamples++];
 	s->ts = ts;
 	s->stack = stack;
+	s->task_frame = s->task_stack = 0;
 	s->thread = t;
 	s->weight = weight > UINT32_MAX ? UINT32_MAX : (uint32_t)weight;
 	s->state = (uint8_t)(state <= FLAMEGRAPH_IDLE ? state
 						       : FLAMEGRAPH_IDLE);
+	return 0;
+}
+
+int flamegraph_sample_task(struct flamegraph *fg, uint32_t task_frame,
+			   uint32_t task_stack)
+{
+	struct fg_sample *s;
+
+	if (!fg->nsamples || !task_frame || !task_stack)
+		return -EINVAL;
+	s = &fg->samples[fg->nsamples - 1];
+	s->task_frame = task_frame;
+	s->task_stack = task_stack;
 	return 0;
 }
 
@@ -422,15 +307,30 @@ static uint32_t unknown_name(struct flamegraph *fg)
 	return fg_name(fg, "[unknown]", FG_UNKNOWN, NULL, NULL, -1);
 }
 
+/* "task NAME" of a sample's task frame. */
+static uint32_t task_name(struct flamegraph *fg, uint32_t frame)
+{
+	char label[600];
+	uint32_t nm;
+
+	if (sampler_map_get(&fg->frame_map, frame, &nm) < 0)
+		return fg_name(fg, "task [unknown]", FG_TASK, NULL, NULL, -1);
+	snprintf(label, sizeof(label), "task %s", fg->frames[nm].func);
+	return fg_name(fg, label, FG_TASK, NULL, NULL, -1);
+}
+
 size_t fg_path(struct flamegraph *fg, const struct fg_sample *s)
 {
 	uint32_t *p = fg->path, id = s->stack, idx, nm;
+	/* With tasks: the walk ends at the task's coroutine. */
+	uint32_t stop = fg->o->tasks && s->task_frame ? s->task_stack : 0;
 	size_t n = 0, depth, start;
+	int in_task = 0;
 
 	/* Innermost first into p[2 ..], then reversed into place. */
 	p += 2;
 	while (id && n < PATH_WALK_MAX) {
-		uint32_t name;
+		uint32_t name, at = id;
 
 		if (sampler_map_get(&fg->stack_map, id, &idx) < 0) {
 			p[n++] = unknown_name(fg);
@@ -442,13 +342,19 @@ size_t fg_path(struct flamegraph *fg, const struct fg_sample *s)
 		else
 			name = frame_name(fg, &fg->frames[nm]);
 		id = fg->stacks[idx].parent;
+		in_task = stop && at == stop;
 		/* Native frames without a symbol ("[libfoo.so]") in a row
 		 * are one: their return addresses say nothing more. */
 		if (n && name == p[n - 1] && name != UINT32_MAX &&
 		    fg->names[name].kind == FG_NATIVE &&
-		    fg->names[name].label[0] == '[')
+		    fg->names[name].label[0] == '[') {
+			if (in_task)
+				break;
 			continue;
+		}
 		p[n++] = name;
+		if (in_task)
+			break;
 	}
 	for (size_t i = 0; i < n / 2; i++) {
 		uint32_t t = p[i];
@@ -459,6 +365,8 @@ size_t fg_path(struct flamegraph *fg, const struct fg_sample *s)
 	/* Too deep: keep the outer frames, they merge. */
 	depth = n > FLAMEGRAPH_DEPTH_MAX ? FLAMEGRAPH_DEPTH_MAX : n;
 	start = 2;
+	if (in_task)
+		fg->path[--start] = task_name(fg, s->task_frame);
 	if (fg->o->threads) {
 		const struct fg_thread *t = &fg->threads[s->thread];
 		char label[512];
@@ -574,21 +482,21 @@ static int tree_build(struct flamegraph *fg)
 }
 
 /* A label as one folded field: no ';' (the separator), no line ends. */
-static void folded_label(struct fg_buf *b, const char *s)
+static void folded_label(struct outbuf *b, const char *s)
 {
 	const char *run = s;
 
 	for (; *s; s++) {
 		if (*s != ';' && *s != '\n' && *s != '\r')
 			continue;
-		fg_putn(b, run, (size_t)(s - run));
-		fg_putn(b, *s == ';' ? ":" : " ", 1);
+		outbuf_putn(b, run, (size_t)(s - run));
+		outbuf_putn(b, *s == ';' ? ":" : " ", 1);
 		run = s + 1;
 	}
-	fg_putn(b, run, (size_t)(s - run));
+	outbuf_putn(b, run, (size_t)(s - run));
 }
 
-static int render_folded(struct flamegraph *fg, struct fg_buf *b)
+static int render_folded(struct flamegraph *fg, struct outbuf *b)
 {
 	uint32_t *stack, v;
 	size_t depth = 0;
@@ -609,13 +517,13 @@ static int render_folded(struct flamegraph *fg, struct fg_buf *b)
 		if (nd->self) {
 			for (size_t i = 0; i < depth; i++) {
 				if (i)
-					fg_putn(b, ";", 1);
+					outbuf_putn(b, ";", 1);
 				folded_label(
 					b,
 					fg->names[fg->nodes[stack[i]].name]
 						.label);
 			}
-			fg_printf(b, " %llu\n", (unsigned long long)nd->self);
+			outbuf_printf(b, " %llu\n", (unsigned long long)nd->self);
 		}
 		if (nd->first) {
 			v = nd->first;
@@ -640,7 +548,7 @@ int flamegraph_render(struct flamegraph *fg, enum flamegraph_format format,
 		      char *err, size_t errlen)
 {
 	struct flamegraph_opts def = {.interval = 0.01}, flat;
-	struct fg_buf b = {0};
+	struct outbuf b = {.max = FLAMEGRAPH_OUTPUT_MAX};
 	int rc;
 
 	*out = NULL;
@@ -661,6 +569,12 @@ int flamegraph_render(struct flamegraph *fg, enum flamegraph_format format,
 		rc = format == FLAMEGRAPH_CHROME ? fg_render_chrome(fg, &b)
 						 : fg_render_speedscope(fg, &b);
 		break;
+	case FLAMEGRAPH_INSTANTS:
+		flat = *fg->o;
+		flat.threads = 0;
+		fg->o = &flat;
+		rc = fg_render_instants(fg, &b);
+		break;
 	case FLAMEGRAPH_SVG:
 		rc = tree_build(fg);
 		if (!rc)
@@ -672,7 +586,7 @@ int flamegraph_render(struct flamegraph *fg, enum flamegraph_format format,
 	if (!rc)
 		rc = b.err ? b.err : fg->err;
 	if (!rc && !b.p)
-		fg_putn(&b, "", 0);
+		outbuf_putn(&b, "", 0);
 	rc = rc ? rc : b.err;
 	if (rc) {
 		if (rc == -E2BIG)

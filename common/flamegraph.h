@@ -13,6 +13,13 @@
  *   svg         an interactive flamegraph drawn here: hover for details,
  *               click to zoom, Ctrl-F or "Search" to highlight by regular
  *               expression with the matched share, Esc to reset
+ *   instants    Chrome trace events to go into a larger trace
+ *               (probing/trace): an instant ("i") event per sample on its
+ *               thread's track, named by its innermost frame, its state
+ *               in args, and its stack where it differs from the
+ *               thread's sample before; each event written as ",\n{...}", no
+ *               document around them.  Not a format users ask for by name
+ *               (flamegraph_format_parse does not know it).
  *
  * A frame is shown as "func (file)" — "func (file:line)" with lines on —
  * where file is cut after site-packages/ or dist-packages/ when it has
@@ -47,6 +54,7 @@ enum flamegraph_format {
 	FLAMEGRAPH_SPEEDSCOPE,
 	FLAMEGRAPH_CHROME,
 	FLAMEGRAPH_SVG,
+	FLAMEGRAPH_INSTANTS,
 };
 
 enum flamegraph_state {
@@ -58,12 +66,16 @@ enum flamegraph_state {
 struct flamegraph_opts {
 	int lines;	   /* a frame per line, not per function */
 	int threads;	   /* folded, svg: a root frame per thread */
+	int tasks;	   /* a sample that ran an asyncio task: its stack from
+			      the task's coroutine on, under a frame "task
+			      NAME" (flamegraph_sample_task) */
 	int states;	   /* "(idle)" / "(waiting for the GIL)" leaves */
 	double interval;   /* seconds a sample stands for (> 0) */
 	int cpu;	   /* sample weights are microseconds of CPU time (the
 			      thread's since its previous sample), not 1 */
 	const char *title; /* svg title, speedscope name; may be NULL */
-	long pid;	   /* chrome: the process id */
+	long pid;	   /* chrome, instants: the process id */
+	double origin;	   /* instants: Unix seconds of the trace's time 0 */
 };
 
 struct flamegraph;
@@ -91,6 +103,13 @@ int flamegraph_add_sample(struct flamegraph *fg, double ts, uint64_t thread_id,
 			  uint32_t stack, enum flamegraph_state state,
 			  uint64_t weight);
 
+/* The sample added last ran an asyncio task: task_frame (a frame declared
+ * with the task's name as func) and task_stack, the node of its stack
+ * that is the task's coroutine (profile.samples' task_frame_id and
+ * task_stack_id).  0, or -EINVAL when there is no sample or an id is 0. */
+int flamegraph_sample_task(struct flamegraph *fg, uint32_t task_frame,
+			   uint32_t task_stack);
+
 size_t flamegraph_samples(const struct flamegraph *fg);
 
 /*
@@ -102,7 +121,9 @@ int flamegraph_render(struct flamegraph *fg, enum flamegraph_format format,
 		      const struct flamegraph_opts *o, char **out, size_t *len,
 		      char *err, size_t errlen);
 
-/* "folded", "speedscope", "chrome", "svg" -> format; 0 or -EINVAL. */
+/* "folded", "speedscope", "chrome", "svg" -> format; 0 or -EINVAL.
+ * A sample's track in chrome and instants: its thread's native id, or
+ * (none known) the low 31 bits of its thread_id. */
 int flamegraph_format_parse(const char *name, enum flamegraph_format *out);
 const char *flamegraph_format_name(enum flamegraph_format f);
 

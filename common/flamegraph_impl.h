@@ -14,23 +14,10 @@
 #include <stdint.h>
 
 #include "flamegraph.h"
+#include "outbuf.h"
 #include "sampler_intern.h"
 
-/* An output buffer with a cap; errors are sticky (err: -ENOMEM, -E2BIG). */
-struct fg_buf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-void fg_putn(struct fg_buf *b, const char *s, size_t n);
-void fg_puts(struct fg_buf *b, const char *s);
-void fg_printf(struct fg_buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-void fg_json_str(struct fg_buf *b, const char *s); /* quoted, escaped */
-void fg_xml_str(struct fg_buf *b, const char *s);  /* escaped */
-
-enum fg_kind { FG_PY, FG_NATIVE, FG_STATE, FG_THREAD, FG_UNKNOWN };
+enum fg_kind { FG_PY, FG_NATIVE, FG_STATE, FG_THREAD, FG_TASK, FG_UNKNOWN };
 
 struct fg_name {
 	char *label; /* as shown */
@@ -58,6 +45,7 @@ struct fg_thread {
 struct fg_sample {
 	double ts;
 	uint32_t stack, thread, weight;
+	uint32_t task_frame, task_stack; /* 0: no task */
 	uint8_t state;
 };
 
@@ -98,8 +86,9 @@ size_t fg_path(struct flamegraph *fg, const struct fg_sample *s);
 uint32_t fg_name(struct flamegraph *fg, const char *label, enum fg_kind kind,
 		 const char *func, const char *file, int line);
 
-int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b);
-int fg_render_chrome(struct flamegraph *fg, struct fg_buf *b);
-int fg_render_svg(struct flamegraph *fg, struct fg_buf *b);
+int fg_render_speedscope(struct flamegraph *fg, struct outbuf *b);
+int fg_render_chrome(struct flamegraph *fg, struct outbuf *b);
+int fg_render_instants(struct flamegraph *fg, struct outbuf *b);
+int fg_render_svg(struct flamegraph *fg, struct outbuf *b);
 
 #endif

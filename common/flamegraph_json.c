@@ -59,28 +59,35 @@ static void thread_label(const struct fg_thread *t, char *out, size_t len)
 		snprintf(out, len, "thread %llu", (unsigned long long)t->id);
 }
 
-/* ---- speedscope ------------------------------------------------------- */
-
-static void speedscope_frame(struct fg_buf *b, const struct fg_name *n)
+/* A thread's track in a Chrome trace: its native id, else (none known)
+ * the low 31 bits of its thread_id. */
+static long track_of(const struct fg_thread *t)
 {
-	fg_puts(b, "{\"name\":");
-	if (n->kind == FG_PY || n->kind == FG_NATIVE) {
-		fg_json_str(b, n->func);
-		if (n->file && *n->file) {
-			fg_puts(b, ",\"file\":");
-			fg_json_str(b, n->file);
-		}
-		if (n->line >= 0)
-			fg_printf(b, ",\"line\":%d", n->line);
-	} else {
-		fg_json_str(b, n->label);
-	}
-	fg_puts(b, "}");
+	return t->native > 0 ? t->native : (long)(t->id & 0x7fffffff);
 }
 
-int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b)
+/* ---- speedscope ------------------------------------------------------- */
+
+static void speedscope_frame(struct outbuf *b, const struct fg_name *n)
 {
-	struct fg_buf prof = {0};
+	outbuf_puts(b, "{\"name\":");
+	if (n->kind == FG_PY || n->kind == FG_NATIVE) {
+		outbuf_json_str(b, n->func);
+		if (n->file && *n->file) {
+			outbuf_puts(b, ",\"file\":");
+			outbuf_json_str(b, n->file);
+		}
+		if (n->line >= 0)
+			outbuf_printf(b, ",\"line\":%d", n->line);
+	} else {
+		outbuf_json_str(b, n->label);
+	}
+	outbuf_puts(b, "}");
+}
+
+int fg_render_speedscope(struct flamegraph *fg, struct outbuf *b)
+{
+	struct outbuf prof = {.max = FLAMEGRAPH_OUTPUT_MAX};
 	uint32_t *order = time_order(fg);
 	double interval = fg->o->interval > 0 ? fg->o->interval : 0.01;
 	size_t i = 0, nprof = 0, best = 0, best_n = 0;
@@ -96,20 +103,20 @@ int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b)
 		double total = 0;
 
 		thread_label(&fg->threads[th], label, sizeof(label));
-		fg_puts(&prof, nprof ? ",{" : "{");
-		fg_puts(&prof, "\"type\":\"sampled\",\"name\":");
-		fg_json_str(&prof, label);
-		fg_puts(&prof, ",\"unit\":\"seconds\",\"samples\":[");
+		outbuf_puts(&prof, nprof ? ",{" : "{");
+		outbuf_puts(&prof, "\"type\":\"sampled\",\"name\":");
+		outbuf_json_str(&prof, label);
+		outbuf_puts(&prof, ",\"unit\":\"seconds\",\"samples\":[");
 		/* Runs of the same stack and state are one weighted
 		 * sample. */
 		while (i < fg->nsamples && fg->samples[order[i]].thread == th) {
 			const struct fg_sample *s = &fg->samples[order[i]];
 			size_t n = fg_path(fg, s);
 
-			fg_puts(&prof, nsamp++ ? ",[" : "[");
+			outbuf_puts(&prof, nsamp++ ? ",[" : "[");
 			for (size_t k = 0; k < n; k++)
-				fg_printf(&prof, k ? ",%u" : "%u", fg->path[k]);
-			fg_puts(&prof, "]");
+				outbuf_printf(&prof, k ? ",%u" : "%u", fg->path[k]);
+			outbuf_puts(&prof, "]");
 			do
 				i++;
 			while (i < fg->nsamples &&
@@ -117,7 +124,7 @@ int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b)
 			       fg->samples[order[i]].stack == s->stack &&
 			       fg->samples[order[i]].state == s->state);
 		}
-		fg_puts(&prof, "],\"weights\":[");
+		outbuf_puts(&prof, "],\"weights\":[");
 		for (size_t j = start, w = 0; j < i; w++) {
 			const struct fg_sample *s = &fg->samples[order[j]];
 			double run = 0;
@@ -129,10 +136,10 @@ int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b)
 					       : interval;
 				j++;
 			}
-			fg_printf(&prof, w ? ",%.9g" : "%.9g", run);
+			outbuf_printf(&prof, w ? ",%.9g" : "%.9g", run);
 			total += run;
 		}
-		fg_printf(&prof, "],\"startValue\":0,\"endValue\":%.9g}",
+		outbuf_printf(&prof, "],\"startValue\":0,\"endValue\":%.9g}",
 			  total);
 		if (i - start > best_n) {
 			best_n = i - start;
@@ -145,20 +152,20 @@ int fg_render_speedscope(struct flamegraph *fg, struct fg_buf *b)
 		free(prof.p);
 		return prof.err ? prof.err : fg->err;
 	}
-	fg_puts(b, "{\"$schema\":\"" SPEEDSCOPE_SCHEMA "\",\"exporter\":"
+	outbuf_puts(b, "{\"$schema\":\"" SPEEDSCOPE_SCHEMA "\",\"exporter\":"
 		   "\"probing\",\"name\":");
-	fg_json_str(b, fg->o->title ? fg->o->title : "probing profile");
-	fg_printf(b, ",\"activeProfileIndex\":%zu,\"shared\":{\"frames\":[",
+	outbuf_json_str(b, fg->o->title ? fg->o->title : "probing profile");
+	outbuf_printf(b, ",\"activeProfileIndex\":%zu,\"shared\":{\"frames\":[",
 		  best);
 	for (size_t k = 0; k < fg->nnames; k++) {
 		if (k)
-			fg_puts(b, ",");
+			outbuf_puts(b, ",");
 		speedscope_frame(b, &fg->names[k]);
 	}
-	fg_puts(b, "]},\"profiles\":[");
+	outbuf_puts(b, "]},\"profiles\":[");
 	if (prof.p)
-		fg_putn(b, prof.p, prof.len);
-	fg_puts(b, "]}\n");
+		outbuf_putn(b, prof.p, prof.len);
+	outbuf_puts(b, "]}\n");
 	free(prof.p);
 	return 0;
 }
@@ -174,6 +181,8 @@ static const char *category(enum fg_kind k)
 		return "native";
 	case FG_STATE:
 		return "state";
+	case FG_TASK:
+		return "task";
 	default:
 		return "other";
 	}
@@ -181,7 +190,7 @@ static const char *category(enum fg_kind k)
 
 struct timeline {
 	struct flamegraph *fg;
-	struct fg_buf *b;
+	struct outbuf *b;
 	long pid, tid;
 	double t0;
 	uint32_t *open; /* names, root first */
@@ -202,9 +211,9 @@ static void close_to(struct timeline *tl, size_t keep, double t)
 		long long end = llround((t - tl->t0) * 1e9);
 		long long dur = end > ts ? end - ts : 0;
 
-		fg_puts(tl->b, ",\n{\"ph\":\"X\",\"name\":");
-		fg_json_str(tl->b, n->label);
-		fg_printf(tl->b,
+		outbuf_puts(tl->b, ",\n{\"ph\":\"X\",\"name\":");
+		outbuf_json_str(tl->b, n->label);
+		outbuf_printf(tl->b,
 			  ",\"cat\":\"%s\",\"pid\":%ld,\"tid\":%ld,"
 			  "\"ts\":%lld.%03lld,\"dur\":%lld.%03lld}",
 			  category(n->kind), tl->pid, tl->tid, ts / 1000,
@@ -213,17 +222,17 @@ static void close_to(struct timeline *tl, size_t keep, double t)
 	}
 }
 
-static void metadata(struct fg_buf *b, const char *what, long pid, long tid,
+static void metadata(struct outbuf *b, const char *what, long pid, long tid,
 		     const char *name)
 {
-	fg_printf(b, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%ld,"
+	outbuf_printf(b, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%ld,"
 		     "\"tid\":%ld,\"args\":{\"name\":",
 		  what, pid, tid);
-	fg_json_str(b, name);
-	fg_puts(b, "}}");
+	outbuf_json_str(b, name);
+	outbuf_puts(b, "}}");
 }
 
-int fg_render_chrome(struct flamegraph *fg, struct fg_buf *b)
+int fg_render_chrome(struct flamegraph *fg, struct outbuf *b)
 {
 	struct timeline tl = {.fg = fg, .b = b};
 	double interval = fg->o->interval > 0 ? fg->o->interval : 0.01;
@@ -241,7 +250,7 @@ int fg_render_chrome(struct flamegraph *fg, struct fg_buf *b)
 	}
 	tl.pid = fg->o->pid > 0 ? fg->o->pid : 1;
 	tl.t0 = first_ts(fg);
-	fg_printf(b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":"
+	outbuf_printf(b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":"
 		     "\"probing\",\"startTime\":%.6f,\"interval\":%.9g},"
 		     "\"traceEvents\":[\n{\"ph\":\"M\",\"name\":"
 		     "\"process_name\",\"pid\":%ld,\"tid\":0,\"args\":"
@@ -249,15 +258,14 @@ int fg_render_chrome(struct flamegraph *fg, struct fg_buf *b)
 		  tl.t0, interval, tl.pid);
 	snprintf(label, sizeof(label), "%s",
 		 fg->o->title ? fg->o->title : "python");
-	fg_json_str(b, label);
-	fg_puts(b, "}}");
+	outbuf_json_str(b, label);
+	outbuf_puts(b, "}}");
 	while (i < fg->nsamples && !b->err && !fg->err) {
 		const struct fg_thread *t = &fg->threads[fg->samples[order[i]].thread];
 		uint32_t th = fg->samples[order[i]].thread;
 		double last = 0;
 
-		tl.tid = t->native > 0 ? t->native
-				       : (long)(t->id & 0x7fffffff);
+		tl.tid = track_of(t);
 		thread_label(t, label, sizeof(label));
 		metadata(b, "thread_name", tl.pid, tl.tid,
 			 t->name ? t->name : label);
@@ -283,9 +291,80 @@ int fg_render_chrome(struct flamegraph *fg, struct fg_buf *b)
 		}
 		close_to(&tl, 0, last + interval);
 	}
-	fg_puts(b, "\n]}\n");
+	outbuf_puts(b, "\n]}\n");
 	free(order);
 	free(tl.open);
 	free(tl.start);
+	return 0;
+}
+
+/* ---- Chrome trace instant events (probing/trace) ---------------------- */
+
+/* A sample's stack in its event's args, outermost first as folded stacks
+ * are; past this many bytes its outermost frames give way to "...". */
+#define INSTANT_STACK_MAX 4096
+
+static const char *const state_names[] = {
+	[FLAMEGRAPH_RUNNING] = "running",
+	[FLAMEGRAPH_GIL_WAIT] = "gil_wait",
+	[FLAMEGRAPH_IDLE] = "idle",
+};
+
+/* same: the thread's sample before had this stack (its events then say
+ * no stack again: a thread that waits in one place for seconds is
+ * hundreds of samples alike). */
+static void instant(struct flamegraph *fg, struct outbuf *b,
+		    const struct fg_sample *s, int same)
+{
+	size_t n = fg_path(fg, s), first = 0, used = 0;
+
+	for (size_t k = n; k-- > 0;) {
+		size_t l = strlen(fg->names[fg->path[k]].label) + 1;
+
+		if (used + l > INSTANT_STACK_MAX) {
+			first = k + 1;
+			break;
+		}
+		used += l;
+	}
+	outbuf_puts(b, ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"sample\","
+		       "\"name\":");
+	outbuf_json_str(b, n ? fg->names[fg->path[n - 1]].label : "(empty)");
+	outbuf_printf(b,
+		      ",\"pid\":%ld,\"tid\":%ld,\"ts\":%.3f,\"args\":{"
+		      "\"state\":\"%s\"",
+		      fg->o->pid > 0 ? fg->o->pid : 1,
+		      track_of(&fg->threads[s->thread]),
+		      (s->ts - fg->o->origin) * 1e6,
+		      s->state <= FLAMEGRAPH_IDLE ? state_names[s->state] : "?");
+	if (same) {
+		outbuf_puts(b, "}}");
+		return;
+	}
+	outbuf_printf(b, ",\"stack\":\"%s", first ? "...;" : "");
+	for (size_t k = first; k < n; k++) {
+		if (k > first)
+			outbuf_putn(b, ";", 1);
+		outbuf_json_chars(b, fg->names[fg->path[k]].label);
+	}
+	outbuf_puts(b, "\"}}");
+}
+
+int fg_render_instants(struct flamegraph *fg, struct outbuf *b)
+{
+	uint32_t *order = time_order(fg);
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < fg->nsamples && !b->err && !fg->err; i++) {
+		const struct fg_sample *s = &fg->samples[order[i]];
+		const struct fg_sample *p =
+			i ? &fg->samples[order[i - 1]] : NULL;
+
+		instant(fg, b, s,
+			p && p->thread == s->thread && p->stack == s->stack &&
+				p->state == s->state);
+	}
+	free(order);
 	return 0;
 }

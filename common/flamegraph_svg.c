@@ -124,6 +124,9 @@ static void colour(const struct fg_name *n, char out[48])
 	case FG_THREAD:
 		snprintf(out, 48, "rgb(200,210,230)");
 		break;
+	case FG_TASK:
+		snprintf(out, 48, "rgb(190,225,200)");
+		break;
 	case FG_UNKNOWN:
 		snprintf(out, 48, "rgb(220,220,220)");
 		break;
@@ -134,7 +137,7 @@ static void colour(const struct fg_name *n, char out[48])
 }
 
 /* The text shown in a frame w pixels wide. */
-static void fit_label(struct fg_buf *b, const char *s, double w)
+static void fit_label(struct outbuf *b, const char *s, double w)
 {
 	int n = (int)((w - 6) / CHAR_W);
 	size_t len = strlen(s);
@@ -143,7 +146,7 @@ static void fit_label(struct fg_buf *b, const char *s, double w)
 	if (n < 3)
 		return;
 	if (len <= (size_t)n) {
-		fg_xml_str(b, s);
+		outbuf_xml_str(b, s);
 		return;
 	}
 	if ((size_t)n > sizeof(cut) - 3)
@@ -154,10 +157,10 @@ static void fit_label(struct fg_buf *b, const char *s, double w)
 		len--;
 	memcpy(cut, s, len);
 	memcpy(cut + len, "..", 3);
-	fg_xml_str(b, cut);
+	outbuf_xml_str(b, cut);
 }
 
-static void frame(struct fg_buf *b, const struct flamegraph *fg,
+static void frame(struct outbuf *b, const struct flamegraph *fg,
 		  const struct fg_node *nd, double x, int height)
 {
 	const struct fg_name *n = &fg->names[nd->name];
@@ -168,30 +171,30 @@ static void frame(struct fg_buf *b, const struct flamegraph *fg,
 	char fill[48];
 
 	colour(n, fill);
-	fg_puts(b, "<g class=\"f\" data-n=\"");
-	fg_xml_str(b, n->label);
-	fg_printf(b, "\" data-x=\"%.0f\" data-w=\"%llu\" data-d=\"%u\"><title>",
+	outbuf_puts(b, "<g class=\"f\" data-n=\"");
+	outbuf_xml_str(b, n->label);
+	outbuf_printf(b, "\" data-x=\"%.0f\" data-w=\"%llu\" data-d=\"%u\"><title>",
 		  x, (unsigned long long)nd->total, nd->depth);
-	fg_xml_str(b, n->label);
+	outbuf_xml_str(b, n->label);
 	if (fg->o->cpu)
-		fg_printf(b, " (%.3f ms of CPU, %.2f%%)</title>",
+		outbuf_printf(b, " (%.3f ms of CPU, %.2f%%)</title>",
 			  (double)nd->total / 1e3,
 			  100.0 * (double)nd->total / total);
 	else
-		fg_printf(b, " (%llu sample%s, %.2f%%)</title>",
+		outbuf_printf(b, " (%llu sample%s, %.2f%%)</title>",
 			  (unsigned long long)nd->total,
 			  nd->total == 1 ? "" : "s",
 			  100.0 * (double)nd->total / total);
-	fg_printf(b,
+	outbuf_printf(b,
 		  "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
 		  "fill=\"%s\" data-c=\"%s\" rx=\"2\"/><text x=\"%.2f\" "
 		  "y=\"%d\">",
 		  px, y, pw, FRAME_H - 1, fill, fill, px + 3, y + 11);
 	fit_label(b, n->label, pw);
-	fg_puts(b, "</text></g>\n");
+	outbuf_puts(b, "</text></g>\n");
 }
 
-int fg_render_svg(struct flamegraph *fg, struct fg_buf *b)
+int fg_render_svg(struct flamegraph *fg, struct outbuf *b)
 {
 	const struct fg_node *root = &fg->nodes[0];
 	double scale, *xs;
@@ -203,21 +206,21 @@ int fg_render_svg(struct flamegraph *fg, struct fg_buf *b)
 		if (fg->nodes[i].depth > maxd)
 			maxd = fg->nodes[i].depth;
 	height = TOP + BOTTOM + (int)(maxd + 1) * FRAME_H;
-	fg_printf(b,
+	outbuf_printf(b,
 		  "<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		  "<svg version=\"1.1\" width=\"%d\" height=\"%d\" "
 		  "viewBox=\"0 0 %d %d\" xmlns=\"http://www.w3.org/2000/svg\" "
 		  "id=\"fg-root\" data-total=\"%llu\" onload=\"init()\">\n",
 		  W, height, W, height, (unsigned long long)root->total);
-	fg_printf(b, "<style>%s</style>\n<script type=\"text/ecmascript\">"
+	outbuf_printf(b, "<style>%s</style>\n<script type=\"text/ecmascript\">"
 		     "<![CDATA[\n%s]]></script>\n",
 		  style, script);
-	fg_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" "
+	outbuf_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" "
 		     "fill=\"#f8f8f4\"/>\n<text id=\"title\" x=\"%d\" "
 		     "y=\"24\" text-anchor=\"middle\">",
 		  W, height, W / 2);
-	fg_xml_str(b, fg->o->title ? fg->o->title : "Flame Graph");
-	fg_printf(b, "</text>\n<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" "
+	outbuf_xml_str(b, fg->o->title ? fg->o->title : "Flame Graph");
+	outbuf_printf(b, "</text>\n<text id=\"unzoom\" class=\"btn hide\" x=\"%d\" "
 		     "y=\"24\">Reset zoom</text>\n<text id=\"search\" "
 		     "class=\"btn\" x=\"%d\" y=\"24\" text-anchor=\"end\">"
 		     "Search</text>\n<text id=\"details\" x=\"%d\" y=\"%d\"> "
@@ -225,7 +228,7 @@ int fg_render_svg(struct flamegraph *fg, struct fg_buf *b)
 		     "text-anchor=\"end\"> </text>\n<g id=\"frames\">\n",
 		  PAD, W - PAD, PAD, height - 10, W - PAD, height - 10);
 	if (!root->total) {
-		fg_printf(b, "</g>\n<text x=\"%d\" y=\"%d\" "
+		outbuf_printf(b, "</g>\n<text x=\"%d\" y=\"%d\" "
 			     "text-anchor=\"middle\">No samples</text>\n"
 			     "</svg>\n",
 			  W / 2, TOP + FRAME_H);
@@ -262,7 +265,7 @@ int fg_render_svg(struct flamegraph *fg, struct fg_buf *b)
 			v = stack[--depth];
 		v = fg->nodes[v].next;
 	}
-	fg_puts(b, "</g>\n</svg>\n");
+	outbuf_puts(b, "</g>\n</svg>\n");
 	free(stack);
 	free(xs);
 	return 0;

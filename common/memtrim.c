@@ -4,6 +4,7 @@
 #include "memtrim.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <time.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -11,6 +12,13 @@
 
 static _Atomic long long last_ms = -MEMTRIM_INTERVAL_S * 1000LL;
 static _Atomic int wanted;
+/* This thread asked for a trim since its last memtrim_arena_token(). */
+static _Thread_local int asked_here;
+
+/* Over glibc's FASTBIN_CONSOLIDATION_THRESHOLD (64 KiB), which makes its
+ * free consolidate the arena and trim its heap; under the least mmap
+ * threshold (128 KiB), so it comes from the arena. */
+#define ARENA_TOKEN_SIZE (96 * 1024)
 
 static long long now_ms(void)
 {
@@ -40,6 +48,7 @@ static long long try_trim(void)
 
 int memtrim_ask(void)
 {
+	asked_here = 1;
 	atomic_store(&wanted, 1);
 	return try_trim() == 0;
 }
@@ -52,4 +61,22 @@ long memtrim_tick(void)
 		return -1;
 	left = try_trim();
 	return left == 0 ? -1 : (long)left;
+}
+
+void *memtrim_arena_token(void)
+{
+	volatile char *token;
+
+	if (!asked_here)
+		return NULL;
+	asked_here = 0;
+	token = malloc(ARENA_TOKEN_SIZE);
+	if (token)
+		token[0] = 0; /* used: not a malloc the compiler may drop */
+	return (void *)token;
+}
+
+void memtrim_arena_release(void *token)
+{
+	free(token);
 }

@@ -12,11 +12,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Every file a recording makes (sql/recording.c: a database per recorded
+ * schema, with its WAL): what a run's size counts and what removing a
+ * run deletes. */
 const char *const rundir_files[] = {
 	"python.db",	  "python.db-wal",  "python.db-shm", "process.db",
 	"process.db-wal", "process.db-shm", "profile.db",    "profile.db-wal",
-	"profile.db-shm", "run.json",	    "run.json.tmp",  "end.json",
-	"end.json.tmp",
+	"profile.db-shm", "gpu.db",	    "gpu.db-wal",    "gpu.db-shm",
+	"app.db",	  "app.db-wal",	    "app.db-shm",    "run.json",
+	"run.json.tmp",	  "end.json",	    "end.json.tmp",
 };
 const size_t rundir_nfiles = sizeof(rundir_files) / sizeof(rundir_files[0]);
 

@@ -35,7 +35,8 @@
 #define SAMPLER_STACKS_MAX (1u << 21)
 #define SAMPLER_MAP_MAX (1u << 23) /* entries of one sampler_map */
 
-enum sampler_kind { SAMPLER_PY = 0, SAMPLER_NATIVE = 1 };
+/* SAMPLER_TASK: an asyncio task, named (agent/profiler/sampler_tasks.h). */
+enum sampler_kind { SAMPLER_PY = 0, SAMPLER_NATIVE = 1, SAMPLER_TASK = 2 };
 
 struct sampler_map {
 	uint64_t *keys;

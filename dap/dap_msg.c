@@ -284,6 +284,83 @@ static int validate(struct dap_message *m, int64_t *seq_out, char *cmd_out,
 	return 0;
 }
 
+/* Skips JSON white space from i; the index of the next other byte. */
+static size_t skip_ws(const char *t, size_t len, size_t i)
+{
+	while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' ||
+			   t[i] == '\n'))
+		i++;
+	return i;
+}
+
+/* The end of the JSON string whose opening quote is at i (the index after
+ * its closing quote), or len when it does not end. */
+static size_t string_end(const char *t, size_t len, size_t i)
+{
+	for (i++; i < len; i++) {
+		if (t[i] == '\\')
+			i++;
+		else if (t[i] == '"')
+			return i + 1;
+	}
+	return len;
+}
+
+void dap_envelope_scan(const char *t, size_t len, int64_t *seq, char *cmd,
+		       size_t cmdlen)
+{
+	int depth = 0;
+
+	*seq = -1;
+	if (cmdlen)
+		cmd[0] = '\0';
+	for (size_t i = 0; i < len;) {
+		size_t k, v;
+
+		if (t[i] == '{' || t[i] == '[') {
+			depth++;
+			i++;
+			continue;
+		}
+		if (t[i] == '}' || t[i] == ']') {
+			if (--depth <= 0)
+				return; /* the top-level object ended */
+			i++;
+			continue;
+		}
+		if (t[i] != '"') {
+			i++;
+			continue;
+		}
+		k = i;
+		i = string_end(t, len, i);
+		v = skip_ws(t, len, i);
+		if (depth != 1 || v >= len || t[v] != ':')
+			continue; /* a value, or a key below the top */
+		v = skip_ws(t, len, v + 1);
+		if (i - k == 5 && !memcmp(t + k, "\"seq\"", 5)) {
+			int64_t n = 0;
+			size_t d = v;
+
+			while (d < len && d - v < 15 && t[d] >= '0' && t[d] <= '9')
+				n = n * 10 + (t[d++] - '0');
+			if (d > v)
+				*seq = n;
+		} else if (i - k == 9 && !memcmp(t + k, "\"command\"", 9) &&
+			   v < len && t[v] == '"' && cmdlen) {
+			size_t e = string_end(t, len, v), n = e - v;
+
+			/* Plain names only: no escapes, room for the NUL. */
+			if (n >= 2 && n - 2 < cmdlen &&
+			    !memchr(t + v + 1, '\\', n - 2) && t[e - 1] == '"') {
+				memcpy(cmd, t + v + 1, n - 2);
+				cmd[n - 2] = '\0';
+			}
+		}
+		i = v;
+	}
+}
+
 int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 		      int64_t *seq_out, char *cmd_out, char *err, size_t errlen)
 {
@@ -304,7 +381,23 @@ int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 	rc = check_text(text, len, err, errlen);
 	if (rc < 0)
 		return rc;
+	errno = 0;
 	root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (!root && errno == ENOMEM) {
+		/* Not the client's fault: answer the request it was, so
+		 * that it does not wait for a reply that never comes. */
+		int64_t seq;
+		char cmd[DAP_COMMAND_MAX];
+
+		dap_envelope_scan(text, len, &seq, cmd, sizeof(cmd));
+		if (seq_out)
+			*seq_out = seq;
+		if (cmd_out)
+			memcpy(cmd_out, cmd, sizeof(cmd));
+		errbuf_set(err, errlen, "out of memory in the target (its "
+			   "address space limit?) reading the request");
+		return -ENOMEM;
+	}
 	if (!root) {
 		size_t at = end && end >= text && end <= text + len
 				    ? (size_t)(end - text)

@@ -44,7 +44,8 @@ struct dap_message {
  * (caller frees), or DAP_EJSON / DAP_EDEPTH / DAP_EPROTO (-ENOMEM) with a
  * reason in err.  On DAP_EPROTO where a "seq" and "command" could still be
  * read, *seq_out and cmd_out (DAP_COMMAND_MAX bytes) are filled so the caller
- * can send an error response; otherwise *seq_out is -1.
+ * can send an error response, and so on -ENOMEM when cJSON ran out of
+ * memory reading the text (dap_envelope_scan's); otherwise *seq_out is -1.
  *
  * Details: seq_out, cmd_out and err may be NULL.  *seq_out is set only for
  * what may be a request (type "request", missing or unknown), never for a
@@ -56,6 +57,15 @@ struct dap_message {
  * or absent.  JSON text after the value (other than white space) is
  * DAP_EJSON.
  */
+/*
+ * The top-level "seq" (a non-negative integer of up to 15 digits, else -1)
+ * and "command" (a string without escapes shorter than cmdlen, else "") of
+ * a message text that may not parse: what an error reply needs when cJSON
+ * ran out of memory reading it.  Reads t[0..len) only, allocates nothing.
+ */
+void dap_envelope_scan(const char *t, size_t len, int64_t *seq, char *cmd,
+		       size_t cmdlen);
+
 int dap_message_parse(const char *text, size_t len, struct dap_message **out,
 		      int64_t *seq_out, char *cmd_out, char *err, size_t errlen);
 

@@ -11,6 +11,9 @@ then waits in a final barrier-free sleep so that it can be looked at.  With
   mismatch  it calls broadcast where the others call all_reduce
   late      it never reaches the all_reduce (stuck in load_batch())
   die       it exits (os._exit(3)) before the all_reduce
+  skip      it skips the all_reduce and wraps a model in
+            DistributedDataParallel, whose broadcast of the model's state
+            torch makes in C++ (no call of torch.distributed's Python API)
 
 and the other ranks wait in their all_reduce for ever (gloo's timeout is
 set to an hour) — except after `die`, where gloo sees the connection to
@@ -20,6 +23,7 @@ cluster hang` says which rank is where.
 """
 import argparse
 import datetime
+import json
 import os
 import time
 
@@ -35,6 +39,23 @@ def load_batch(step, rank, args):
     return torch.full((16, 8), float(rank + step))
 
 
+# With --torch-seq: [op, torch's own sequence number of the call in the
+# default group, or None where torch gave it none], one per call.
+numbers = None
+
+
+def call(op, *args, **kwargs):
+    """dist.<op>(...), noting torch's number for it in `numbers`."""
+    if numbers is None:
+        return getattr(dist, op)(*args, **kwargs)
+    pg = dist.distributed_c10d._get_default_group()
+    before = pg._get_sequence_number_for_group()
+    out = getattr(dist, op)(*args, **kwargs)
+    after = pg._get_sequence_number_for_group()
+    numbers.append([op, after if after != before else None])
+    return out
+
+
 def one_round(step, rank, world, args):
     x = load_batch(step, rank, args)
     faulty = rank == args.fault_rank and step == args.fault_round
@@ -43,40 +64,54 @@ def one_round(step, rank, world, args):
     if faulty and args.fault == "die":
         os._exit(3)
     if faulty and args.fault == "mismatch":
-        dist.broadcast(x, src=0)
+        call("broadcast", x, src=0)
+    elif faulty and args.fault == "skip":
+        torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
     else:
-        dist.all_reduce(x)
-    dist.broadcast(x, src=0)
+        call("all_reduce", x)
+    call("broadcast", x, src=0)
     out = [torch.zeros(16, 8) for _ in range(world)]
-    dist.all_gather(out, x)
+    call("all_gather", out, x)
     right, left = (rank + 1) % world, (rank - 1) % world
     got = torch.zeros(4, dtype=torch.int64)
-    reqs = [dist.isend(torch.arange(4) + rank, right),
-            dist.irecv(got, left)]
+    reqs = [call("isend", torch.arange(4) + rank, right),
+            call("irecv", got, left)]
     for r in reqs:
         r.wait()
-    w = dist.all_reduce(torch.ones(3), async_op=True)
+    w = call("all_reduce", torch.ones(3), async_op=True)
     w.wait()
-    dist.barrier()
+    call("barrier")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--fault", choices=["mismatch", "late", "die"])
+    p.add_argument("--fault", choices=["mismatch", "late", "die", "skip"])
     p.add_argument("--fault-rank", type=int, default=3)
     p.add_argument("--fault-round", type=int, default=2)
     p.add_argument("--fault-when", metavar="FILE",
                    help="the faulty rank goes wrong once FILE exists")
     p.add_argument("--linger", type=float, default=600,
                    help="seconds to stay alive after the rounds")
+    p.add_argument("--torch-seq", metavar="DIR",
+                   help="write torch's own sequence number of each call "
+                        "to DIR/rank-RANK.json (a JSON list of [op, "
+                        "number or null])")
     args = p.parse_args()
+    global numbers
+    if args.torch_seq:
+        numbers = []
     dist.init_process_group("gloo", timeout=datetime.timedelta(hours=1))
     rank, world = dist.get_rank(), dist.get_world_size()
     print(f"rank {rank} of {world}: pid {os.getpid()}", flush=True)
     try:
         for step in range(args.rounds):
             one_round(step, rank, world, args)
+        if numbers is not None:
+            path = os.path.join(args.torch_seq, f"rank-{rank}.json")
+            with open(path + ".tmp", "w") as f:
+                json.dump(numbers, f)
+            os.rename(path + ".tmp", path)
         print(f"rank {rank}: {args.rounds} rounds done", flush=True)
     except RuntimeError as e:
         print(f"rank {rank}: {e}", flush=True)

@@ -41,12 +41,16 @@ class Images(Dataset):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--persistent-workers", action="store_true",
+                   help="keep the workers from one epoch to the next")
     p.add_argument("--epochs", type=int, default=1000000)
     p.add_argument("--size", type=int, default=3 * 32 * 32)
     args = p.parse_args()
     torch.manual_seed(0)
     data = DataLoader(Images(256, args.size), batch_size=16,
-                      num_workers=args.workers)
+                      num_workers=args.workers,
+                      persistent_workers=args.persistent_workers and
+                      args.workers > 0)
     model = nn.Sequential(nn.Linear(args.size, 32), nn.ReLU(),
                           nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)

@@ -172,6 +172,21 @@ static int check_python(pid_t pid, int memfd, const struct inject_maps *m,
 	}
 	rc = python_version(pid, memfd, m, l->python, e, &l->python_version,
 			    err, errlen);
+	/* A free-threaded build (3.13t on: only it has the shared
+	 * reference counts' slow path): its objects are laid out otherwise,
+	 * and an agent for the GIL build loaded there kills it. */
+	if (!rc && symbol_at(m, l->python, e, "_Py_DecRefShared")) {
+		snprintf(err, errlen,
+			 "process %d runs a free-threaded CPython %u.%ut (%s): "
+			 "injecting is refused there (an agent for the GIL "
+			 "build would crash it, and one built for it turns its "
+			 "GIL back on); start the agent from inside instead, "
+			 "knowing that: PROBING_FREE_THREADED=gil PROBING=1 "
+			 "(docs/python-versions.md)",
+			 (int)pid, l->python_version >> 8,
+			 l->python_version & 0xff, l->python);
+		rc = -ENOEXEC;
+	}
 	inject_elf_free(e);
 	if (rc)
 		return rc;

@@ -18,24 +18,36 @@
 struct window {
 	double since, until;
 	int idle;
+	int gil;	/* only the samples of threads holding the GIL */
 	int cpu;	/* weights: CPU microseconds, not 1 */
+	int tasks;	/* the samples' asyncio tasks too */
 	int64_t thread; /* 0: all */
+	size_t in_tasks; /* read: samples that ran a task */
 };
 
 /* Reads the samples of w, their stacks, frames and threads into fg.
  * Returns 0 or a negative error with err. */
-static int load(struct store *st, const struct window *w, struct flamegraph *fg,
+static int load(struct store *st, struct window *w, struct flamegraph *fg,
 		char *err, size_t errlen)
 {
-	static const char samples_sql[] =
-		"SELECT ts, thread_id, stack_id, state, cpu_us FROM "
+	/* %s: the task's columns, or NULLs; " AND gil = 1" for the samples
+	 * of threads holding the GIL (columns a recording of before they
+	 * came lacks: named only when asked for). */
+	static const char samples_fmt[] =
+		"SELECT ts, thread_id, stack_id, state, cpu_us, %s FROM "
 		"profile.samples "
 		"WHERE ts >= ?1 AND ts <= ?2 AND (?3 OR state = 'running') "
-		"AND (?4 = 0 OR thread_id = ?4) ORDER BY ts";
-	static const char stacks_sql[] =
+		"AND (?4 = 0 OR thread_id = ?4)%s ORDER BY ts";
+	static const char task_cols[] = "task_frame_id, task_stack_id";
+	static const char no_task_cols[] = "NULL, NULL";
+	/* The tasks' frames (in no stack): every one, a few thousand at
+	 * most (agent/profiler/sampler_tasks.h). */
+	static const char tasks_sql[] =
+		"SELECT frame_id, func FROM profile.frames WHERE kind = 'task'";
+	static const char stacks_fmt[] =
 		"WITH RECURSIVE used(id) AS (SELECT DISTINCT stack_id FROM "
 		"profile.samples WHERE ts >= ?1 AND ts <= ?2 AND (?3 OR state "
-		"= 'running') AND (?4 = 0 OR thread_id = ?4) UNION SELECT "
+		"= 'running') AND (?4 = 0 OR thread_id = ?4)%s UNION SELECT "
 		"s.parent_id FROM profile.stacks s JOIN used ON s.stack_id = "
 		"used.id WHERE s.parent_id != 0) SELECT s.stack_id, "
 		"s.parent_id, s.frame_id, f.func, f.file, f.line, f.kind FROM "
@@ -43,12 +55,29 @@ static int load(struct store *st, const struct window *w, struct flamegraph *fg,
 		"profile.frames f ON f.frame_id = s.frame_id";
 	static const char threads_sql[] =
 		"SELECT thread_id, native_id, name FROM profile.threads";
-	struct store_stmt *q[3] = {0};
-	const char *sql[3] = {samples_sql, stacks_sql, threads_sql};
-	int rc = 0;
+	const char *gil = w->gil ? " AND gil = 1" : "";
+	char samples_sql[sizeof(samples_fmt) + sizeof(task_cols) + 16];
+	char stacks_sql[sizeof(stacks_fmt) + 16];
+	struct store_stmt *q[4] = {0};
+	const char *sql[4] = {samples_sql, stacks_sql, threads_sql, tasks_sql};
+	int nq = w->tasks ? 4 : 3, rc = 0;
 
-	for (int i = 0; i < 3 && !rc; i++)
+	snprintf(samples_sql, sizeof(samples_sql), samples_fmt,
+		 w->tasks ? task_cols : no_task_cols, gil);
+	snprintf(stacks_sql, sizeof(stacks_sql), stacks_fmt, gil);
+
+	w->in_tasks = 0;
+	for (int i = 0; i < nq && !rc; i++)
 		rc = store_stmt_new(st, sql[i], &q[i], err, errlen);
+	if (rc && w->tasks && strstr(err, "task_")) {
+		/* A recording made before samples named their task. */
+		errbuf_set(err, errlen,
+			   "these samples were recorded without their asyncio "
+			   "tasks (profile.samples has no task_frame_id: an "
+			   "agent before tasks were attributed): leave out "
+			   "--tasks");
+		goto out;
+	}
 	if (rc)
 		goto out;
 	for (int i = 0; i < 2; i++) {
@@ -76,6 +105,11 @@ static int load(struct store *st, const struct window *w, struct flamegraph *fg,
 			(uint64_t)store_stmt_col_int(q[0], 1),
 			(uint32_t)store_stmt_col_int(q[0], 2), s,
 			w->cpu ? (uint64_t)(cpu > 0 ? cpu : 0) : 1);
+		if (!rc && !store_stmt_col_null(q[0], 5) &&
+		    !flamegraph_sample_task(
+			    fg, (uint32_t)store_stmt_col_int(q[0], 5),
+			    (uint32_t)store_stmt_col_int(q[0], 6)))
+			w->in_tasks++;
 		if (rc == -E2BIG)
 			snprintf(err, errlen,
 				 "more than %d samples in the window: take a "
@@ -109,7 +143,13 @@ static int load(struct store *st, const struct window *w, struct flamegraph *fg,
 			store_stmt_col_text(q[2], 2));
 	if (rc > 0)
 		rc = 0;
-	for (int i = 0; i < 3; i++)
+	while (!rc && nq > 3 && (rc = store_stmt_step(q[3], err, errlen)) == 1)
+		rc = flamegraph_add_frame(fg, (uint32_t)store_stmt_col_int(q[3], 0),
+					  store_stmt_col_text(q[3], 1), "", -1,
+					  0);
+	if (rc > 0)
+		rc = 0;
+	for (int i = 0; i < nq; i++)
 		store_stmt_reset(q[i]);
 	if (rc) {
 		store_rollback(st);
@@ -119,7 +159,7 @@ static int load(struct store *st, const struct window *w, struct flamegraph *fg,
 		rc = store_commit(st, err, errlen);
 	}
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		store_stmt_free(q[i]);
 	return rc;
 }
@@ -135,6 +175,38 @@ static int arg_time(const cJSON *args, const char *key, double *out)
 		return -1;
 	*out = v->valuedouble;
 	return 0;
+}
+
+int flamereq_window(const cJSON *args, const struct flamereq_env *env,
+		    double *since, double *until, char *err, size_t errlen)
+{
+	*since = env->since;
+	*until = env->now;
+	if (arg_time(args, "since", since) < 0 ||
+	    arg_time(args, "until", until) < 0) {
+		errbuf_set(err, errlen,
+			   "since and until must be numbers (unix seconds, or "
+			   "negative: seconds before now)");
+		return -EINVAL;
+	}
+	/* Negative: relative to now; 0 (or none): from the start of what
+	 * is held, so that a window's length is the run's, not the Unix
+	 * time. */
+	if (*since == 0)
+		*since = env->since;
+	if (*since < 0)
+		*since += env->now;
+	if (*until < 0)
+		*until += env->now;
+	return 0;
+}
+
+int flamereq_samples(struct store *st, double since, double until,
+		     struct flamegraph *fg, char *err, size_t errlen)
+{
+	struct window w = {.since = since, .until = until, .idle = 1};
+
+	return load(st, &w, fg, err, errlen);
 }
 
 int flamereq_answer(struct store *st, const cJSON *args,
@@ -157,8 +229,10 @@ int flamereq_answer(struct store *st, const cJSON *args,
 	w.until = env->now;
 	if (dap_arg_string(args, "format", &fmt, err, errlen) < 0 ||
 	    dap_arg_bool(args, "idle", &w.idle, err, errlen) < 0 ||
+	    dap_arg_bool(args, "gil", &w.gil, err, errlen) < 0 ||
 	    dap_arg_bool(args, "lines", &lines, err, errlen) < 0 ||
 	    dap_arg_bool(args, "threads", &threads, err, errlen) < 0 ||
+	    dap_arg_bool(args, "tasks", &w.tasks, err, errlen) < 0 ||
 	    dap_arg_int(args, "thread", &thread, err, errlen) < 0 ||
 	    dap_arg_string(args, "title", &title, err, errlen) < 0 ||
 	    dap_arg_string(args, "weight", &weight, err, errlen) < 0)
@@ -176,18 +250,8 @@ int flamereq_answer(struct store *st, const cJSON *args,
 			   fmt);
 		return -EINVAL;
 	}
-	if (arg_time(args, "since", &w.since) < 0 ||
-	    arg_time(args, "until", &w.until) < 0) {
-		errbuf_set(err, errlen,
-			   "since and until must be numbers (unix seconds, or "
-			   "negative: seconds before now)");
+	if (flamereq_window(args, env, &w.since, &w.until, err, errlen))
 		return -EINVAL;
-	}
-	/* Negative: relative to now. */
-	if (w.since < 0)
-		w.since += env->now;
-	if (w.until < 0)
-		w.until += env->now;
 	w.thread = thread;
 	fg = flamegraph_new();
 	if (!fg) {
@@ -205,6 +269,7 @@ int flamereq_answer(struct store *st, const cJSON *args,
 			 env->name, flamegraph_samples(fg));
 	o.lines = lines;
 	o.threads = threads;
+	o.tasks = w.tasks;
 	o.states = w.idle;
 	o.cpu = w.cpu;
 	o.interval = env->hz > 0 ? 1.0 / env->hz : 0.01;
@@ -220,6 +285,10 @@ int flamereq_answer(struct store *st, const cJSON *args,
 	cJSON_AddNumberToObject(body, "until", w.until);
 	cJSON_AddNumberToObject(body, "hz", env->hz);
 	cJSON_AddStringToObject(body, "weight", w.cpu ? "cpu" : "samples");
+	if (w.tasks)
+		cJSON_AddNumberToObject(body, "taskSamples", (double)w.in_tasks);
+	if (w.tasks && env->tasks_note && env->tasks_note[0])
+		cJSON_AddStringToObject(body, "tasksNote", env->tasks_note);
 	if (!cJSON_AddStringToObject(body, "data", out)) {
 		errbuf_set(err, errlen, "out of memory");
 		rc = -ENOMEM;

@@ -21,7 +21,23 @@ struct flamereq_env {
 	int hz;		  /* the sampler's rate (0: not known) */
 	const char *name; /* "train.py (pid 42)", for the title */
 	int pid;
+	const char *tasks_note; /* why samples may lack their asyncio task
+				   now (the agent's), or NULL */
 };
+
+struct flamegraph;
+
+/* The window args ask for: since? and until? in Unix seconds (negative:
+ * seconds before env->now); since 0 or absent: env->since; until absent:
+ * env->now.  0, or -EINVAL with err. */
+int flamereq_window(const cJSON *args, const struct flamereq_env *env,
+		    double *since, double *until, char *err, size_t errlen);
+
+/* The samples of [since, until], every state, with their stacks, frames
+ * and threads, into fg (probing/trace's).  0, or a negative error with
+ * err. */
+int flamereq_samples(struct store *st, double since, double until,
+		     struct flamegraph *fg, char *err, size_t errlen);
 
 /* Fills body; 0, or -EINVAL / -E2BIG / -ENOMEM / STORE_ESQL with err
  * (a sentence for the user). */

@@ -31,7 +31,8 @@
 #define BUSY_MS 2000	    /* a reader holding a lock on a file */
 #define TRIM_ROUNDS 10	    /* 10% of the rows at a time */
 
-static const char *const schemas[] = {"python", "process", "profile"};
+static const char *const schemas[] = {"python", "process", "profile", "gpu",
+				      "app"};
 #define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
 
 struct rtable {
@@ -85,9 +86,14 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* An SQLite result as ours: out of memory, the disk full (wherever it
+ * happened: attaching a schema's file fills it as a flush does), or
+ * STORE_ESQL. */
 static int sql_rc(int rc)
 {
-	return rc == SQLITE_NOMEM ? -ENOMEM : STORE_ESQL;
+	return rc == SQLITE_NOMEM	       ? -ENOMEM
+	       : (rc & 0xff) == SQLITE_FULL ? -ENOSPC
+					    : STORE_ESQL;
 }
 
 int recording_file(const char *dir, const char *schema, char *out,
@@ -350,7 +356,7 @@ static void find_tables(struct recording *r, char *err, size_t errlen)
 	if (sqlite3_prepare_v2(r->mem,
 			       "SELECT schema, name FROM probing.tables "
 			       "WHERE kind = 'recorded' AND schema IN "
-			       "('python', 'process', 'profile')",
+			       "('python', 'process', 'profile', 'app')",
 			       -1, &q, NULL) != SQLITE_OK)
 		return;
 	while (sqlite3_step(q) == SQLITE_ROW && r->nt < RECORDING_TABLES_MAX) {

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -27,7 +28,12 @@ static const struct {
 	{"memory_allocations", "python.tensors (live tensors and who holds "
 			       "them)"},
 	{"comm_metrics", "nothing yet: collectives are not recorded"},
-	{"gpu_metrics", "nothing yet: GPU utilisation is not recorded"},
+	{"gpu_metrics", "gpu.utilization (each GPU from NVML; a live agent "
+			"also has the view gpu.gpu_metrics)"},
+	{"df_settings", "probing.config (the agent's settings, as probing "
+			"config shows them)"},
+	{"columns", "pragma_table_info: SELECT name FROM "
+		    "pragma_table_info('torch_trace', 'python')"},
 };
 
 /* What SQLite writes for the functions of other dialects. */
@@ -179,6 +185,98 @@ static void hint_table(sqlite3 *db, const char *table, char *hint,
 			 "probing.tables");
 }
 
+#define COLUMNS_MAX 1024
+#define COLUMN_MAX_ 64
+
+/* Unit suffixes of other tools' column names, and the factor from the
+ * seconds the tables hold. */
+static const struct {
+	const char *suffix, *factor, *unit;
+} unit_suffixes[] = {
+	{"_ms", " * 1000", "milliseconds"}, {"_us", " * 1e6", "microseconds"},
+	{"_ns", " * 1e9", "nanoseconds"},   {"_seconds", "", "seconds"},
+	{"_secs", "", "seconds"},	    {"_sec", "", "seconds"},
+	{"_s", "", "seconds"},
+};
+
+/* "no such column: col": the column of that name without a unit (the
+ * tables hold seconds), else the nearest column of any table. */
+static void hint_column(sqlite3 *db, const char *col, char *hint,
+			size_t hintlen)
+{
+	char tables[TABLES_MAX][NAME_MAX_], base[COLUMN_MAX_] = "";
+	const char *tnames[TABLES_MAX], *near, *factor = "", *unit = "";
+	char (*cols)[COLUMN_MAX_] = malloc(COLUMNS_MAX * sizeof(*cols));
+	const char **names = malloc(COLUMNS_MAX * sizeof(*names));
+	size_t *owner = malloc(COLUMNS_MAX * sizeof(*owner));
+	size_t nt, nc = 0, len = strlen(col);
+	sqlite3_stmt *st = NULL;
+
+	for (size_t i = 0;
+	     i < sizeof(unit_suffixes) / sizeof(unit_suffixes[0]); i++) {
+		size_t k = strlen(unit_suffixes[i].suffix);
+
+		if (len > k && len - k < sizeof(base) &&
+		    !strcasecmp(col + len - k, unit_suffixes[i].suffix)) {
+			snprintf(base, sizeof(base), "%.*s", (int)(len - k),
+				 col);
+			factor = unit_suffixes[i].factor;
+			unit = unit_suffixes[i].unit;
+			break;
+		}
+	}
+	nt = cols && names && owner ? catalog(db, tables, tnames, TABLES_MAX)
+				    : 0;
+	if (nt && sqlite3_prepare_v2(db,
+				     "SELECT name FROM pragma_table_info(?1, "
+				     "?2)",
+				     -1, &st, NULL) != SQLITE_OK)
+		nt = 0;
+	for (size_t t = 0; t < nt && nc < COLUMNS_MAX; t++) {
+		const char *dot = strchr(tnames[t], '.');
+
+		if (!dot)
+			continue;
+		sqlite3_reset(st);
+		sqlite3_bind_text(st, 1, dot + 1, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, tnames[t], (int)(dot - tnames[t]),
+				  SQLITE_STATIC);
+		while (nc < COLUMNS_MAX && sqlite3_step(st) == SQLITE_ROW) {
+			const unsigned char *c = sqlite3_column_text(st, 0);
+
+			if (!c)
+				continue;
+			snprintf(cols[nc], COLUMN_MAX_, "%s", (const char *)c);
+			names[nc] = cols[nc];
+			owner[nc++] = t;
+		}
+	}
+	sqlite3_finalize(st);
+	for (size_t i = 0; base[0] && i < nc; i++)
+		if (!strcasecmp(names[i], base)) {
+			snprintf(hint, hintlen,
+				 "the column is %s (of %s), in seconds: %s%s "
+				 "for %s",
+				 names[i], tnames[owner[i]], names[i], factor,
+				 unit);
+			goto out;
+		}
+	near = nc ? nearest_word(col, names, nc) : NULL;
+	for (size_t i = 0; near && i < nc; i++)
+		if (names[i] == near) {
+			snprintf(hint, hintlen,
+				 "did you mean %s (a column of %s)?  A "
+				 "table's columns: SELECT name FROM "
+				 "pragma_table_info('NAME', 'SCHEMA')",
+				 near, tnames[owner[i]]);
+			break;
+		}
+out:
+	free(owner);
+	free(names);
+	free(cols);
+}
+
 static void hint_function(const char *fn, char *hint, size_t hintlen)
 {
 	for (size_t i = 0;
@@ -194,11 +292,15 @@ static void hint_function(const char *fn, char *hint, size_t hintlen)
 		 "and ago(D)");
 }
 
-void sqlhint_explain(struct sqlite3 *db, const char *sql, const char *msg,
+void sqlhint_explain(struct sqlite3 *db, const char *sql, const char *msg_in,
 		     int compiling, char *err, size_t errlen)
 {
 	const char *dialect = compiling ? " (SQLite's SQL)" : "";
-	char word[NAME_MAX_], hint[512] = "";
+	char word[NAME_MAX_], hint[512] = "", msg[512];
+
+	/* The message first: it may be the connection's, which the hints'
+	 * own statements (pragma_table_info) overwrite. */
+	snprintf(msg, sizeof(msg), "%s", msg_in ? msg_in : "");
 
 	hint_interval(sql, hint, sizeof(hint));
 	if (!hint[0] && word_after(msg, "no such table: ", word, sizeof(word)))
@@ -207,11 +309,25 @@ void sqlhint_explain(struct sqlite3 *db, const char *sql, const char *msg,
 	    word_after(msg, "no such function: ", word, sizeof(word)))
 		hint_function(word, hint, sizeof(hint));
 	if (!hint[0] &&
-	    word_after(msg, "no such column: ", word, sizeof(word)) &&
-	    (!strcasecmp(word, "timestamp") || !strcasecmp(word, "time")))
+	    word_after(msg, "no such column: ", word, sizeof(word))) {
+		if (!strcasecmp(word, "timestamp") || !strcasecmp(word, "time"))
+			snprintf(hint, sizeof(hint),
+				 "the recorded tables' time column is ts "
+				 "(seconds since the epoch; ago('5m') for a "
+				 "window)");
+		else
+			hint_column(db, word, hint, sizeof(hint));
+	}
+	/* Other dialects' words for the catalog. */
+	if (!hint[0] && (strstr(msg, "near \"SHOW\"") ||
+			 strstr(msg, "near \"show\"") ||
+			 strstr(msg, "near \"DESCRIBE\"") ||
+			 strstr(msg, "near \"describe\"")))
 		snprintf(hint, sizeof(hint),
-			 "the recorded tables' time column is ts (seconds "
-			 "since the epoch; ago('5m') for a window)");
+			 "SQLite has no SHOW or DESCRIBE: the tables are "
+			 "SELECT schema, name, doc FROM probing.tables; a "
+			 "table's columns SELECT name FROM "
+			 "pragma_table_info('torch_trace', 'python')");
 	if (hint[0])
 		errbuf_set(err, errlen, "%s%s\nhint: %s", msg, dialect, hint);
 	else

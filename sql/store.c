@@ -38,8 +38,8 @@
 #define SCRATCH_PAGES "65536" /* main and temp: 256 MiB of 4 KiB pages */
 #define STORE_TRIM_BYTES ((sqlite3_int64)16 << 20) /* see give_memory_back */
 
-static const char *const builtin_schemas[] = {"python", "process", "profile",
-					      "probing", "cluster"};
+static const char *const builtin_schemas[] = {
+	"python", "process", "profile", "gpu", "app", "probing", "cluster"};
 
 /* The state of the running call; valid while the db mutex is held. */
 struct query_state {
@@ -214,7 +214,9 @@ static int authorizer(void *arg, int action, const char *a3, const char *a4,
 		else if (is_builtin(dbname) ||
 		    (action == SQLITE_ALTER_TABLE && is_builtin(a3)))
 			why = "the built-in schemas (python, process, profile, "
-			      "probing) are read-only; write in main or temp";
+			      "gpu, app, probing, cluster) are read-only "
+			      "(app's tables take rows from the program: "
+			      "probing.table); write in main or temp";
 		break;
 	default:
 		break;
@@ -404,6 +406,8 @@ int store_new(struct store **out, char *err, size_t errlen)
 			 "ATTACH ':memory:' AS python;"
 			 "ATTACH ':memory:' AS process;"
 			 "ATTACH ':memory:' AS profile;"
+			 "ATTACH ':memory:' AS gpu;"
+			 "ATTACH ':memory:' AS app;"
 			 "ATTACH ':memory:' AS probing;"
 			 "ATTACH ':memory:' AS cluster;",
 			 err, errlen);
@@ -468,7 +472,9 @@ static int attach_recorded(struct store *st, const char *dir,
 int store_open_recording(const char *dir, struct store **out, char *err,
 			 size_t errlen)
 {
-	static const char *const schemas[] = {"python", "process", "profile"};
+	static const char *const schemas[] = {"python", "process", "profile",
+					      "gpu", "app"};
+	const size_t nschemas = sizeof(schemas) / sizeof(schemas[0]);
 	struct store *st;
 	sqlite3_stmt *q = NULL;
 	int rc = open_conn(&st, err, errlen);
@@ -476,7 +482,7 @@ int store_open_recording(const char *dir, struct store **out, char *err,
 	*out = NULL;
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < 3 && !rc; i++)
+	for (size_t i = 0; i < nschemas && !rc; i++)
 		rc = attach_recorded(st, dir, schemas[i], err, errlen);
 	if (!rc)
 		rc = exec_locked(st,
@@ -486,7 +492,7 @@ int store_open_recording(const char *dir, struct store **out, char *err,
 	if (!rc)
 		rc = finish(st, err, errlen);
 	/* Every table of the files, in the catalog. */
-	for (size_t i = 0; i < 3 && !rc; i++) {
+	for (size_t i = 0; i < nschemas && !rc; i++) {
 		char *sql = sqlite3_mprintf(
 			"SELECT name FROM \"%w\".sqlite_master WHERE type = "
 			"'table' ORDER BY name",
@@ -1168,6 +1174,23 @@ int store_stmt_text(struct store_stmt *s, int i, const char *v)
 	if (!v)
 		return store_stmt_null(s, i);
 	return bind_rc(sqlite3_bind_text(s->stmt, i, v, -1, SQLITE_TRANSIENT));
+}
+
+int store_stmt_text_len(struct store_stmt *s, int i, const char *v,
+		       size_t len)
+{
+	if (len > INT32_MAX)
+		return -EINVAL;
+	return bind_rc(sqlite3_bind_text(s->stmt, i, v, (int)len,
+					 SQLITE_TRANSIENT));
+}
+
+int store_stmt_blob(struct store_stmt *s, int i, const void *v, size_t len)
+{
+	if (len > INT32_MAX)
+		return -EINVAL;
+	return bind_rc(sqlite3_bind_blob(s->stmt, i, v, (int)len,
+					 SQLITE_TRANSIENT));
 }
 
 int store_stmt_null(struct store_stmt *s, int i)

@@ -190,6 +190,10 @@ int store_stmt_int(struct store_stmt *s, int i, int64_t v);
 int store_stmt_real(struct store_stmt *s, int i, double v);
 int store_stmt_text(struct store_stmt *s, int i, const char *v);
 int store_stmt_null(struct store_stmt *s, int i);
+/* len bytes of UTF-8 (NULs kept), or of a blob; copied. */
+int store_stmt_text_len(struct store_stmt *s, int i, const char *v,
+		       size_t len);
+int store_stmt_blob(struct store_stmt *s, int i, const void *v, size_t len);
 
 /* Runs the statement to its end (rows it returns are ignored), then
  * resets it and clears its bindings.  0 or STORE_ESQL / -ENOMEM with

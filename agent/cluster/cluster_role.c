@@ -175,24 +175,62 @@ static int cmp_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int cluster_role_workers(pid_t *out, int max)
+/* What multiprocessing child pid is: 'f' its forkserver (whose children
+ * are the workers it starts: the default from 3.14), 'r' its resource
+ * tracker (a helper), 0 another process. */
+static int mp_helper(pid_t pid)
+{
+	char path[64], *cmd = NULL;
+	ssize_t len;
+	int kind = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	len = read_all(path, &cmd, 4096);
+	for (ssize_t i = 0; i < len; i++)
+		if (!cmd[i])
+			cmd[i] = ' '; /* the arguments as one string */
+	if (len > 0 && strstr(cmd, "multiprocessing.forkserver"))
+		kind = 'f';
+	else if (len > 0 && strstr(cmd, "multiprocessing.resource_tracker"))
+		kind = 'r';
+	free(cmd);
+	return kind;
+}
+
+/* The same-executable children of pid's main thread into out[n..max):
+ * the new n.  Through a forkserver to its children (depth: one more). */
+static int add_children(pid_t pid, int depth, pid_t *out, int n, int max)
 {
 	char path[64], *text = NULL, *p, *end;
-	int n = 0;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%d/children",
-		 (int)getpid());
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid,
+		 (int)pid);
 	if (read_all(path, &text, 1u << 16) < 0)
-		return 0;
+		return n;
 	for (p = text; n < max; p = end) {
-		long pid = strtol(p, &end, 10);
+		long c = strtol(p, &end, 10);
+		int kind;
 
 		if (end == p)
 			break;
-		if (pid > 0 && same_exe((pid_t)pid))
-			out[n++] = (pid_t)pid;
+		if (c <= 0 || !same_exe((pid_t)c))
+			continue;
+		/* A forkserver's children have its command line (forked):
+		 * every one of them is a worker. */
+		kind = depth == 0 ? mp_helper((pid_t)c) : 0;
+		if (kind == 'f')
+			n = add_children((pid_t)c, 1, out, n, max);
+		else if (!kind)
+			out[n++] = (pid_t)c;
 	}
 	free(text);
+	return n;
+}
+
+int cluster_role_workers(pid_t *out, int max)
+{
+	int n = add_children(getpid(), 0, out, 0, max);
+
 	qsort(out, (size_t)n, sizeof(*out), cmp_pid);
 	return n;
 }

@@ -43,8 +43,11 @@ int cluster_role_child_of_rank(pid_t *rank_pid);
 void cluster_role_forked(pid_t rank_pid);
 
 /* This process's workers: children of its main thread that run the same
- * executable (DataLoader workers, multiprocessing's forked children),
- * at most max into out, in pid order.  How many. */
+ * executable (DataLoader workers, multiprocessing's forked children), and
+ * the children of its multiprocessing forkserver (the workers it starts,
+ * the default from 3.14) in place of the forkserver; multiprocessing's
+ * resource tracker left out.  At most max into out, in pid order.  How
+ * many. */
 int cluster_role_workers(pid_t *out, int max);
 
 #endif

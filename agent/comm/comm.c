@@ -8,9 +8,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm_ddp.h"
+#include "comm_fr.h"
 #include "comm_log.h"
 #include "comm_wrap.h"
 #include "core/config.h"
@@ -18,7 +21,10 @@
 #include "core/record.h"
 #include "livetab.h"
 #include "memory/memory.h"
+#include "python/gilcall.h"
+#include "python/pyafter.h"
 #include "python/pygil.h"
+#include "python/pymods.h"
 #include "recording.h"
 #include "store.h"
 
@@ -26,6 +32,8 @@
 #define WAIT_SLOW_MS 1000 /* ... and after WAIT_FAST_FOR ms, this often */
 #define WAIT_FAST_FOR 10000
 #define STATUS_MS 1000 /* installed: refresh comm.status this often */
+#define RAN_WAIT_MS 2000     /* ran(): a tick's install waited for, at most */
+#define RAN_WAIT_STEP_MS 10
 #define READ_TRIES 8   /* a record being written: read it again */
 
 static struct comm_log log_;
@@ -33,6 +41,14 @@ static _Atomic int log_ready;
 static _Atomic int changed;
 static int installed, waiting, waited_ms, listening;
 static int ddp_waiting; /* recording, DDP's module not imported yet */
+/* Recording, the functional collectives' module not imported yet (torch
+ * 2.x): looked for at each tick (STATUS_MS) for FUNCOL_FAST_TICKS ticks,
+ * then every FUNCOL_SLOW_TICKS-th (each look takes the GIL; a program
+ * that never imports it, plain DDP, pays one a minute). */
+static int funcol_waiting;
+static unsigned funcol_ticks;
+#define FUNCOL_FAST_TICKS 60
+#define FUNCOL_SLOW_TICKS 60
 static char error_text[200];
 /* Calls below it are on disk as they ended (the recording thread's);
  * feed_before: its value before the flush in progress. */
@@ -52,13 +68,6 @@ int comm_pending(void)
 	return atomic_load(&changed);
 }
 
-void comm_atfork_child(void)
-{
-	if (atomic_load(&log_ready))
-		comm_log_forget(&log_);
-	feed_next = 0; /* the child's recording has none of them */
-}
-
 /* ---- the table --------------------------------------------------------- */
 
 static int read_rec(uint64_t id, struct comm_rec *r)
@@ -76,7 +85,7 @@ static int read_rec(uint64_t id, struct comm_rec *r)
 	"INTEGER, "                                                            \
 	"pg_seq INTEGER, shape TEXT, dtype TEXT, bytes INTEGER, async "        \
 	"INTEGER, peer INTEGER, state TEXT, duration REAL, waited REAL, "      \
-	"thread_id INTEGER, error TEXT"
+	"thread_id INTEGER, error TEXT, native_id INTEGER"
 
 /* Where a row's values go: the live table's rows, or the recording's. */
 struct sink {
@@ -121,6 +130,7 @@ static int put_row(const struct sink *k, const struct comm_rec *r, double now)
 	V(!ended ? k->real(k->to, now - r->t0) : k->null(k->to));
 	V(k->num(k->to, r->thread));
 	V(k->text(k->to, r->error[0] ? r->error : NULL));
+	V(NUM_OR_NULL(r->native > 0, r->native));
 #undef NUM_OR_NULL
 #undef V
 	return 0;
@@ -183,6 +193,153 @@ static const struct livetab comm_tab = {
 	       "from their start (state running/done/failed; seconds)",
 	.columns = "id INTEGER, " COLUMNS_AFTER_ID,
 	.snapshot = comm_snapshot,
+};
+
+/* ---- python.comm_groups: torch's own count per group --------------------
+ *
+ * A rank that skipped a collective and went on into one made in C++
+ * (DDP's broadcast of its buffers) has no record of it: its last
+ * recorded call is behind the others' while it is ahead.  torch numbers
+ * every call it starts on a group, whichever language made it; that
+ * number, read now (with the GIL: a GIL thread's job), tells them apart.
+ * The groups are those the recorded calls named.
+ */
+
+struct groups_call {
+	struct gilcall c; /* first */
+	size_t n;
+	const char *names[COMM_GROUPS_MAX];
+	int64_t last[COMM_GROUPS_MAX];
+};
+
+static void groups_run(struct gilcall *c)
+{
+	struct groups_call *g = (struct groups_call *)c;
+
+	comm_wrap_torch_last(g->names, g->n, g->last);
+}
+
+static void groups_release(struct gilcall *c)
+{
+	free(c);
+}
+
+static int groups_snapshot(void *ctx, struct livetab_rows *rows, char *err,
+			   size_t errlen)
+{
+	struct groups_call *g;
+	char why[256];
+	int asked, ran = 0, rc = 0;
+
+	(void)ctx;
+	if (!atomic_load(&log_ready))
+		return 0;
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		snprintf(err, errlen, "python.comm_groups: out of memory");
+		return -ENOMEM;
+	}
+	g->c.run = groups_run;
+	g->c.release = groups_release;
+	g->c.what = "python.comm_groups: torch's sequence numbers";
+	/* Entries below the count never change (comm_log.h). */
+	g->n = (size_t)comm_log_groups(&log_);
+	for (size_t i = 0; i < g->n; i++)
+		g->names[i] = comm_log_group_at(&log_, (int)i)->name;
+	asked = g->n && livetab_rows_wants(rows, 2);
+	if (asked)
+		ran = gilcall_run(&g->c, 1000, NULL, why, sizeof(why)) == 0;
+	/* Without the GIL in time: the groups, their numbers NULL. */
+	for (size_t i = 0; i < g->n && !rc; i++) {
+		const struct comm_group *grp = comm_log_group_at(&log_, (int)i);
+
+		if (!(rc = livetab_rows_begin(rows)) &&
+		    !(rc = livetab_rows_text(rows, grp->name)) &&
+		    !(rc = livetab_rows_text(rows, grp->ranks)))
+			rc = ran && g->last[i] > 0
+				     ? livetab_rows_int(rows, g->last[i])
+				     : livetab_rows_null(rows);
+	}
+	if (asked)
+		gilcall_done(&g->c);
+	else
+		free(g);
+	if (rc)
+		snprintf(err, errlen, "python.comm_groups: out of memory");
+	return rc;
+}
+
+static const struct livetab groups_tab = {
+	.schema = "python",
+	.name = "comm_groups",
+	.doc = "the process groups of the recorded calls, with torch's "
+	       "number of the last call started on each in this process, "
+	       "from Python or C++ (comparable with comm_collective.pg_seq; "
+	       "NULL when torch has none or the GIL did not come in "
+	       "python.gil_timeout_ms)",
+	.columns = "pg TEXT, pg_ranks TEXT, torch_last_seq INTEGER",
+	.snapshot = groups_snapshot,
+};
+
+/* ---- python.comm_flight_recorder: torch's own (comm_fr.h) -------------- */
+
+struct fr_call {
+	struct gilcall c; /* first */
+	int rc;
+	char *json;
+	char err[256];
+};
+
+static void fr_run(struct gilcall *c)
+{
+	struct fr_call *f = (struct fr_call *)c;
+
+	f->rc = comm_fr_dump(&f->json, f->err, sizeof(f->err));
+}
+
+static void fr_release(struct gilcall *c)
+{
+	free(((struct fr_call *)c)->json);
+	free(c);
+}
+
+static int fr_snapshot(void *ctx, struct livetab_rows *rows, char *err,
+		       size_t errlen)
+{
+	struct fr_call *f = calloc(1, sizeof(*f));
+	char why[256];
+	int rc;
+
+	(void)ctx;
+	if (!f) {
+		snprintf(err, errlen, "python.comm_flight_recorder: out of memory");
+		return -ENOMEM;
+	}
+	f->c.run = fr_run;
+	f->c.release = fr_release;
+	f->c.what = "python.comm_flight_recorder: torch's dump";
+	/* f's results only once the call ended: else it may still run. */
+	rc = gilcall_run(&f->c, 5000, NULL, why, sizeof(why));
+	if (!rc && (rc = f->rc))
+		snprintf(why, sizeof(why), "%s", f->err);
+	else if (!rc && f->json)
+		rc = comm_fr_rows(f->json, rows, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "python.comm_flight_recorder: %s", why);
+	gilcall_done(&f->c);
+	return rc;
+}
+
+static const struct livetab fr_tab = {
+	.schema = "python",
+	.name = "comm_flight_recorder",
+	.doc = "torch's Flight Recorder (torch >= 2.5 where built): its last "
+	       "calls on every process group, those made in C++ too, with "
+	       "torch's sequence numbers and op names; empty unless "
+	       "TORCH_FR_BUFFER_SIZE (TORCH_NCCL_TRACE_BUFFER_SIZE for NCCL) "
+	       "was set when the group was made",
+	.columns = COMM_FR_COLUMNS,
+	.snapshot = fr_snapshot,
 };
 
 /* ---- the recording (sql/recording.h's feed) ----------------------------- */
@@ -281,6 +438,10 @@ int comm_init(struct store *st, char *err, size_t errlen)
 	int rc = store_add_livetab(st, &comm_tab, NULL, err, errlen);
 
 	if (!rc)
+		rc = store_add_livetab(st, &groups_tab, NULL, err, errlen);
+	if (!rc)
+		rc = store_add_livetab(st, &fr_tab, NULL, err, errlen);
+	if (!rc)
 		rc = store_exec(st, metrics_view, err, errlen);
 	if (!rc)
 		rc = store_catalog_add(
@@ -310,7 +471,9 @@ int comm_init(struct store *st, char *err, size_t errlen)
 
 struct apply {
 	int want, ddp;
+	int busy; /* not applied: ran() was installing */
 	int rc, ddp_rc;
+	int funcol_waiting;
 	char err[200];
 };
 
@@ -319,12 +482,79 @@ struct apply {
 static struct apply A;
 static _Atomic int A_busy;
 
+/* Taken by the install's one maker at a time: apply_fn (a GIL thread) or
+ * ran (the program's thread); both hold the GIL, but the Python the
+ * install calls may let it go. */
+static _Atomic int installing;
+
+/* Set on the GIL thread while apply_fn runs: a ran() there (torch run by
+ * a look of apply_fn's) must not wait for itself. */
+static _Thread_local int in_apply;
+
+void comm_atfork_child(void)
+{
+	if (atomic_load(&log_ready))
+		comm_log_forget(&log_);
+	feed_next = 0; /* the child's recording has none of them */
+	/* The parent's apply or install, whichever thread ran it, is not
+	 * the child's. */
+	atomic_store(&A_busy, 0);
+	atomic_store(&installing, 0);
+}
+
+/* torch has just run, in the program's thread that imports it (GIL held):
+ * the install now, before the program's next line can make a DDP model;
+ * the tick's apply() then finds it made. */
+static void ran(void)
+{
+	struct timespec start, t;
+	char err[200];
+	int idle = 0;
+
+	if (!config_bool("comm.record") || in_apply)
+		return;
+	/* A tick's apply_fn meanwhile (one that began before torch was in
+	 * sys.modules; later ones leave torch's import to this): waited
+	 * for with the GIL let go, then this install.  Returning at once
+	 * left a model made on the next line without its hook, when that
+	 * apply_fn had waited in a look into torch for the import to end,
+	 * then raced the program to install (seen under ASan). */
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!atomic_compare_exchange_strong(&installing, &idle, 1)) {
+		idle = 0;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - start.tv_sec) * 1000 +
+			    (t.tv_nsec - start.tv_nsec) / 1000000 >=
+		    RAN_WAIT_MS)
+			return; /* left to the poll */
+		pygil_nap(RAN_WAIT_STEP_MS);
+	}
+	if (config_bool("comm.record") && /* not turned off meanwhile */
+	    !comm_wrap_install(&log_, err, sizeof(err)) &&
+	    config_bool("comm.ddp"))
+		comm_ddp_install(err, sizeof(err));
+	atomic_store(&installing, 0);
+	on_change(NULL);
+}
+
 static void apply_fn(void *arg)
 {
 	struct apply *a = arg;
+	int idle = 0;
 
 	a->rc = 0;
-	if (!a->want) {
+	in_apply = 1;
+	if (!atomic_compare_exchange_strong(&installing, &idle, 1)) {
+		a->busy = 1; /* ran() is installing: again at the next tick */
+	} else if (a->want && pymods_importing("torch")) {
+		/* Being imported: ran() installs as it ends.  Not from here:
+		 * torch.compiler is not there yet, and a look into torch
+		 * (pymods_get) waits for its import, whose thread waits in
+		 * ran() for this. */
+		a->rc = -EAGAIN;
+		pyafter_watch("torch", ran);
+	} else if (!a->want) {
+		pyafter_unwatch();
 		comm_ddp_remove();
 		comm_wrap_remove();
 	} else {
@@ -333,7 +563,21 @@ static void apply_fn(void *arg)
 			a->ddp_rc = comm_ddp_install(a->err, sizeof(a->err));
 		else if (!a->rc)
 			comm_ddp_remove();
+		a->funcol_waiting = !a->rc && comm_wrap_funcol_waiting();
+		/* Waiting for a module: watched for as well as looked for.
+		 * The package torch (pyafter.h): when it has run,
+		 * torch.distributed and DDP's module have (it imports them),
+		 * and so has torch.compiler, which the wrappers' shims look
+		 * for (torch.distributed itself runs half-way through torch's
+		 * import, before it). */
+		if (a->rc == -EAGAIN || (a->ddp && a->ddp_rc == -EAGAIN))
+			pyafter_watch("torch", ran);
+		else
+			pyafter_unwatch();
 	}
+	if (!a->busy)
+		atomic_store(&installing, 0);
+	in_apply = 0;
 	atomic_store(&A_busy, 0);
 }
 
@@ -368,7 +612,7 @@ static void apply(void)
 		return;
 	}
 	atomic_store(&A_busy, 0);
-	if (rc) {
+	if (rc || A.busy) {
 		if (rc != -ESHUTDOWN)
 			atomic_store(&changed, 1);
 		return;
@@ -376,6 +620,9 @@ static void apply(void)
 	waiting = A.want && A.rc == -EAGAIN;
 	installed = A.want && A.rc == 0;
 	ddp_waiting = installed && A.ddp && A.ddp_rc == -EAGAIN;
+	funcol_waiting = installed && A.funcol_waiting;
+	if (!funcol_waiting)
+		funcol_ticks = 0;
 	error_text[0] = '\0';
 	if (A.want && A.rc && A.rc != -EAGAIN) {
 		snprintf(error_text, sizeof(error_text), "%s", A.err);
@@ -419,7 +666,11 @@ int comm_tick(void)
 {
 	int interval;
 
-	if (atomic_exchange(&changed, 0) || waiting || ddp_waiting)
+	if (funcol_waiting)
+		funcol_ticks++;
+	if (atomic_exchange(&changed, 0) || waiting || ddp_waiting ||
+	    (funcol_waiting && (funcol_ticks < FUNCOL_FAST_TICKS ||
+				funcol_ticks % FUNCOL_SLOW_TICKS == 0)))
 		apply();
 	set_status();
 	if (waiting || ddp_waiting) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm_wrap.h"
 #include "python/pymods.h"
 
 #define DEFAULT_HOOKS                                                          \
@@ -41,11 +42,14 @@ int comm_ddp_count(void)
 
 /* ---- the hook ---------------------------------------------------------- */
 
+/* The all-reduced bucket, once the all-reduce's future completed: its
+ * record (self: its id, NULL when not recorded) ends here. */
 static PyObject *first_result(PyObject *self, PyObject *fut)
 {
 	PyObject *v = PyObject_CallMethod(fut, "value", NULL), *t;
 
-	(void)self;
+	if (self)
+		comm_wrap_end(PyLong_AsUnsignedLongLong(self), v != NULL);
 	if (!v)
 		return NULL;
 	t = PySequence_GetItem(v, 0);
@@ -59,27 +63,24 @@ static PyMethodDef first_def = {"probing_allreduce_result", first_result,
 /* PyTorch's allreduce_hook: bucket / size, all_reduce, its future. */
 static PyObject *default_reduce(struct ddp_hook *h, PyObject *bucket)
 {
-	PyObject *buf = NULL, *size = NULL, *r = NULL, *fn = NULL;
-	PyObject *args = NULL, *kw = NULL, *work = NULL, *fut = NULL;
-	PyObject *then = NULL, *res = NULL;
+	PyObject *buf = NULL, *size = NULL, *r = NULL, *work = NULL;
+	PyObject *fut = NULL, *key = NULL, *then = NULL, *res = NULL;
+	uint64_t id = 0;
 
 	buf = PyObject_CallMethod(bucket, "buffer", NULL);
 	size = buf ? PyObject_CallMethod(h->pg, "size", NULL) : NULL;
 	r = size ? PyObject_CallMethod(buf, "div_", "O", size) : NULL;
-	fn = r ? PyObject_GetAttrString(dist, "all_reduce") : NULL;
-	args = fn ? PyTuple_Pack(1, buf) : NULL;
-	kw = args ? Py_BuildValue("{sOsO}", "group", h->pg, "async_op", Py_True)
-		  : NULL;
-	work = kw ? PyObject_Call(fn, args, kw) : NULL;
+	work = r ? comm_wrap_all_reduce_async(buf, h->pg, &id) : NULL;
 	fut = work ? PyObject_CallMethod(work, "get_future", NULL) : NULL;
-	then = fut ? PyCFunction_New(&first_def, NULL) : NULL;
+	key = fut && id ? PyLong_FromUnsignedLongLong(id) : NULL;
+	then = fut && (key || !id) ? PyCFunction_New(&first_def, key) : NULL;
 	res = then ? PyObject_CallMethod(fut, "then", "O", then) : NULL;
+	if (!res && id) /* no callback to end it */
+		comm_wrap_end(id, 0);
 	Py_XDECREF(then);
+	Py_XDECREF(key);
 	Py_XDECREF(fut);
 	Py_XDECREF(work);
-	Py_XDECREF(kw);
-	Py_XDECREF(args);
-	Py_XDECREF(fn);
 	Py_XDECREF(r);
 	Py_XDECREF(size);
 	Py_XDECREF(buf);

@@ -23,6 +23,9 @@
  *
  * Nothing is added to the model (Probing keeps its hooks in a
  * WeakKeyDictionary of its own: a model stays picklable as it was).
+ * The install is made as the program's `import torch` ends (pyafter.h:
+ * the model on the next line is recorded), or at the recorder's next look
+ * when it started later.
  * Models made before the install are left alone; removing the install
  * puts __init__ and the registration methods back, and hooks already in
  * models go on reducing exactly the same way (recording nothing).

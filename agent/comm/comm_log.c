@@ -130,6 +130,21 @@ int comm_log_end(struct comm_log *l, uint64_t id, int state, double t1,
 	return 0;
 }
 
+int comm_log_set_pg_seq(struct comm_log *l, uint64_t id, int64_t pg_seq)
+{
+	struct comm_slot *s;
+
+	if (!l->slots || id == 0 || id < l->base)
+		return -ENOENT;
+	s = slot_of(l, id);
+	if (s->rec.id != id)
+		return -ENOENT;
+	write_open(s);
+	s->rec.pg_seq = pg_seq;
+	write_close(s);
+	return 0;
+}
+
 void comm_log_span(struct comm_log *l, uint64_t *first, uint64_t *end)
 {
 	uint64_t e = atomic_load_explicit(&l->next, memory_order_acquire);

@@ -54,6 +54,7 @@ struct comm_rec {
 	int32_t peer;	/* src/dst/root rank; -1 none */
 	int32_t async;	/* async_op=True (or isend/irecv) */
 	int32_t state;	/* enum comm_state */
+	int32_t native; /* the caller's kernel thread id; 0 unknown */
 	char shape[COMM_SHAPE_MAX];
 	char dtype[COMM_DTYPE_MAX];
 	char error[COMM_ERROR_MAX];
@@ -100,6 +101,11 @@ uint64_t comm_log_begin(struct comm_log *l, const struct comm_rec *r);
  * or -ENOENT then. */
 int comm_log_end(struct comm_log *l, uint64_t id, int state, double t1,
 		 const char *error);
+
+/* Writer: the call id's torch sequence number, learnt after it began
+ * (a point-to-point call: whether this torch counts them is seen when the
+ * first one returns).  0, or -ENOENT when its record has been overwritten. */
+int comm_log_set_pg_seq(struct comm_log *l, uint64_t id, int64_t pg_seq);
 
 /* Records kept now in state running (any thread). */
 uint64_t comm_log_running(struct comm_log *l);

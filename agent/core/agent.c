@@ -8,6 +8,7 @@
 
 #include "cpython/pycompat.h"
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,8 +18,10 @@
 
 #include "auth.h"
 #include "cluster/cluster.h"
+#include "app/app.h"
 #include "comm/comm.h"
 #include "config.h"
+#include "config_lease.h"
 #include "cpython/cpython.h"
 #include "dap_addr.h"
 #include "debugger/debugger.h"
@@ -27,6 +30,7 @@
 #include "forensics/hang.h"
 #include "log.h"
 #include "memory/memory.h"
+#include "profiler/native.h"
 #include "profiler/sampler.h"
 #include "python/forkwarn.h"
 #include "python/pygil.h"
@@ -92,6 +96,7 @@ static int start_settings(char *err, size_t errlen)
 static void fork_settings(void)
 {
 	config_atfork_child();
+	config_lease_atfork_child();
 	auth_atfork_child();
 }
 
@@ -140,6 +145,11 @@ static int start_torch(char *err, size_t errlen)
 	int rc = torch_init(store, err, errlen);
 
 	return rc ? rc : comm_init(store, err, errlen);
+}
+
+static int start_app(char *err, size_t errlen)
+{
+	return app_init(store, err, errlen);
 }
 
 static int start_record(char *err, size_t errlen)
@@ -217,6 +227,8 @@ static const struct subsystem {
 	{"torch", start_torch, NULL, comm_atfork_child, 0},
 	/* before the sampler: it stops after it, with the last samples */
 	{"record", start_record, record_stop, record_atfork_child, AT_EXIT},
+	/* after record: its last rows go in before the recording ends */
+	{"app", start_app, app_stop, app_atfork_child, AT_EXIT},
 	{"gil", pygil_start, pygil_stop, pygil_atfork_child, AT_EXIT},
 	/* after the GIL threads: it stops first, its recorder may use them */
 	{"sampler", start_sampler, sampler_shutdown, sampler_atfork_child,
@@ -244,10 +256,25 @@ static void stop_subsystems(size_t n, int at_exit)
 
 /* ---- the atexit hook ---------------------------------------------------- */
 
+/* How long the exit waits for an agent still starting. */
+#define EXIT_START_WAIT_MS 3000
+
 /* Runs in the main thread, GIL held, while the interpreter exits. */
 static PyObject *at_interpreter_exit(PyObject *self, PyObject *unused)
 {
+	char err[256];
+
 	(void)self, (void)unused;
+	/* A short program ends before the agent's thread, started at its
+	 * import, had the GIL to finish starting: that start is waited for
+	 * (the GIL let go) and then stopped like any other — its threads
+	 * must not outlive the interpreter (CPython 3.14 crashed in
+	 * PyInterpreterState_Delete with them running). */
+	Py_BEGIN_ALLOW_THREADS
+	if (agent_wait_ready(EXIT_START_WAIT_MS, err, sizeof(err)) ==
+	    -ETIMEDOUT)
+		log_warn("at exit: %s", err);
+	Py_END_ALLOW_THREADS
 	pthread_mutex_lock(&lock);
 	int running = state == READY && !stopping;
 	stopping = 1;
@@ -297,27 +324,57 @@ static void register_hooks_fn(void *arg)
 }
 
 /* The GIL-free reader against the running interpreter (cpython.h): a
- * mismatch turns it off and is said in the log. */
+ * mismatch turns it off and is said in the log.  And where the
+ * evaluation loop's code is, for native stacks (native.h). */
 static void check_reader_fn(void *arg)
 {
 	char err[768];
 
 	(void)arg;
+	native_learn_eval();
+	err[0] = '\0';
 	if (cpython.read.self_check(err, sizeof(err))) {
 		log_warn("%s", err);
 		config_set_info("agent.stack_reader", err);
 	} else {
-		config_set_info("agent.stack_reader", "ok");
+		/* "ok", or "ok: ..." with what it had to adapt to. */
+		if (err[0])
+			log_info("stack reader %s", err);
+		config_set_info("agent.stack_reader", err[0] ? err : "ok");
 	}
 }
 
+/* Both, on a thread of their own: a program thread that holds the GIL in
+ * C (a long regex) may take it in the middle of one (as its Python lets
+ * it go) and keep it; the agent answers meanwhile, without them.  Each
+ * waited for a while, then given up (it ends on its own). */
+#define SETTLE_WAIT_MS 500 /* agent_main's wait for it */
+
+static void *settle_main(void *arg)
+{
+	struct pygil_limits lim = {.start_ms = 2000, .hard_ms = 2000};
+
+	(void)arg;
+	pygil_run(register_hooks_fn, NULL, &lim, NULL);
+	pygil_run(check_reader_fn, NULL, &lim, NULL);
+	return NULL;
+}
+
 /* ---- the agent thread ------------------------------------------------- */
+
+/* Set by agent_python_runs(). */
+static _Atomic int python_runs;
+
+void agent_python_runs(void)
+{
+	atomic_store(&python_runs, 1);
+}
 
 static int wait_for_python(void)
 {
 	int ms = 5;
 
-	while (!Py_IsInitialized()) {
+	while (!Py_IsInitialized() && !atomic_load(&python_runs)) {
 		pthread_mutex_lock(&lock);
 		int stop = stopping;
 		pthread_mutex_unlock(&lock);
@@ -362,7 +419,7 @@ static int agent_holds_own_name(void)
 
 static void *agent_main(void *arg)
 {
-	struct pygil_limits lim = {.start_ms = 2000};
+	pthread_t settle;
 	char err[256] = "";
 	int rc;
 
@@ -374,6 +431,11 @@ static void *agent_main(void *arg)
 		set_state(FAILED, err);
 		return NULL;
 	}
+	/* Before anything reads stacks without the GIL (the sampler, the
+	 * watchdogs): the layout the interpreter publishes, followed where
+	 * it differs.  A refusal is said by the check against the C API,
+	 * once listening (check_reader_fn). */
+	(void)cpython.read.learn_layout(err, sizeof(err));
 	rc = bring_up(err, sizeof(err));
 	if (rc == -EADDRINUSE && !agent_holds_own_name()) {
 		/* Not another copy of ours: someone else took the name. */
@@ -398,9 +460,14 @@ static void *agent_main(void *arg)
 	server_addresses(srv, err, sizeof(err));
 	log_info("listening on %s", err);
 	/* Best effort: the hook makes exit clean; without it the threads
-	 * simply end with the process. */
-	pygil_run(register_hooks_fn, NULL, &lim, NULL);
-	pygil_run(check_reader_fn, NULL, &lim, NULL);
+	 * simply end with the process.  Waited for a little, so that the
+	 * first request finds the reader checked; no longer (a program
+	 * holding the GIL left initialize unanswered for good). */
+	if (agent_thread_start(&settle, "probing-settle", settle_main, NULL))
+		log_warn("no exit hook, stack reader not checked: no thread "
+			 "for them");
+	else
+		(void)agent_thread_join(settle, SETTLE_WAIT_MS);
 	server_run(srv);
 	stop_subsystems(NSUBSYSTEMS, 0);
 	return NULL;

@@ -26,6 +26,12 @@ struct store;
  * Returns 0 or -errno. */
 int agent_start(void);
 
+/* Says that Python code runs (probing.init() was called from it): the
+ * interpreter is usable although Py_IsInitialized() may still say no —
+ * 3.15 says yes only once site has imported everything, the .pth that
+ * calls probing.init() for PROBING=1 included. */
+void agent_python_runs(void);
+
 /* Waits up to timeout_ms for the agent to serve.  Returns 0, -ETIMEDOUT,
  * or -EALREADY when another copy of the agent serves this process (the
  * abstract socket was taken), or the start-up error with err. */

@@ -110,6 +110,11 @@ static struct setting settings[] = {
 	 "native stacks of idle and GIL-waiting threads too (the signal "
 	 "interrupts their system call: C code may see EINTR)",
 	 "", 0, CONFIG_SIGNALS},
+	{"profile.tasks", K_BOOL, "on", 0, 0,
+	 "attribute samples to the asyncio task they ran (an asyncio "
+	 "program's tasks listed with the GIL once a second while the "
+	 "profiler runs)",
+	 "", 0, 0},
 	{"profile.retention_rows", K_INT, "1000000", 1000, 100000000,
 	 "samples kept in profile.samples (the oldest go first)", "", 0, 0},
 	{"profile.retention_bytes", K_INT, "134217728", 1048576, 17179869184LL,
@@ -142,6 +147,12 @@ static struct setting settings[] = {
 	 "megabytes kept in python.torch_trace and python.variables", "", 0, 0},
 	{"torch.status", K_INFO, "off", 0, 0, "what torch tracing does now", "",
 	 0, 0},
+	{"app.max_rows", K_INT, "100000", 100, 100000000,
+	 "rows kept in each table of app (the program's @probing.table "
+	 "tables, app.spans, app.steps; oldest go first)",
+	 "", 0, 0},
+	{"app.max_mb", K_INT, "16", 1, 65536,
+	 "megabytes kept in each table of app", "", 0, 0},
 	{"comm.record", K_BOOL, "on", 0, 0,
 	 "record torch.distributed collectives and point-to-point calls "
 	 "into python.comm_collective (once the program imports "
@@ -163,6 +174,14 @@ static struct setting settings[] = {
 	 "rows kept in process.memory (oldest go first)", "", 0, 0},
 	{"memory.budget_ms", K_INT, "2000", 10, 60000,
 	 "time the memory request may hold the GIL to walk objects", "", 0, 0},
+	{"gpu.interval_ms", K_INT, "1000", 0, 3600000,
+	 "record gpu.utilization (NVML: each GPU's utilization, memory, "
+	 "power, clocks) this often (0: never)",
+	 "", 0, 0},
+	{"gpu.max_rows", K_INT, "86400", 10, 10000000,
+	 "rows kept in gpu.utilization, one per device per sample (oldest go "
+	 "first)",
+	 "", 0, 0},
 	{"data.dir", K_TEXT, "auto", 0, 0,
 	 "where recorded tables are kept on disk, one directory per process: "
 	 "auto ($XDG_STATE_HOME/probing or ~/.local/state/probing), an "
@@ -238,7 +257,7 @@ struct option {
 	char value[CONFIG_VALUE_MAX]; /* canonical */
 };
 
-#define LISTENERS_MAX 8
+#define LISTENERS_MAX 16
 
 static struct {
 	char prefix[64];

@@ -90,9 +90,12 @@ static int set_max_memory(const char *value, int apply, char *err,
 static const struct {
 	const char *name, *env;
 	int (*set)(const char *value, int apply, char *err, size_t errlen);
+	const char *sets; /* the settings it sets, space-separated */
 } originals[] = {
-	{"probing.sample_rate", "PROBING_SAMPLE_RATE", set_sample_rate},
-	{"probing.max_memory", "PROBING_MAX_MEMORY", set_max_memory},
+	{"probing.sample_rate", "PROBING_SAMPLE_RATE", set_sample_rate,
+	 "torch.step_rate"},
+	{"probing.max_memory", "PROBING_MAX_MEMORY", set_max_memory,
+	 "profile.retention_bytes retention.max_mb torch.max_mb"},
 };
 
 #define NORIGINALS (sizeof(originals) / sizeof(originals[0]))
@@ -104,6 +107,14 @@ int config_compat_set(const char *name, const char *value, int apply,
 		if (!strcmp(originals[i].name, name))
 			return originals[i].set(value, apply, err, errlen);
 	return -ENOENT;
+}
+
+const char *config_compat_sets(const char *name)
+{
+	for (size_t i = 0; i < NORIGINALS; i++)
+		if (!strcmp(originals[i].name, name))
+			return originals[i].sets;
+	return NULL;
 }
 
 void config_compat_unknown(const char *name, char *err, size_t errlen)
@@ -138,9 +149,14 @@ static const char *const known_env[] = {
 	"PROBING_BUILD",      "PROBING_E2E_VERSIONS",
 	"PROBING_TARGET_PRELOAD", "PROBING_SOAK_N",
 	"PROBING_INJECT_TEST_DELAY_US", "PROBING_TEST_PYTHONS",
+	"PROBING_E2E_TWIN",   "PROBING_E2E_EVERY",
+	"PROBING_E2E_ONCE",   "PROBING_GPU_PYTHON",
+	"PROBING_WEB_ARTIFACTS", "PROBING_EDITOR_ARTIFACTS",
 };
 
 #define ENV_NAMES_MAX (SETTINGS_MAX + 32)
+_Static_assert(NORIGINALS + sizeof(known_env) / sizeof(known_env[0]) <= 32,
+	       "ENV_NAMES_MAX has no room for every name read");
 
 int config_compat_env(char *err, size_t errlen)
 {

@@ -31,6 +31,10 @@
 int config_compat_set(const char *name, const char *value, int apply,
 		      char *err, size_t errlen);
 
+/* The settings original name sets, space-separated, or NULL when name
+ * is not one. */
+const char *config_compat_sets(const char *name);
+
 /* err for an unknown setting name: "unknown setting 'x'", with the
  * nearest setting when one is near. */
 void config_compat_unknown(const char *name, char *err, size_t errlen);

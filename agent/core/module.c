@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "agent.h"
+#include "app/app.h"
 #include "auth.h"
 #include "config.h"
 #include "cpython/cpython.h"
@@ -74,6 +75,7 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kwargs)
 		return NULL;
 	if (apply_settings(settings))
 		return NULL;
+	agent_python_runs();
 	rc = agent_start();
 	if (rc) {
 		errno = -rc;
@@ -127,6 +129,13 @@ static PyMethodDef methods[] = {
 	 "Starts the agent (a no-op when it runs) and waits for it."},
 	{"address", py_address, METH_NOARGS,
 	 "The agent's addresses, comma-separated, or None."},
+	{"_app_define", app_py_define, METH_VARARGS,
+	 "_app_define(name, ((column, type), ...), doc=None) -> id\n"
+	 "Defines app.<name> (agent/pkg/probing/app.py)."},
+	{"_app_append", app_py_append, METH_VARARGS,
+	 "_app_append(id, (value, ...))\nAppends a row to a table of app."},
+	{"_app_stats", app_py_stats, METH_NOARGS,
+	 "Rows appended, dropped (the ring full), cut, written; errors."},
 	{NULL, NULL, 0, NULL},
 };
 
@@ -154,5 +163,10 @@ EXPORT PyObject *PyInit__probing(void)
 	m = PyModule_Create(&module);
 	if (m)
 		PyModule_AddStringConstant(m, "__version__", PROBING_VERSION);
+	/* Here, with the GIL, as the program imports us: the agent's own
+	 * thread registers it too, but only once it has the GIL, which a
+	 * short program may never let it have before it exits. */
+	if (m)
+		agent_register_atexit();
 	return m;
 }

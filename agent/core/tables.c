@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "livetab.h"
+#include "python/pytasks.h"
 #include "python/snapshot.h"
 #include "store.h"
 
@@ -134,6 +135,92 @@ static const struct livetab threads_tab = {
 	.snapshot = threads_snapshot,
 };
 
+/* ids as "[1, 2]" (JSON: SQLite's json_each reads it). */
+static int add_ids(struct livetab_rows *rows, const uint64_t *ids, size_t n)
+{
+	char buf[2048];
+	size_t at = 0;
+
+	buf[at++] = '[';
+	for (size_t i = 0; i < n && at < sizeof(buf) - 24; i++)
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at, "%s%llu",
+				       i ? ", " : "", (unsigned long long)ids[i]);
+	snprintf(buf + at, sizeof(buf) - at, "]");
+	return livetab_rows_text(rows, buf);
+}
+
+/* The coroutine chain, one "func (file:line)" a line, innermost first. */
+static int add_chain(struct livetab_rows *rows, const struct pytask *t)
+{
+	char buf[8192];
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (size_t d = 0; d < t->nframes && at < sizeof(buf) - 1; d++)
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at,
+				       "%s%s (%s:%d)", d ? "\n" : "",
+				       t->frames[d].func, t->frames[d].file,
+				       t->frames[d].line);
+	return livetab_rows_text(rows, buf);
+}
+
+static int task_row(struct livetab_rows *rows, const struct pytask *t)
+{
+	const struct pytask_frame *top = t->nframes ? &t->frames[0] : NULL;
+
+	TRY(livetab_rows_begin(rows));
+	TRY(livetab_rows_int(rows, (int64_t)t->thread_id));
+	TRY(livetab_rows_int(rows, (int64_t)t->loop));
+	TRY(livetab_rows_int(rows, (int64_t)t->id));
+	TRY(livetab_rows_text(rows, t->name));
+	TRY(livetab_rows_text(rows, t->state));
+	TRY(livetab_rows_text(rows, t->coro));
+	TRY(livetab_rows_text(rows, top ? top->func : NULL));
+	TRY(livetab_rows_text(rows, top ? top->file : NULL));
+	TRY(top ? livetab_rows_int(rows, top->line) : livetab_rows_null(rows));
+	TRY(add_chain(rows, t));
+	TRY(livetab_rows_text(rows, t->awaits));
+	TRY(add_ids(rows, t->awaits_tasks, t->nawaits));
+	TRY(add_ids(rows, t->awaited_by, t->nawaited_by));
+	TRY(t->waited_s < 0 ? livetab_rows_null(rows)
+			    : livetab_rows_real(rows, t->waited_s));
+	return 0;
+}
+
+static int tasks_snapshot(void *ctx, struct livetab_rows *rows, char *err,
+			  size_t errlen)
+{
+	struct pytasks ts;
+	int rc;
+
+	(void)ctx;
+	rc = pytasks_take(&ts, (size_t)config_int("python.max_depth"), NULL,
+			  err, errlen);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < ts.n && !rc; i++)
+		rc = task_row(rows, &ts.tasks[i]);
+	pytasks_release(&ts);
+	if (rc)
+		snprintf(err, errlen, "python.tasks: too many rows");
+	return rc;
+}
+
+static const struct livetab tasks_tab = {
+	.schema = "python",
+	.name = "tasks",
+	.doc = "every asyncio task of every running event loop now: its "
+	       "coroutine chain (innermost first), what it awaits, the tasks "
+	       "it awaits and those awaiting it (JSON arrays of task_id), "
+	       "and for how long it has waited (since the agent first saw it "
+	       "wait on the same thing)",
+	.columns = "thread_id INTEGER, loop INTEGER, task_id INTEGER, "
+		   "name TEXT, state TEXT, coro TEXT, func TEXT, file TEXT, "
+		   "lineno INTEGER, stack TEXT, awaits TEXT, awaits_tasks TEXT, "
+		   "awaited_by TEXT, waited_s REAL",
+	.snapshot = tasks_snapshot,
+};
+
 static int config_snapshot(void *ctx, struct livetab_rows *rows, char *err,
 			   size_t errlen)
 {
@@ -166,7 +253,7 @@ static const struct livetab config_tab = {
 int tables_register(struct store *st, char *err, size_t errlen)
 {
 	static const struct livetab *const tabs[] = {
-		&backtrace_tab, &threads_tab, &config_tab,
+		&backtrace_tab, &threads_tab, &tasks_tab, &config_tab,
 	};
 
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++)

@@ -14,32 +14,27 @@ static void on_readable(struct ev_loop *loop, ev_io *io, int revents);
 
 static int open_pipe(struct wake *w)
 {
-	int p[2], rc;
+	struct fdown rd, wr;
+	int p[2], rc_rd, rc_wr;
 
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
-	/* Both ends up at once, before either is used. */
-	p[0] = fdown_new(p[0]);
-	p[1] = fdown_new(p[1]);
-	if (p[0] < 0 || p[1] < 0) {
-		if (p[0] >= 0)
-			close(p[0]);
-		if (p[1] >= 0)
-			close(p[1]);
+	/* Both ends up at once, before either is used, each checked
+	 * against what pipe2 made, not against a later look: a number the
+	 * program took over meanwhile (it reopens the numbers it closed,
+	 * while this rebuild runs) is left to it, never closed.  A raw
+	 * close of an end the move left closed the program's file. */
+	rc_rd = fdown_take(&rd, p[0]);
+	rc_wr = fdown_take(&wr, p[1]);
+	if (rc_rd || rc_wr) {
+		fdown_close(&rd);
+		fdown_close(&wr);
 		return -EBADF;
 	}
-	rc = fdown_take(&w->rd, p[0]);
-	if (rc) {
-		close(p[1]);
-		return rc;
-	}
+	w->rd = rd;
 	pthread_mutex_lock(&w->lock);
-	rc = fdown_take(&w->wr, p[1]);
+	w->wr = wr;
 	pthread_mutex_unlock(&w->lock);
-	if (rc) {
-		fdown_close(&w->rd);
-		return rc;
-	}
 	ev_io_init(&w->io, on_readable, w->rd.fd, EV_READ);
 	w->io.data = w;
 	ev_io_start(w->loop, &w->io);

@@ -1,12 +1,13 @@
 /*
  * cpython: the table of operations for the CPython this agent is built
- * for (3.9 to 3.13), and the with-GIL frame operations that differ between
+ * for (3.9 to 3.15), and the with-GIL frame operations that differ between
  * versions.  See cpython.h.
  */
 #include "pycompat.h"
 #include <frameobject.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,13 +36,26 @@ static int finalizing(void)
 #endif
 }
 
+static pthread_mutex_t version_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void version_text(char *out, size_t outlen)
+{
+	pthread_mutex_lock(&version_lock);
+	snprintf(out, outlen, "%s", Py_GetVersion());
+	pthread_mutex_unlock(&version_lock);
+}
+
 /* Py_GetVersion() is "3.12.1 (main, ...)": its major.minor must be ours
  * (a library loaded by hand into another version: PROBING_LIBRARY,
- * inject --library). */
+ * inject --library).  Read through version_text(): the module's import
+ * and the agent's thread check at once, and a torn read of the buffer
+ * once refused a 3.9 agent in a 3.9 process. */
 static int check(char *err, size_t errlen)
 {
-	const char *v = Py_GetVersion();
+	char v[256];
 	size_t n = strlen(VERSION);
+
+	version_text(v, sizeof(v));
 
 	if (strncmp(v, VERSION, n) == 0 && (v[n] < '0' || v[n] > '9'))
 		return 0;
@@ -75,6 +89,101 @@ static PyObject *frame_locals(PyFrameObject *f)
 	if (PyFrame_FastToLocalsWithError(f) < 0)
 		return NULL;
 	return Py_NewRef(f->f_locals);
+#endif
+}
+
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+/* Adds to d every name of names that f has a value for. */
+static int add_vars(PyFrameObject *f, PyObject *names, PyObject *d)
+{
+	for (Py_ssize_t i = 0; names && i < PyTuple_GET_SIZE(names); i++) {
+		PyObject *k = PyTuple_GET_ITEM(names, i);
+		PyObject *v = PyFrame_GetVar(f, k);
+
+		if (!v) { /* unbound (NameError) */
+			PyErr_Clear();
+			continue;
+		}
+		if (PyDict_SetItem(d, k, v) < 0) {
+			Py_DECREF(v);
+			return -1;
+		}
+		Py_DECREF(v);
+	}
+	return 0;
+}
+#endif
+
+/*
+ * A new dict of f's local variables, leaving f as it was: nothing
+ * cached in the frame that would keep its objects alive after the
+ * function let them go (a training step's tensors), nothing written
+ * back.  For a running frame (locals() in the frame caches them there
+ * up to 3.12).
+ */
+static PyObject *frame_locals_copy(PyFrameObject *f)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return frame_locals(f); /* a copy of the proxy already */
+#elif PY_VERSION_HEX >= 0x030C0000
+	/* PyFrame_GetVar reads a variable without the cache. */
+	PyCodeObject *co = PyFrame_GetCode(f);
+	PyObject *d = PyDict_New(), *names[3];
+	int rc = 0;
+
+	if (!(co->co_flags & CO_OPTIMIZED)) { /* module, class: a real dict */
+		PyObject *l = frame_locals(f);
+
+		Py_DECREF(co);
+		Py_XDECREF(d);
+		d = l ? PyDict_Copy(l) : NULL;
+		Py_XDECREF(l);
+		return d;
+	}
+	names[0] = PyCode_GetVarnames(co);
+	names[1] = PyCode_GetCellvars(co);
+	names[2] = PyCode_GetFreevars(co);
+	for (int i = 0; d && rc == 0 && i < 3; i++)
+		rc = add_vars(f, names[i], d);
+	for (int i = 0; i < 3; i++)
+		Py_XDECREF(names[i]);
+	Py_DECREF(co);
+	if (rc < 0)
+		Py_CLEAR(d);
+	return d;
+#else
+	PyCodeObject *co = PyFrame_GetCode(f);
+	int fast = (co->co_flags & CO_OPTIMIZED) != 0;
+	PyObject *l, *d;
+#if PY_VERSION_HEX < 0x030B0000
+	/* f_locals is ours to see: put back exactly what was there. */
+	PyObject *before = f->f_locals, *saved = NULL;
+
+	if (fast && before && !(saved = PyDict_Copy(before))) {
+		Py_DECREF(co);
+		return NULL;
+	}
+#endif
+	Py_DECREF(co);
+	l = frame_locals(f);
+	d = l ? PyDict_Copy(l) : NULL;
+#if PY_VERSION_HEX < 0x030B0000
+	if (fast && !before) {
+		Py_CLEAR(f->f_locals);
+	} else if (fast && saved) {
+		PyDict_Clear(before);
+		if (PyDict_Update(before, saved) < 0)
+			PyErr_Clear();
+	}
+	Py_XDECREF(saved);
+#else
+	/* 3.11: the cache is not ours to see; emptied, its objects are
+	 * let go (locals() fills it again). */
+	if (fast && l)
+		PyDict_Clear(l);
+#endif
+	Py_XDECREF(l);
+	return d;
 #endif
 }
 
@@ -263,6 +372,7 @@ static int frame_starting(PyFrameObject *f)
 const struct cpython cpython = {
 	.version = VERSION,
 	.check = check,
+	.version_text = version_text,
 	.finalizing = finalizing,
 	.code_lines = code_lines,
 	.read = {
@@ -283,12 +393,15 @@ const struct cpython cpython = {
 		.scratch_free = pyframes_scratch_free,
 		.leaf_capture = pyframes_leaf_capture,
 		.leaf_resolve = pyframes_leaf_resolve,
+		.learn_layout = pyframes_layout_learn,
 		.self_check = pyframes_self_check,
 		.off_reason = pyframes_off_reason,
 		.force_pipe = pyframes_force_pipe,
+		.named_same = pyframes_named_same,
 	},
 	.frame = {
 		.locals = frame_locals,
+		.locals_copy = frame_locals_copy,
 		.locals_write = frame_locals_write,
 		.globals = frame_globals,
 		.depth = frame_depth,
@@ -297,6 +410,7 @@ const struct cpython cpython = {
 		.native_id = thread_native_id,
 		.thread_complete = thread_complete,
 		.thread_frame = thread_frame,
+		.gen_raw_addr = pyframes_gen_frame_addr,
 	},
 	.trace = {
 		.init = pytrace_init,

@@ -8,7 +8,7 @@
  * const struct of operations (as inject_arch is for processors).  Only the
  * files of agent/cpython include Py_BUILD_CORE or internal/pycore_*
  * headers or test PY_VERSION_HEX; scripts/check-layout enforces it.  The
- * agent is built once per CPython version, 3.9 to 3.13 (an extension's
+ * agent is built once per CPython version, 3.9 to 3.15 (an extension's
  * ABI is per version), and `cpython` is that version's table.
  *
  * Three groups:
@@ -250,16 +250,34 @@ struct cpython_read_ops {
 	 * With the GIL held (every other thread waits, its frames still):
 	 * compares what this reader reads with what the C API says — the
 	 * thread states and every thread's frames (names, files, lines);
-	 * on 3.13 also the offsets the interpreter publishes for debuggers
-	 * (_PyRuntime.debug_offsets) with the compiled ones.  On a mismatch
-	 * (another patch release or build laid out differently) the reader
-	 * is turned off for good — threads() then fails with the reason —
-	 * and -ENOTSUP is returned with it.  Once, at start-up.
+	 * on 3.13 and later also the offsets the interpreter publishes for
+	 * debuggers (_PyRuntime.debug_offsets) with the compiled ones: where
+	 * they differ the reader reads at the interpreter's, and err says
+	 * so ("ok: ..."; empty when nothing differs).  On a mismatch it
+	 * cannot follow or a comparison that fails (another patch release
+	 * or build laid out differently) the reader is turned off for good —
+	 * threads() then fails with the reason — and -ENOTSUP is returned
+	 * with it.  Once, at start-up.
 	 */
 	int (*self_check)(char *err, size_t errlen);
+	/*
+	 * The layout the interpreter publishes (_PyRuntime.debug_offsets,
+	 * 3.13 on), learned before the reader's first use, without the GIL:
+	 * where it differs from the headers the reader follows it from then
+	 * on.  0, or -ENOTSUP with err when it cannot be followed (the
+	 * reader is then off for good, as self_check's failure leaves it).
+	 * Once, at start-up (self_check does it too when it was not).
+	 */
+	int (*learn_layout)(char *err, size_t errlen);
 	/* Why self_check turned the reader off, or NULL while it is on.
 	 * The text stays valid for the life of the process. */
 	const char *(*off_reason)(void);
+	/* Read without the GIL (obj may have been freed): is obj a live
+	 * object of type type whose field at byte offset field holds a str
+	 * of len characters with the cached hash hash?  1 or 0; never a
+	 * fault. */
+	int (*named_same)(uintptr_t obj, uintptr_t type, size_t field,
+			  int64_t len, int64_t hash);
 	/* Tests only: 1 forces the pipe fallback used when process_vm_readv
 	 * is refused (seccomp), 0 goes back to automatic. */
 	void (*force_pipe)(int on);
@@ -271,6 +289,10 @@ struct cpython_frame_ops {
 	 * the frame only through locals_write().  NULL with an exception
 	 * set on failure. */
 	struct _object *(*locals)(struct _frame *f);
+	/* A new dict of f's local variables, leaving f as it was (nothing
+	 * cached in it that would keep objects alive, nothing written
+	 * back): for a frame that runs on.  NULL with an exception set. */
+	struct _object *(*locals_copy)(struct _frame *f);
 	/* Writes what was changed in locals (from locals()) back into f's
 	 * variables.  0, or -1 with an exception set. */
 	int (*locals_write)(struct _frame *f, struct _object *locals);
@@ -302,6 +324,12 @@ struct cpython_frame_ops {
 	 * (none, or ts not complete).  GIL held: for another thread's
 	 * state, use this, never PyThreadState_GetFrame(). */
 	struct _frame *(*thread_frame)(struct _ts *ts);
+	/* The address read.walk_raw gives the frame of gen (a generator,
+	 * coroutine or async generator) while it has one (cpython_raw.frame):
+	 * its frame object up to 3.10, the interpreter's frame inside gen
+	 * from 3.11 (no frame object made); 0 when it has none, or its frame
+	 * does not run code (its code object, checked).  GIL held. */
+	uintptr_t (*gen_raw_addr)(struct _object *gen, struct _object *code);
 };
 
 struct cpython_trace_ops {
@@ -358,6 +386,11 @@ struct cpython {
 	 * with a message (a library loaded into another version by hand).
 	 * Needs no GIL; call it before anything else of the table. */
 	int (*check)(char *err, size_t errlen);
+	/* Py_GetVersion()'s text, copied into out: up to 3.12 that call
+	 * rewrites a static buffer each time, and two threads calling it
+	 * at once may read it half written; the agent's calls copy it
+	 * under one lock.  Needs no GIL. */
+	void (*version_text)(char *out, size_t outlen);
 	/* Python is finalizing: no new work may start (GIL or not). */
 	int (*finalizing)(void);
 	/* Calls fn(arg, line) for each line of code object code that has

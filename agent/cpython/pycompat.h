@@ -1,6 +1,6 @@
 /*
  * pycompat: the public C API of the newest CPython the agent supports,
- * on every version it supports (3.9 to 3.13), as pythoncapi-compat does.
+ * on every version it supports (3.9 to 3.15), as pythoncapi-compat does.
  *
  * Code outside agent/cpython is written against this API and includes
  * this header after <Python.h>; where a version lacks a function, it is
@@ -13,8 +13,8 @@
 
 #include <Python.h>
 
-#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x030E0000
-#error "Probing supports CPython 3.9 to 3.13"
+#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x03100000
+#error "Probing supports CPython 3.9 to 3.15"
 #endif
 
 #if PY_VERSION_HEX < 0x030B0000

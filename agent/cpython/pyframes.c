@@ -36,8 +36,9 @@ int pyframes_ready(void)
 
 	if (atomic_load(&disabled))
 		return -ENOENT;
-	if (READ_FIELD(init, &_PyRuntime, _PyRuntimeState, initialized) ||
-	    READ_FIELD(fin, &_PyRuntime, _PyRuntimeState, _finalizing))
+	if (READ_FIELD(init, &_PyRuntime, _PyRuntimeState, RUNTIME_INITIALIZED) ||
+	    READ_FIELD_AT(fin, &_PyRuntime, PYL_RUNTIME, _PyRuntimeState,
+			  _finalizing))
 		return -ENOENT;
 	return init && !fin ? 0 : -ENOENT;
 }
@@ -88,7 +89,8 @@ static int list_threads(struct cpython_thread *out, size_t max, size_t *n,
 #define FIELD(dst, buf, type, field)                                           \
 	memcpy(&(dst), (buf) + offsetof(type, field), sizeof(dst))
 	if (pyframes_mem_read(rt, (uintptr_t)&_PyRuntime, sizeof(rt)) == 0) {
-		FIELD(init, rt, _PyRuntimeState, initialized);
+		pyl_fix(PYL_RUNTIME, rt, sizeof(rt));
+		FIELD(init, rt, _PyRuntimeState, RUNTIME_INITIALIZED);
 		FIELD(fin, rt, _PyRuntimeState, _finalizing);
 		FIELD(interp, rt, _PyRuntimeState, interpreters.head);
 	}
@@ -104,13 +106,16 @@ static int list_threads(struct cpython_thread *out, size_t max, size_t *n,
 		(*ninterps)++;
 		if (pyframes_mem_read(ib, interp, sizeof(ib)))
 			goto fault;
+		pyl_fix(PYL_INTERP, ib, sizeof(ib));
 		FIELD(ts, ib, PyInterpreterState, THREADS_HEAD);
 		while (ts && *n < max) {
 			PyThreadState t;
 
 			/* A list rewritten under us shows as broken links. */
-			if (pyframes_mem_read(&t, ts, sizeof(t)) ||
-			    (uintptr_t)t.interp != interp ||
+			if (pyframes_mem_read(&t, ts, sizeof(t)))
+				goto fault;
+			pyl_fix(PYL_TSTATE, &t, sizeof(t));
+			if ((uintptr_t)t.interp != interp ||
 			    (uintptr_t)t.prev != prev)
 				goto fault;
 			prev = ts;
@@ -147,18 +152,22 @@ static int tstate_listed(uintptr_t ts)
 	uintptr_t interp = 0, cur;
 	size_t ni = 0, nt = 0;
 
-	if (READ_FIELD(interp, &_PyRuntime, _PyRuntimeState, interpreters.head))
+	if (READ_FIELD_AT(interp, &_PyRuntime, PYL_RUNTIME, _PyRuntimeState,
+			  interpreters.head))
 		return 0;
 	while (interp && ni++ < PYFRAMES_INTERPS_MAX) {
-		if (READ_FIELD(cur, interp, PyInterpreterState, THREADS_HEAD))
+		if (READ_FIELD_AT(cur, interp, PYL_INTERP, PyInterpreterState,
+				  THREADS_HEAD))
 			return 0;
 		while (cur && nt++ < PYFRAMES_THREADS_SCAN) {
 			if (cur == ts)
 				return 1;
-			if (READ_FIELD(cur, cur, PyThreadState, next))
+			if (READ_FIELD_AT(cur, cur, PYL_TSTATE, PyThreadState,
+					  next))
 				return 0;
 		}
-		if (READ_FIELD(interp, interp, PyInterpreterState, next))
+		if (READ_FIELD_AT(interp, interp, PYL_INTERP,
+				  PyInterpreterState, next))
 			return 0;
 	}
 	return 0;
@@ -182,6 +191,7 @@ int pyframes_gil_holder(uint64_t *thread_id, long *native_id)
 	 * trust last_holder only while it is still listed. */
 	if (!tstate_listed(holder) || pyframes_mem_read(&t, holder, sizeof(t)))
 		return -ENOENT;
+	pyl_fix(PYL_TSTATE, &t, sizeof(t));
 	*thread_id = t.thread_id;
 	*native_id = NATIVE_ID(&t);
 	return 0;
@@ -227,7 +237,11 @@ static int list_cached(struct cpython_scratch *s, struct cpython_thread *out,
 	}
 	if (pyframes_mem_gather(s->local, s->remote, k))
 		return -EAGAIN;
-	memcpy(&init, s->rt + offsetof(_PyRuntimeState, initialized),
+	pyl_fix(PYL_RUNTIME, s->rt, sizeof(s->rt));
+	pyl_fix(PYL_INTERP, s->ib, sizeof(s->ib));
+	for (size_t i = 0; i < s->nts; i++)
+		pyl_fix(PYL_TSTATE, &s->tcopy[i], sizeof(s->tcopy[i]));
+	memcpy(&init, s->rt + offsetof(_PyRuntimeState, RUNTIME_INITIALIZED),
 	       sizeof(init));
 	memcpy(&fin, s->rt + offsetof(_PyRuntimeState, _finalizing),
 	       sizeof(fin));

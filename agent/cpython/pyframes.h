@@ -1,5 +1,5 @@
 /*
- * pyframes: cpython.read for CPython 3.9 to 3.13 (contracts in
+ * pyframes: cpython.read for CPython 3.9 to 3.15 (contracts in
  * cpython.h).  Private to agent/cpython: everything else goes through
  * `cpython`.  Included after <Python.h>.
  *
@@ -57,6 +57,15 @@ int pyframes_leaf_resolve(struct cpython_scratch *s,
 void pyframes_force_pipe(int on);
 /* cpython.read.self_check (pyframes_check.c): GIL held. */
 int pyframes_self_check(char *err, size_t errlen);
+
+/* cpython.h (read.named_same); pyframes_code.c. */
+int pyframes_named_same(uintptr_t obj, uintptr_t type, size_t field,
+			int64_t len, int64_t hash);
+/* cpython.h (frame.gen_raw_addr); pyframes_fo.c up to 3.10,
+ * pyframes_walk.c from 3.11. */
+uintptr_t pyframes_gen_frame_addr(struct _object *gen, struct _object *code);
+/* cpython.h (read.learn_layout). */
+int pyframes_layout_learn(char *err, size_t errlen);
 /* Turns the reader off for good: threads() fails with why. */
 void pyframes_disable(const char *why);
 /* cpython.read.off_reason. */

@@ -354,6 +354,8 @@ static void read_code_heads(struct cpython_scratch *s, size_t n)
 			memset(&s->code[done + got], 0, CODE_HEAD);
 		done += got < k ? got + 1 : k;
 	}
+	for (size_t i = 0; i < n; i++)
+		pyl_fix(PYL_CODE, &s->code[i], CODE_HEAD);
 }
 
 /* See pyframes_impl.h. */
@@ -402,4 +404,22 @@ int pyframes_leaf_resolve(struct cpython_scratch *s,
 		s->owner[i] = l->f[i].owner;
 	}
 	return pyframes_walk_resolve(s, nf, NULL, &truncated, out, max, n);
+}
+
+int pyframes_named_same(uintptr_t obj, uintptr_t type, size_t field,
+			int64_t len, int64_t hash)
+{
+	PyASCIIObject a;
+	PyObject o;
+	uintptr_t name;
+
+	/* A freed object keeps a refcount of 0 (the allocator's links go
+	 * where the object's header is not, or before it: the GC's). */
+	if (pyframes_mem_read(&o, obj, sizeof(o)) || Py_REFCNT(&o) == 0 ||
+	    (uintptr_t)Py_TYPE(&o) != type ||
+	    pyframes_mem_read(&name, obj + field, sizeof(name)) || !name ||
+	    pyframes_mem_read(&a, name, sizeof(a)))
+		return 0;
+	return a.ob_base.ob_type == &PyUnicode_Type && a.length == len &&
+	       a.hash == hash;
 }

@@ -320,3 +320,11 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf, size_t cap)
 	l->complete = 1;
 	return sizeof(*l);
 }
+
+uintptr_t pyframes_gen_frame_addr(struct _object *gen, struct _object *code)
+{
+	/* The GIL is held: gen and its frame object stay as they are. */
+	PyFrameObject *f = ((PyGenObject *)gen)->gi_frame;
+
+	return f && (PyObject *)f->f_code == code ? (uintptr_t)f : 0;
+}

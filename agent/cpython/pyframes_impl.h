@@ -15,8 +15,8 @@
 #define Py_BUILD_CORE 1
 #include <Python.h>
 
-#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x030E0000
-#error "pyframes reads the internals of CPython 3.9 to 3.13"
+#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x03100000
+#error "pyframes reads the internals of CPython 3.9 to 3.15"
 #endif
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -31,6 +31,7 @@
 #include "internal/pycore_runtime.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +48,12 @@
 #define READ_FIELD(dst, base, type, field)                                     \
 	pyframes_mem_read(&(dst), (uintptr_t)(base) + offsetof(type, field),   \
 			  sizeof(dst))
+/* The same, for a field the interpreter may have elsewhere (a field of
+ * kind k that it publishes: pyl_off). */
+#define READ_FIELD_AT(dst, base, k, type, field)                               \
+	pyframes_mem_read(&(dst),                                              \
+			  (uintptr_t)(base) + pyl_off(k, offsetof(type, field)), \
+			  sizeof(dst))
 
 /* An interpreter's list of thread states (a field of its own up to 3.10). */
 #if PY_VERSION_HEX >= 0x030B0000
@@ -55,12 +62,79 @@
 #define THREADS_HEAD tstate_head
 #endif
 
+/* The field of _PyRuntime that says the interpreter can be read: 3.15
+ * sets initialized only once site has imported everything, and a program
+ * whose .pth starts the agent (PROBING=1) runs before that; the core is
+ * up then, and its thread states in place. */
+#if PY_VERSION_HEX >= 0x030F0000
+#define RUNTIME_INITIALIZED core_initialized
+#else
+#define RUNTIME_INITIALIZED initialized
+#endif
+
 /* The start of _PyRuntime that says whether Python runs and where its
- * interpreters are, read in one go. */
+ * interpreters are, read in one go; of an interpreter, where its next
+ * and its threads are.  With some bytes more (both are far larger): a
+ * field the interpreter publishes a little further on is in the copy
+ * (pyl_moves). */
+#define HEAD_SLACK 64
 #define RUNTIME_HEAD                                                           \
-	(offsetof(_PyRuntimeState, interpreters.head) + sizeof(void *))
+	(offsetof(_PyRuntimeState, interpreters.head) + sizeof(void *) +       \
+	 HEAD_SLACK)
 #define INTERP_HEAD                                                            \
-	(offsetof(PyInterpreterState, THREADS_HEAD) + sizeof(void *))
+	(offsetof(PyInterpreterState, THREADS_HEAD) + sizeof(void *) +         \
+	 HEAD_SLACK)
+
+/*
+ * The interpreter's own layout where it is not the headers' (3.13 on:
+ * _PyRuntime.debug_offsets publishes it; pyframes_check.c compares it
+ * with the headers at start-up and fills these).  A patch release or a
+ * build with other options may move a field the reader uses: each copy
+ * of one of these structures is then rearranged into the headers' layout
+ * (pyl_fix) before it is used, and addresses computed from an offset
+ * take the interpreter's (pyl_off).  Fields it does not publish are read
+ * where the headers have them; the C API comparison that follows tells
+ * whether that holds.  Set once, before the reader's first use by
+ * another thread; read from signal handlers (pyframes_leaf.c):
+ * async-signal-safe.
+ */
+enum pyl_kind { PYL_RUNTIME, PYL_INTERP, PYL_TSTATE, PYL_FRAME, PYL_CODE,
+		PYL_KINDS };
+#define PYL_MOVES_MAX 16
+
+struct pyl_move {
+	uint16_t ours, theirs; /* offsets in the headers, in the interpreter */
+	uint8_t size;	       /* bytes, at most 8 */
+};
+
+struct pyl_moves {
+	unsigned n; /* 0: as in the headers */
+	struct pyl_move m[PYL_MOVES_MAX];
+};
+
+extern struct pyl_moves pyl_moves[PYL_KINDS];
+extern _Atomic int pyl_on; /* set once the tables are filled */
+
+/* Rearranges buf, len bytes of a kind-k structure copied from the
+ * interpreter at the extent the headers give it. */
+void pyl_apply(const struct pyl_moves *mv, unsigned char *buf, size_t len);
+
+static inline void pyl_fix(enum pyl_kind k, void *buf, size_t len)
+{
+	if (atomic_load_explicit(&pyl_on, memory_order_acquire) &&
+	    pyl_moves[k].n)
+		pyl_apply(&pyl_moves[k], buf, len);
+}
+
+/* The interpreter's offset of the field that the headers put at ours. */
+static inline size_t pyl_off(enum pyl_kind k, size_t ours)
+{
+	if (atomic_load_explicit(&pyl_on, memory_order_acquire))
+		for (unsigned i = 0; i < pyl_moves[k].n; i++)
+			if (pyl_moves[k].m[i].ours == ours)
+				return pyl_moves[k].m[i].theirs;
+	return ours;
+}
 
 /*
  * What moved between versions, as the rest of the module uses it.
@@ -74,7 +148,8 @@
 typedef struct {
 	struct _PyInterpreterFrame *current_frame;
 } frame_anchor;
-#define ANCHOR_OF(at, t) ((at) + offsetof(PyThreadState, current_frame))
+#define ANCHOR_OF(at, t)                                                       \
+	((at) + pyl_off(PYL_TSTATE, offsetof(PyThreadState, current_frame)))
 #elif PY_VERSION_HEX >= 0x030B0000
 typedef _PyCFrame frame_anchor;
 #define ANCHOR_OF(at, t) ((uintptr_t)(t)->cframe)
@@ -110,21 +185,33 @@ typedef struct {
 #if PY_VERSION_HEX >= 0x030B0000
 /*
  * The interpreter's own frames (3.11 on).  FRAME_CODE: the code object
- * (3.13: f_executable, which is None in a shim frame); FRAME_INSTR: the
+ * (3.13: f_executable, which is None in a shim frame; 3.14: a tagged
+ * reference to it); FRAME_INSTR: the
  * instruction whose line the frame is at (3.11, 3.12: prev_instr, the one
  * before the next; 3.13: instr_ptr, the current one); FRAME_SHIM: a frame
  * the C stack owns (3.12 on), which starts a C-level call of the
  * evaluation loop: the frame after it (its callee) is that call's first
  * (3.11 marks that frame itself: is_entry).
  */
-#if PY_VERSION_HEX >= 0x030D0000
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14: a _PyStackRef, its low bits tags (a deferred reference): the
+ * object's address with them cleared (objects are 8-aligned). */
+#define FRAME_CODE(fr) ((uintptr_t)(fr).f_executable.bits & ~(uintptr_t)3)
+#define FRAME_INSTR(fr) ((uintptr_t)(fr).instr_ptr)
+#elif PY_VERSION_HEX >= 0x030D0000
 #define FRAME_CODE(fr) ((uintptr_t)(fr).f_executable)
 #define FRAME_INSTR(fr) ((uintptr_t)(fr).instr_ptr)
 #else
 #define FRAME_CODE(fr) ((uintptr_t)(fr).f_code)
 #define FRAME_INSTR(fr) ((uintptr_t)(fr).prev_instr)
 #endif
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14: the evaluation loop's entry frame is FRAME_OWNED_BY_INTERPRETER
+ * (3.14 also has FRAME_OWNED_BY_CSTACK, after it; 3.15 not):
+ * _PyFrame_IsIncomplete's test. */
+#define FRAME_SHIM(fr) ((fr).owner >= FRAME_OWNED_BY_INTERPRETER)
+#define FRAME_ENTRY_BYTE(fr) 0
+#elif PY_VERSION_HEX >= 0x030C0000
 #define FRAME_SHIM(fr) ((fr).owner == FRAME_OWNED_BY_CSTACK)
 /* A bool in memory that may be changing under us would be read as a
  * byte; 3.12 has none. */
@@ -138,12 +225,16 @@ typedef struct {
 
 #define BULK_MAX (64u << 10) /* bytes of the current data-stack chunk */
 #define CODE_HEAD offsetof(PyCodeObject, co_code_adaptive)
+/* Where a code object's instructions start (CODE_HEAD the bytes of its
+ * header that are copied). */
+#define CODE_FIRST(co) ((co) + pyl_off(PYL_CODE, CODE_HEAD))
 #define FRAME_HEAD offsetof(_PyInterpreterFrame, localsplus)
 #else
 /* Frame objects (3.9, 3.10): each frame is a PyFrameObject on the heap,
  * linked to its caller by f_back; each runs in a C-level call of the
  * evaluation loop of its own. */
 #define CODE_HEAD sizeof(PyCodeObject)
+#define CODE_FIRST(co) ((co) + CODE_HEAD)
 #define FRAME_HEAD offsetof(PyFrameObject, f_blockstack)
 #endif
 #define GATHER_MAX 512 /* iovecs per process_vm_readv (IOV_MAX 1024) */

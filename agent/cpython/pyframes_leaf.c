@@ -18,9 +18,10 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 {
 	struct cpython_leaf *l = buf;
 	/* Only the head of the thread state, up to its native id (which
-	 * comes after the frame's anchor). */
-	unsigned char ts[offsetof(PyThreadState, native_thread_id) +
-			 sizeof(unsigned long)];
+	 * comes after the frame's anchor), where this interpreter has it. */
+	unsigned char ts[sizeof(PyThreadState)];
+	size_t at = pyl_off(PYL_TSTATE,
+			    offsetof(PyThreadState, native_thread_id));
 	uintptr_t anchor, f;
 	unsigned long native;
 	frame_anchor cf;
@@ -28,11 +29,16 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 
 	if (cap < sizeof(*l))
 		return 0;
-	pid = pyframes_leaf_start(l, tstate, ts, sizeof(ts));
+	if (at > sizeof(ts) - sizeof(native)) { /* pyframes_check refuses it */
+		l->n = 0;
+		l->complete = 0;
+		l->outer = 0;
+		return sizeof(*l);
+	}
+	pid = pyframes_leaf_start(l, tstate, ts, at + sizeof(native));
 	if (!pid)
 		return sizeof(*l);
-	memcpy(&native, ts + offsetof(PyThreadState, native_thread_id),
-	       sizeof(native));
+	memcpy(&native, ts + at, sizeof(native));
 #if PY_VERSION_HEX >= 0x030D0000
 	anchor = ANCHOR_OF(tstate, NULL);
 #else
@@ -51,6 +57,7 @@ size_t pyframes_leaf_capture(long tid, uintptr_t tstate, void *buf,
 
 		if (pyframes_mem_read_raw(pid, &fr, f, FRAME_HEAD))
 			return sizeof(*l);
+		pyl_fix(PYL_FRAME, &fr, FRAME_HEAD);
 		if (FRAME_SHIM(fr)) {
 			if (l->n)
 				l->f[l->n - 1].entry = 1;

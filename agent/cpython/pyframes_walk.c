@@ -14,7 +14,7 @@ static int frame_fill(struct cpython_frame *f, uintptr_t at,
 		      const _PyInterpreterFrame *fr, const PyCodeObject *co)
 {
 	uintptr_t code = FRAME_CODE(*fr);
-	uintptr_t first = code + offsetof(PyCodeObject, co_code_adaptive);
+	uintptr_t first = CODE_FIRST(code);
 	PyBytesObject lt;
 	long addr;
 
@@ -69,8 +69,11 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 
 	*n = 0;
 	*truncated = 0;
-	if (pyframes_mem_read(&ts, t->tstate, sizeof(ts)) ||
-	    ts.thread_id != t->thread_id) {
+	if (pyframes_mem_read(&ts, t->tstate, sizeof(ts)) == 0)
+		pyl_fix(PYL_TSTATE, &ts, sizeof(ts));
+	else
+		ts.thread_id = 0;
+	if (!ts.thread_id || ts.thread_id != t->thread_id) {
 		errbuf_set(err, errlen, "thread %llu is gone",
 			   (unsigned long long)t->thread_id);
 		return -ESRCH;
@@ -91,12 +94,14 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 		}
 		if (pyframes_mem_read(&fr, f, FRAME_HEAD))
 			goto fault;
+		pyl_fix(PYL_FRAME, &fr, FRAME_HEAD);
 		if (FRAME_SHIM(fr)) { /* no code object (3.13: None) */
 			f = (uintptr_t)fr.previous;
 			continue;
 		}
 		if (pyframes_mem_read(&co, FRAME_CODE(fr), CODE_HEAD))
 			goto fault;
+		pyl_fix(PYL_CODE, &co, CODE_HEAD);
 		if (co.ob_base.ob_base.ob_type != &PyCode_Type ||
 		    co.ob_base.ob_size <= 0 ||
 		    co.ob_base.ob_size > CODE_SIZE_MAX ||
@@ -104,7 +109,7 @@ int pyframes_walk(const struct cpython_thread *t, struct cpython_frame *out,
 			goto fault;
 		f = (uintptr_t)fr.previous;
 		/* _PyFrame_IsIncomplete: set up but not yet RESUMEd. */
-		first = FRAME_CODE(fr) + CODE_HEAD;
+		first = CODE_FIRST(FRAME_CODE(fr));
 		if (fr.owner != FRAME_OWNED_BY_GENERATOR &&
 		    FRAME_INSTR(fr) < first + (uintptr_t)co._co_firsttraceable *
 						      sizeof(_Py_CODEUNIT))
@@ -137,7 +142,7 @@ int pyframes_walk_resolve(struct cpython_scratch *s, size_t nf,
 	pyframes_read_untrusted(s, nf, trust, *truncated);
 	for (size_t i = 0, g = 0; i < nf; i++) {
 		const PyCodeObject *co = s->trusted[i] ? NULL : &s->code[g++];
-		uintptr_t first = s->codeaddr[i] + CODE_HEAD;
+		uintptr_t first = CODE_FIRST(s->codeaddr[i]);
 		struct cpython_raw *r;
 		intptr_t off;
 
@@ -249,6 +254,7 @@ int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 			rc = -EFAULT;
 			break;
 		}
+		pyl_fix(PYL_FRAME, &fr, FRAME_HEAD);
 		if (FRAME_SHIM(fr)) {
 			/* Its callee is the first frame of a C-level call. */
 			if (nf)
@@ -269,4 +275,17 @@ int pyframes_walk_raw(const struct cpython_thread *t, struct cpython_scratch *s,
 	return pyframes_walk_resolve(s, nf, trust, truncated, out, max, n)
 		       ? -EFAULT
 		       : rc;
+}
+
+uintptr_t pyframes_gen_frame_addr(struct _object *gen, struct _object *code)
+{
+	/* The frame lives in gen (the GIL is held: it stays, and is read
+	 * in place); taken as the walker takes frames, it must run gen's
+	 * code. */
+	uintptr_t at = (uintptr_t)gen + offsetof(PyGenObject, gi_iframe);
+	_PyInterpreterFrame fr;
+
+	memcpy(&fr, (const void *)at, FRAME_HEAD);
+	pyl_fix(PYL_FRAME, &fr, FRAME_HEAD);
+	return FRAME_CODE(fr) == (uintptr_t)code ? at : 0;
 }

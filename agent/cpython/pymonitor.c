@@ -12,10 +12,11 @@
  * DISABLE where they are not, so that code without breakpoints runs at
  * full speed:
  *
- *  - PY_START, globally while tracing is on: a code object seen for the
- *    first time in this generation is classified (pytrace_state); one
- *    that is not wanted answers DISABLE (that code's starts cost nothing
- *    more), one that is gets LINE events of its own (set_local_events);
+ *  - PY_START and PY_RESUME (a coroutine or generator going on),
+ *    globally while tracing is on: a code object seen for the first time
+ *    in this generation is classified (pytrace_state); one that is not
+ *    wanted answers DISABLE (that code's starts cost nothing more), one
+ *    that is gets LINE events of its own (set_local_events);
  *  - LINE, for wanted code objects: a line with a breakpoint goes to the
  *    debugger's trace function (PyTrace_LINE); any other answers DISABLE
  *    — so a breakpoint on a line never reached costs nothing on the
@@ -57,10 +58,20 @@
 #define TRACKED_MAX 4096 /* code objects with local events */
 #define WALK_MAX 1000000 /* frames looked at in one walk */
 
-/* sys.monitoring.events (the same numbers in 3.12 and 3.13). */
-#define EV_PY_START 1
-#define EV_LINE 32
-#define EV_RAISE 1024
+/* sys.monitoring.events: bits of the events' numbers in the headers of
+ * the version built for (3.14 moved RAISE: BRANCH_LEFT/RIGHT came
+ * before it). */
+#if PY_VERSION_HEX < 0x030D0000
+/* 3.12: the numbers are in an internal header only. */
+#define PY_MONITORING_EVENT_PY_START 0
+#define PY_MONITORING_EVENT_PY_RESUME 1
+#define PY_MONITORING_EVENT_LINE 5
+#define PY_MONITORING_EVENT_RAISE 10
+#endif
+#define EV_PY_START (1 << PY_MONITORING_EVENT_PY_START)
+#define EV_PY_RESUME (1 << PY_MONITORING_EVENT_PY_RESUME)
+#define EV_LINE (1 << PY_MONITORING_EVENT_LINE)
+#define EV_RAISE (1 << PY_MONITORING_EVENT_RAISE)
 
 static const int tool_order[] = {0, 3, 4, 1, 2, 5};
 
@@ -121,7 +132,7 @@ static void update_events(void)
 	int ev = 0;
 
 	if (pytrace_state_enabled()) {
-		ev = EV_PY_START;
+		ev = EV_PY_START | EV_PY_RESUME;
 		if (pytrace_state_modes_any)
 			ev |= EV_LINE;
 		if (pytrace_state_exc_events())
@@ -173,20 +184,44 @@ static void send(int what, PyObject *arg)
 	PyErr_Clear();
 }
 
-static PyObject *on_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
+/* A code object starting or going on: tracked when wanted.  1 when it
+ * is, 0 when not, -1 when tracing is off (or no code). */
+static int classify(PyObject *const *args, Py_ssize_t n)
 {
 	PyObject *code = n > 0 ? args[0] : NULL;
 	int w;
 
-	(void)self;
 	if (!pytrace_state_enabled() || !code || !PyCode_Check(code))
-		return answer(1);
+		return -1;
 	w = pytrace_state_wanted((PyCodeObject *)code);
-	if (w) {
+	if (w)
 		track(code);
+	return w != 0;
+}
+
+static PyObject *on_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	int w = classify(args, n);
+
+	(void)self;
+	if (w > 0)
 		send(PyTrace_CALL, Py_None); /* function breakpoints */
-	}
-	return answer(!w && !pytrace_state_modes_any);
+	return answer(w < 0 || (!w && !pytrace_state_modes_any));
+}
+
+/* A coroutine or generator goes on (no PY_START then): a breakpoint in
+ * a task's `while True` loop, which started before the breakpoint was
+ * set and is suspended in no thread's stack, has its code's lines from
+ * its next resumption.  No call for function breakpoints: it is not
+ * entered.  Answered DISABLE in every case. */
+static PyObject *on_resume(PyObject *self, PyObject *const *args,
+			   Py_ssize_t n)
+{
+	(void)self;
+	/* Tracked, the code has its LINE events of its own: this place's
+	 * resumptions are not needed again (until the next generation). */
+	classify(args, n);
+	return answer(1);
 }
 
 static PyObject *on_line(PyObject *self, PyObject *const *args, Py_ssize_t n)
@@ -231,12 +266,15 @@ static PyObject *on_raise(PyObject *self, PyObject *const *args, Py_ssize_t n)
 static PyMethodDef callbacks[] = {
 	{"probing_py_start", (PyCFunction)(void (*)(void))on_start,
 	 METH_FASTCALL, NULL},
+	{"probing_py_resume", (PyCFunction)(void (*)(void))on_resume,
+	 METH_FASTCALL, NULL},
 	{"probing_line", (PyCFunction)(void (*)(void))on_line, METH_FASTCALL,
 	 NULL},
 	{"probing_raise", (PyCFunction)(void (*)(void))on_raise, METH_FASTCALL,
 	 NULL},
 };
-static const int callback_events[] = {EV_PY_START, EV_LINE, EV_RAISE};
+static const int callback_events[] = {EV_PY_START, EV_PY_RESUME, EV_LINE,
+				       EV_RAISE};
 #define NCALLBACKS (int)(sizeof(callbacks) / sizeof(callbacks[0]))
 
 /* ---- the tool id -------------------------------------------------- */

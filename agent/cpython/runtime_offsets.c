@@ -7,8 +7,8 @@
 #include <Python.h>
 #include <internal/pycore_runtime.h>
 
-#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x030e0000
-#error "runtime_offsets.c: Probing supports CPython 3.9 to 3.13"
+#if PY_VERSION_HEX < 0x03090000 || PY_VERSION_HEX >= 0x03100000
+#error "runtime_offsets.c: Probing supports CPython 3.9 to 3.15"
 #endif
 
 #define CAT(a, b) a##b

@@ -13,6 +13,7 @@
 #include "dbghooks.h"
 #include "dbgoutput.h"
 #include "dbgstep.h"
+#include "dbgtasks.h"
 #include "debugger.h"
 #include "python/gilcall.h"
 #include "python/variables.h"
@@ -62,6 +63,7 @@ void dbgcleanup_now(void)
 	breakpoints_clear();
 	dbgstep_reset();
 	variables_reset();
+	dbgtasks_release();
 }
 
 static void now_gil_fn(void *arg)

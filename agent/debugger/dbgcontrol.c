@@ -20,6 +20,7 @@
 #include "debugger.h"
 #include "python/gilcall.h"
 #include "python/pygil.h"
+#include "python/pyviews.h"
 #include "server/worker.h"
 
 /* Runs fn with the GIL (our code only, never interrupted). */
@@ -40,6 +41,70 @@ struct set_call {
 	char err[256];
 };
 
+/*
+ * The verified breakpoints of c on lines that torch.compile runs compiled
+ * (pyviews.py's compiled_lines): unverified, saying why and what to do.
+ * They stay set: where that code does run as Python (dynamo falls back
+ * to it: a graph break, an error with suppress_errors, compiling switched
+ * off) they stop.  A function compiled after its breakpoints were set is
+ * not seen (docs/debugging.md).
+ */
+static void mark_compiled(struct set_call *c)
+{
+	PyObject *fn, *lines, *res = NULL;
+	size_t k = 0;
+
+	fn = pyviews_get("compiled_lines");
+	lines = fn ? PyList_New(0) : NULL;
+	for (size_t i = 0; lines && i < c->n; i++) {
+		PyObject *l;
+
+		if (!c->out[i].verified)
+			continue;
+		l = PyLong_FromLong(c->out[i].line);
+		if (!l || PyList_Append(lines, l)) {
+			Py_XDECREF(l);
+			Py_CLEAR(lines);
+			break;
+		}
+		Py_DECREF(l);
+		k++;
+	}
+	if (lines && k)
+		res = PyObject_CallFunction(fn, "sO", c->path, lines);
+	for (Py_ssize_t j = 0; res && PyTuple_Check(res) &&
+			       j < PyTuple_GET_SIZE(res); j++) {
+		PyObject *e = PyTuple_GET_ITEM(res, j);
+		const char *name;
+		long line;
+
+		if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2)
+			continue;
+		line = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
+		name = PyUnicode_Check(PyTuple_GET_ITEM(e, 1))
+			       ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(e, 1))
+			       : NULL;
+		for (size_t i = 0; name && i < c->n; i++) {
+			struct bp_result *r = &c->out[i];
+
+			if (!r->verified || r->line != line)
+				continue;
+			r->verified = 0;
+			snprintf(r->message, sizeof(r->message),
+				 "%.40s runs compiled by torch.compile: its "
+				 "lines do not run as Python, so this cannot "
+				 "stop; to stop here, run it eagerly "
+				 "(torch.compiler.disable, or "
+				 "TORCHDYNAMO_DISABLE=1)",
+				 name);
+		}
+	}
+	Py_XDECREF(res);
+	Py_XDECREF(lines);
+	Py_XDECREF(fn);
+	PyErr_Clear();
+}
+
 static void set_gil_fn(void *arg)
 {
 	struct set_call *c = arg;
@@ -56,6 +121,8 @@ static void set_gil_fn(void *arg)
 	else
 		c->rc = breakpoints_set_file(c->path, c->specs, c->n, c->out,
 					     c->err, sizeof(c->err));
+	if (!c->rc && !c->functions)
+		mark_compiled(c);
 	cpython.trace.invalidate();
 	dbghooks_watch_loads();
 	PyErr_Clear();

@@ -18,6 +18,7 @@
 #include "dbgoutput.h"
 #include "dbgsession.h"
 #include "dbgstep.h"
+#include "dbgtasks.h"
 #include "dbgtrace.h"
 #include "debugger.h"
 #include "server/server.h"
@@ -58,6 +59,7 @@ void debugger_atfork_child(void)
 	dbgsession_atfork_child();
 	debugger_pause_atfork_child();
 	dbgcleanup_atfork_child();
+	dbgtasks_atfork_child();
 	dbgstep_reset();
 	dbghooks_atfork_child();
 	dbgevents_atfork_child();

@@ -16,20 +16,11 @@
 #include "dbghooks.h"
 #include "dbgstep.h"
 #include "dbgstop.h"
+#include "dbgtasks.h"
 #include "debugger.h"
 #include "python/pygil.h"
+#include "python/pyrepr.h"
 #include "python/variables.h"
-
-static char *utf8_dup(PyObject *s)
-{
-	const char *t = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
-
-	if (!t) {
-		PyErr_Clear();
-		t = "?";
-	}
-	return strdup(t);
-}
 
 static void frames_free(struct debugger_pframe *fr, size_t n)
 {
@@ -70,8 +61,9 @@ static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
 					     : t->tb_lineno;
 			Py_XDECREF(ln);
 			PyErr_Clear();
-			fr[k].func = utf8_dup(cpython.frame.qualname(co));
-			fr[k].file = utf8_dup(co->co_filename);
+			fr[k].func =
+				pyrepr_utf8_dup(cpython.frame.qualname(co));
+			fr[k].file = pyrepr_utf8_dup(co->co_filename);
 			Py_DECREF(co);
 		}
 		for (size_t i = 0; i < k / 2; i++) {
@@ -88,8 +80,8 @@ static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
 
 		fr[k].obj = (PyObject *)cur;
 		fr[k].line = PyFrame_GetLineNumber(cur);
-		fr[k].func = utf8_dup(cpython.frame.qualname(co));
-		fr[k].file = utf8_dup(co->co_filename);
+		fr[k].func = pyrepr_utf8_dup(cpython.frame.qualname(co));
+		fr[k].file = pyrepr_utf8_dup(co->co_filename);
 		Py_DECREF(co);
 		k++;
 		cur = PyFrame_GetBack(cur);
@@ -145,6 +137,9 @@ static int stop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	frames_free(fr, n);
 	Py_XDECREF(exc);
 	variables_reset_stale();
+	/* The asyncio tasks shown at the stop: their frames go too (they
+	 * would keep the program's objects alive while it runs). */
+	dbgtasks_drop_stale(debugger_epoch());
 	return cmd;
 }
 

@@ -19,17 +19,7 @@
 #include "dbgtrace.h"
 #include "debugger.h"
 #include "python/pygil.h"
-
-static char *utf8_dup(PyObject *s)
-{
-	const char *t = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
-
-	if (!t) {
-		PyErr_Clear();
-		t = "?";
-	}
-	return strdup(t);
-}
+#include "python/pyrepr.h"
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -41,7 +31,7 @@ static void report_hit(struct bp_hit *hit, PyFrameObject *f, int line)
 	if (!hit->log && !hit->error && !hit->newly_verified)
 		return;
 	co = PyFrame_GetCode(f);
-	path = utf8_dup(co->co_filename);
+	path = pyrepr_utf8_dup(co->co_filename);
 	Py_DECREF(co);
 	if (hit->log)
 		dbgevents_output("console", hit->log, path, line);

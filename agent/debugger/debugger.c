@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dbgtasks.h"
 #include "debugger.h"
 
 struct paused {
@@ -125,9 +126,8 @@ int debugger_stopped(void)
 int debugger_frames(long native_id, size_t start, size_t levels,
 		    struct debugger_frame **out, size_t *n, size_t *total)
 {
-	struct debugger_frame *f = NULL;
 	struct paused *p;
-	size_t k = 0, end;
+	int rc;
 
 	*out = NULL;
 	*n = *total = 0;
@@ -138,28 +138,10 @@ int debugger_frames(long native_id, size_t start, size_t levels,
 		return -ESRCH;
 	}
 	*total = p->nframes;
-	end = levels ? start + levels : p->nframes;
-	if (end > p->nframes)
-		end = p->nframes;
-	if (start < end && !(f = calloc(end - start, sizeof(*f)))) {
-		pthread_mutex_unlock(&lock);
-		return -ENOMEM;
-	}
-	for (size_t d = start; d < end; d++, k++) {
-		f[k].id = p->frame_base + (int64_t)d;
-		f[k].func = strdup(p->frames[d].func ? p->frames[d].func : "?");
-		f[k].file = strdup(p->frames[d].file ? p->frames[d].file : "?");
-		f[k].line = p->frames[d].line;
-		if (!f[k].func || !f[k].file) {
-			pthread_mutex_unlock(&lock);
-			debugger_frames_release(f, k + 1);
-			return -ENOMEM;
-		}
-	}
+	rc = dbgtasks_copy_frames(p->frames, p->nframes, p->frame_base, start,
+				  levels, out, n);
 	pthread_mutex_unlock(&lock);
-	*out = f;
-	*n = k;
-	return 0;
+	return rc;
 }
 
 void debugger_frames_release(struct debugger_frame *f, size_t n)
@@ -187,6 +169,9 @@ PyFrameObject *debugger_frame_object(int64_t id, char *err, size_t errlen)
 	 * caller holds: the reference is safe to take. */
 	Py_XINCREF(obj);
 	pthread_mutex_unlock(&lock);
+	/* An asyncio task's frame, shown as an entry of this stop. */
+	if (!obj && id >= DBGTASKS_FRAME_BASE)
+		obj = (PyObject *)dbgtasks_frame_object(debugger_epoch(), id);
 	if (!obj)
 		snprintf(err, errlen,
 			 "frame %lld is not a frame of a paused "

@@ -11,6 +11,7 @@
 #include "cpython/pycompat.h"
 
 #include "crash.h"
+#include "profiler/native_fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -498,9 +499,12 @@ static void install(void)
 
 	if (atomic_load(&installed))
 		return;
-	/* libunwind's own set-up, here rather than in the handler; the
-	 * same for cpython.read (it learns our pid once). */
-	if (unw_getcontext(&ctx) == 0 && unw_init_local(&cur, &ctx) == 0)
+	/* libunwind's own set-up, here rather than in the handler, once
+	 * its pipe is kept out of the program's numbers (native_fds.h; a
+	 * process that is dying may take them); the same for cpython.read
+	 * (it learns our pid once). */
+	if (native_fds_guard(NULL, 0) == 0 && unw_getcontext(&ctx) == 0 &&
+	    unw_init_local(&cur, &ctx) == 0)
 		while (unw_step(&cur) > 0)
 			;
 	(void)cpython.read.ready();

@@ -18,7 +18,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "profiler/native.h"
+
 #define MAPS_LINES_MAX 1000000 /* lines of /proc/self/maps read */
+#define EVAL_LOOP "_PyEval_EvalFrameDefault"
 
 /* The mapping of /proc/self/maps that holds an address. */
 struct mapping {
@@ -310,7 +313,7 @@ void crash_sym_end(struct crash_sym_cache *c)
 int crash_sym_lookup(struct crash_sym_cache *c, uintptr_t ip, int is_return,
 		     struct crash_sym *out)
 {
-	uintptr_t at = is_return && ip ? ip - 1 : ip, vaddr;
+	uintptr_t at = is_return && ip ? ip - 1 : ip, vaddr, lo, hi;
 	struct crash_sym_image *im;
 	const ElfW(Ehdr) * eh;
 	struct mapping m;
@@ -332,6 +335,13 @@ int crash_sym_lookup(struct crash_sym_cache *c, uintptr_t ip, int is_return,
 	out->obj_off = vaddr;
 	if (im->trusted)
 		lookup_func(im, eh, vaddr, out);
+	/* The evaluation loop's code where a build names none of it
+	 * (native.h: native_learn_eval_here): named as the loop's. */
+	if (!out->func[0] && native_eval_loop(&lo, &hi) && at >= lo &&
+	    at < hi) {
+		memcpy(out->func, EVAL_LOOP, sizeof(EVAL_LOOP));
+		out->func_off = at - lo;
+	}
 	if (out->func[0] && is_return)
 		out->func_off++; /* the return address's offset, as gdb */
 	return 0;

@@ -22,6 +22,7 @@
 #include "debugger/dbgevents.h"
 #include "debugger/dbgoutput.h"
 #include "debugger/dbgsession.h"
+#include "debugger/dbgtasks.h"
 #include "debugger/debugger.h"
 #include "python/gilcall.h"
 #include "python/pyviews.h"
@@ -34,10 +35,13 @@ static void run_attach(struct request *req)
 {
 	struct dap_message *ev;
 	char err[256];
-	int rc, redirect = 0;
+	int rc, redirect = 0, tasks = 0;
 
-	/* debugpy's name: the target's stdout/stderr as output events. */
+	/* debugpy's name: the target's stdout/stderr as output events.
+	 * asyncioTasks: each asyncio task an entry of a stop (dbgtasks.h). */
 	if (dap_arg_bool(req->args, "redirectOutput", &redirect, err,
+			 sizeof(err)) < 0 ||
+	    dap_arg_bool(req->args, "asyncioTasks", &tasks, err,
 			 sizeof(err)) < 0) {
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
 		return;
@@ -57,6 +61,7 @@ static void run_attach(struct request *req)
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
 		return;
 	}
+	dbgtasks_enable(tasks);
 	if (redirect && dbgoutput_start(err, sizeof(err))) {
 		/* Debugging works without it: say so, do not refuse. */
 		char note[320];
@@ -391,6 +396,12 @@ static void resume(struct request *req, enum debugger_cmd cmd)
 	if (rc < 0 || (rc == 1 && cmd != DEBUGGER_CONTINUE)) {
 		request_fail(req, DAP_ERROR_FAILED, "%s",
 			     rc < 0 ? err : "argument 'threadId' is required");
+		return;
+	}
+	if (cmd != DEBUGGER_CONTINUE && tid >= DBGTASKS_ID_BASE) {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "an asyncio task is no thread: step the thread "
+			     "that runs its event loop");
 		return;
 	}
 	if (debugger_resume((long)tid, cmd, err, sizeof(err))) {

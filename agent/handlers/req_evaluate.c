@@ -1,7 +1,12 @@
 /*
  * req_evaluate: evaluate — run Python in the target: in __main__, or with
  * a frameId in that frame of a paused thread (its locals and globals;
- * assignments are written back into the frame).  Contexts "hover",
+ * assignments are written back into the frame), or with probingFrame
+ * (a number: #N of the thread's backtrace) or probingFunction (the
+ * innermost frame of that function) in a frame of a running thread
+ * (probingThread: its kernel id; the main thread by default), reading
+ * its globals and a copy of its locals (nothing is written back: the
+ * frame runs on).  Contexts "hover",
  * "watch" and "variables" take an expression only; "repl" (the default)
  * and "clipboard" statements too.  While the debugger has the target
  * stopped, a result with children comes with a variablesReference.
@@ -14,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "errbuf.h"
@@ -30,6 +36,9 @@ struct eval_call {
 	int refs;
 	char *code;
 	int64_t frame_id; /* 0: __main__ */
+	/* A running thread's frame: its number (-1: none) or function. */
+	int64_t run_frame, run_thread;
+	char *run_function;
 	int expression;	  /* hover, watch, variables */
 	struct pyeval_result res;
 	struct variable var; /* the value's description, with a reference */
@@ -43,9 +52,67 @@ static void eval_unref(struct eval_call *c)
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		pyeval_result_release(&c->res);
 		variable_release(&c->var);
+		free(c->run_function);
 		free(c->code);
 		free(c);
 	}
+}
+
+/* Is f a frame of function name (its name, or its qualified name)? */
+static int frame_is(PyFrameObject *f, const char *name)
+{
+	PyCodeObject *co = PyFrame_GetCode(f);
+	PyObject *q = cpython.frame.qualname(co);
+	PyObject *n = PyObject_GetAttrString((PyObject *)co, "co_name");
+	int is = (q && PyUnicode_Check(q) &&
+		  PyUnicode_CompareWithASCIIString(q, name) == 0) ||
+		 (n && PyUnicode_Check(n) &&
+		  PyUnicode_CompareWithASCIIString(n, name) == 0);
+
+	PyErr_Clear();
+	Py_XDECREF(n);
+	Py_DECREF(co);
+	return is;
+}
+
+/* GIL held: a new reference to frame c->run_frame (0 the innermost, as
+ * backtrace numbers them) or to the innermost frame of
+ * c->run_function, of the thread whose kernel id is c->run_thread (0:
+ * the main thread); NULL with c->err. */
+static PyFrameObject *running_frame(struct eval_call *c)
+{
+	long want = c->run_thread ? (long)c->run_thread : (long)getpid();
+	PyThreadState *ts;
+	PyFrameObject *f, *back;
+	int64_t i = 0;
+
+	for (ts = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); ts;
+	     ts = PyThreadState_Next(ts))
+		if (cpython.frame.thread_complete(ts) &&
+		    (long)cpython.frame.native_id(ts) == want)
+			break;
+	if (!ts) {
+		snprintf(c->err, sizeof(c->err),
+			 "no Python thread %ld (probing backtrace lists them)",
+			 want);
+		return NULL;
+	}
+	for (f = cpython.frame.thread_frame(ts); f; f = back, i++) {
+		if (c->run_function ? frame_is(f, c->run_function)
+				    : i == c->run_frame)
+			return f;
+		back = PyFrame_GetBack(f);
+		Py_DECREF(f);
+	}
+	if (c->run_function)
+		snprintf(c->err, sizeof(c->err),
+			 "no frame of %s on thread %ld's stack now",
+			 c->run_function, want);
+	else
+		snprintf(c->err, sizeof(c->err),
+			 "thread %ld has %lld frames now: #0 to #%lld", want,
+			 (long long)i, (long long)i - 1);
+	return NULL;
 }
 
 /* GIL held: runs the code where the request asked. */
@@ -53,19 +120,23 @@ static void evaluate(struct eval_call *c)
 {
 	struct pyeval_scope scope = {0};
 	PyFrameObject *f = NULL;
+	int running = c->run_frame >= 0 || c->run_function;
 
 	unsigned epoch = debugger_epoch();
 
 	scope.expression = c->expression;
 	scope.keep = debugger_stopped();
-	if (c->frame_id) {
-		f = debugger_frame_object(c->frame_id, c->err, sizeof(c->err));
+	if (c->frame_id || running) {
+		f = running ? running_frame(c)
+			    : debugger_frame_object(c->frame_id, c->err,
+						    sizeof(c->err));
 		if (!f) {
 			c->rc = -ESRCH;
 			return;
 		}
 		scope.globals = cpython.frame.globals(f);
-		scope.locals = cpython.frame.locals(f);
+		scope.locals = running ? cpython.frame.locals_copy(f)
+				       : cpython.frame.locals(f);
 		if (!scope.globals || !scope.locals) {
 			PyErr_Clear();
 			snprintf(c->err, sizeof(c->err),
@@ -76,7 +147,8 @@ static void evaluate(struct eval_call *c)
 		}
 	}
 	c->rc = pyeval_run_in(c->code, &scope, &c->res, c->err, sizeof(c->err));
-	if (f && c->rc == 0 && !c->expression && debugger_epoch() == epoch) {
+	if (f && !running && c->rc == 0 && !c->expression &&
+	    debugger_epoch() == epoch) {
 		/* Assignments in the console change the frame's locals — only
 		 * while it is still paused (the code may have let a resume in:
 		 * a running frame's locals must not be overwritten). */
@@ -166,6 +238,8 @@ static void run_evaluate(struct request *req)
 {
 	const char *expr = NULL, *context = "repl";
 	int64_t timeout = config_int("eval.timeout_ms"), frame_id = 0;
+	int64_t run_frame = -1, run_thread = 0;
+	const char *run_function = NULL;
 	struct pygil_limits lim = {0};
 	struct eval_call *c;
 	char err[128], what[PYGIL_WHAT_MAX];
@@ -182,8 +256,26 @@ static void run_evaluate(struct request *req)
 	    dap_arg_int(req->args, "timeoutMs", &timeout, err, sizeof(err)) <
 		    0 ||
 	    dap_arg_int(req->args, "frameId", &frame_id, err, sizeof(err)) <
-		    0) {
+		    0 ||
+	    dap_arg_int(req->args, "probingFrame", &run_frame, err,
+			sizeof(err)) < 0 ||
+	    dap_arg_int(req->args, "probingThread", &run_thread, err,
+			sizeof(err)) < 0 ||
+	    dap_arg_string(req->args, "probingFunction", &run_function, err,
+			   sizeof(err)) < 0) {
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
+		return;
+	}
+	if (run_frame < -1 || (run_thread && run_frame < 0 && !run_function)) {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "probingFrame is a frame's number from 0 "
+			     "(probingThread needs it or probingFunction)");
+		return;
+	}
+	if (frame_id && (run_frame >= 0 || run_function)) {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "frameId or probingFrame/probingFunction, not "
+			     "both");
 		return;
 	}
 	if (frame_id && frame_id < DEBUGGER_FRAME_BASE) {
@@ -205,6 +297,14 @@ static void run_evaluate(struct request *req)
 	}
 	c->refs = 2;
 	c->frame_id = frame_id;
+	c->run_frame = run_frame;
+	c->run_thread = run_thread;
+	if (run_function && !(c->run_function = strdup(run_function))) {
+		free(c->code);
+		free(c);
+		request_fail(req, DAP_ERROR_FAILED, "out of memory");
+		return;
+	}
 	c->expression = !strcmp(context, "hover") ||
 			!strcmp(context, "watch") ||
 			!strcmp(context, "variables");

@@ -1,7 +1,8 @@
 /*
  * req_memory: probing/memory — the process's memory now: /proc figures,
  * Python objects by type, tensors by device and dtype, torch's CUDA
- * allocator.  See docs/protocol.md.
+ * allocator, and each GPU as NVML last saw it (gpu.h).  See
+ * docs/protocol.md.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/config.h"
+#include "gpu/gpu.h"
 #include "memory/memory_objects.h"
 #include "memory/memory_proc.h"
 #include "python/gilcall.h"
@@ -80,6 +82,78 @@ static void add_process(cJSON *body)
 	cJSON_AddNumberToObject(p, "peak", m.peak);
 	cJSON_AddNumberToObject(p, "swap", m.swap);
 	cJSON_AddNumberToObject(p, "threads", (double)m.threads);
+}
+
+/* key: v, or null when the device has no such figure; 0, or -1 when
+ * memory ran out. */
+static int add_num(cJSON *o, const char *key, int has, double v)
+{
+	return (has ? cJSON_AddNumberToObject(o, key, v)
+		    : cJSON_AddNullToObject(o, key))
+		       ? 0
+		       : -1;
+}
+
+/* The recorder thread's last NVML sample: read here without calling NVML
+ * (it is used on that thread only). */
+static void add_gpu(cJSON *body)
+{
+	struct gpu_last *g = malloc(sizeof(*g));
+	cJSON *o = cJSON_AddObjectToObject(body, "gpu"), *arr, *d;
+
+	if (!o) {
+		free(g);
+		return;
+	}
+	if (!g) {
+		cJSON_AddStringToObject(o, "message", "GPU: out of memory");
+		return;
+	}
+	gpu_last(g);
+	if (g->n)
+		cJSON_AddNumberToObject(o, "ts", g->ts);
+	else
+		cJSON_AddStringToObject(o, "message", g->why);
+	arr = cJSON_AddArrayToObject(o, "devices");
+	for (int i = 0; arr && i < g->n; i++) {
+		const struct nvml_sample *s = &g->dev[i];
+		int bad;
+
+		/* Every figure or none: a device without some of them
+		 * would read as one that lacks them. */
+		d = cJSON_CreateObject();
+		bad = !d || add_num(d, "index", 1, s->index) ||
+		      !cJSON_AddStringToObject(d, "name", s->name) ||
+		      !cJSON_AddStringToObject(d, "uuid", s->uuid) ||
+		      add_num(d, "gpuUtil", s->has_util, s->util_gpu) ||
+		      add_num(d, "memUtil", s->has_util, s->util_mem) ||
+		      add_num(d, "memoryUsed", s->has_mem, s->mem_used) ||
+		      add_num(d, "memoryTotal", s->has_mem, s->mem_total) ||
+		      add_num(d, "power", s->has_power, s->power) ||
+		      add_num(d, "temperature", s->has_temp, s->temp) ||
+		      add_num(d, "smClock", s->has_sm_clock, s->sm_clock) ||
+		      add_num(d, "memClock", s->has_mem_clock, s->mem_clock) ||
+		      !(s->has_throttle
+				? cJSON_AddStringToObject(d, "throttle",
+							  s->throttle)
+				: cJSON_AddNullToObject(d, "throttle")) ||
+		      add_num(d, "xidCount", s->has_xid,
+			      (double)s->xid_count) ||
+		      add_num(d, "lastXid", s->has_xid && s->xid_count,
+			      (double)s->last_xid) ||
+		      add_num(d, "processMemory", s->has_proc, s->proc_mem) ||
+		      !cJSON_AddItemToArray(arr, d);
+		if (bad) {
+			cJSON_Delete(d);
+			cJSON_DeleteItemFromObject(o, "devices");
+			if (!cJSON_GetObjectItemCaseSensitive(o, "message"))
+				cJSON_AddStringToObject(
+					o, "message",
+					"GPU: out of memory in the target");
+			break;
+		}
+	}
+	free(g);
 }
 
 static void add_python(cJSON *body, const struct job *j)
@@ -176,6 +250,7 @@ static void run_memory(struct request *req)
 		return;
 	}
 	add_process(body);
+	add_gpu(body);
 	cJSON_AddBoolToObject(body, "gil", rc == 0);
 	if (rc == 0 && j->rc == 0) {
 		add_python(body, j);

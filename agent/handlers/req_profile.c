@@ -1,7 +1,8 @@
 /*
- * req_profile: probing/profile (start, stop and status of the sampler) and
- * probing/flamegraph (the samples of a time window, rendered).  See
- * docs/protocol.md.
+ * req_profile: probing/profile (start, stop and status of the sampler),
+ * probing/flamegraph (the samples of a time window, rendered) and
+ * probing/trace (all that was recorded in a window, as one Chrome
+ * trace).  See docs/protocol.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,14 +13,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/app.h"
 #include "core/agent.h"
 #include "core/config.h"
 #include "core/readonly.h"
 #include "fdown.h"
 #include "flamereq.h"
 #include "profiler/sampler.h"
+#include "profiler/sampler_tasks.h"
 #include "server/handler.h"
 #include "store.h"
+#include "tracereq.h"
 
 #define FLUSH_MS 2000 /* for the samples taken so far to reach SQLite */
 
@@ -144,14 +148,24 @@ static void run_profile(struct request *req)
 			request_fail(req, DAP_ERROR_FAILED, "%s", err);
 			return;
 		}
+	} else if (!strcmp(action, "extend")) {
+		rc = sampler_extend(duration);
+		if (rc) {
+			request_fail(req, DAP_ERROR_FAILED, "%s",
+				     rc == -ENOENT
+					     ? "the profiler is not running"
+					     : "durationMs must be in [1, "
+					       "600000] to extend a run");
+			return;
+		}
 	} else if (!strcmp(action, "stop")) {
 		/* Stopping what is not running is not an error: the
 		 * status says so. */
 		sampler_stop();
 		sampler_flush(FLUSH_MS);
 	} else if (strcmp(action, "status")) {
-		request_fail(req, DAP_ERROR_FAILED, "action must be start, stop or status, "
-				     "not '%s'",
+		request_fail(req, DAP_ERROR_FAILED, "action must be start, extend, "
+				     "stop or status, not '%s'",
 			     action);
 		return;
 	}
@@ -197,12 +211,19 @@ static void program_name(char *out, size_t len)
 	snprintf(out, len, "%s (pid %d)", p ? p + 1 : name, (int)getpid());
 }
 
-static void run_flamegraph(struct request *req)
+/* A window's request over the store (probing/flamegraph, probing/trace):
+ * the agent's clock, the sampler's run and rate, the program's name, the
+ * samples flushed; then answer() fills the body.  since_default: the
+ * window's start when the sampler never ran (0: its start, 0). */
+static void run_window(struct request *req, double since_default,
+		       int (*answer)(struct store *, const cJSON *,
+				     const struct flamereq_env *, cJSON *,
+				     char *, size_t))
 {
 	struct flamereq_env env = {0};
 	struct sampler_status st;
 	struct store *store = agent_store();
-	char err[512], name[300];
+	char err[512], name[300], tasks_note[400];
 	cJSON *body;
 
 	if (!store) {
@@ -210,21 +231,50 @@ static void run_flamegraph(struct request *req)
 		return;
 	}
 	sampler_status(&st);
+	/* The window ends before the flush: every sample in it is in the
+	 * tables once the flush returns (a client reading window after
+	 * window, probing top, loses none at the edges). */
+	env.now = now_s();
 	sampler_flush(FLUSH_MS);
 	program_name(name, sizeof(name));
-	env.since = st.started;
-	env.now = now_s();
+	env.since = st.started > 0 || !since_default ? st.started
+						     : env.now - since_default;
 	env.hz = st.hz;
 	env.name = name;
 	env.pid = (int)getpid();
+	sampler_tasks_note(tasks_note, sizeof(tasks_note));
+	env.tasks_note = tasks_note;
 	body = request_ok(req);
-	if (body &&
-	    flamereq_answer(store, req->args, &env, body, err, sizeof(err)))
+	if (body && answer(store, req->args, &env, body, err, sizeof(err)))
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
+}
+
+static void run_flamegraph(struct request *req)
+{
+	run_window(req, 0, flamereq_answer);
 }
 
 const struct handler handler_flamegraph = {
 	.command = "probing/flamegraph",
 	.flags = HANDLER_BLOCKS,
 	.run = run_flamegraph,
+};
+
+/* ---- probing/trace ---------------------------------------------------- */
+
+/* What the agent recorded in a window, as one Chrome trace
+ * (sql/tracereq.h): the window's samples flushed first, as for a
+ * flamegraph; the torch rows are the recorder thread's to write (every
+ * 100 ms while tracing), which a client waits for (probing trace).
+ * Without a sampler's run, the last 10 s. */
+static void run_trace(struct request *req)
+{
+	app_drain(); /* the program's markers too (app.h) */
+	run_window(req, 10, tracereq_answer);
+}
+
+const struct handler handler_trace = {
+	.command = "probing/trace",
+	.flags = HANDLER_BLOCKS,
+	.run = run_trace,
 };

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "app/app.h"
 #include "cluster/cluster_global.h"
 #include "core/agent.h"
 #include "core/config.h"
@@ -127,6 +128,9 @@ static void run_query(struct request *req)
 		request_fail(req, DAP_ERROR_FAILED, "the store is not ready");
 		return;
 	}
+	/* The program's rows appended so far are in app's tables: it reads
+	 * back what it wrote (probing.query after a table's append). */
+	app_drain();
 	lim.max_rows = (size_t)max_rows;
 	lim.timeout_ms = (int)timeout;
 	lim.read_only = readonly_on();

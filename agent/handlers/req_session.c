@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/agent.h"
+#include "cpython/cpython.h"
 #include "server/handler.h"
 #include "server/server.h"
 
@@ -72,7 +73,7 @@ static void add_debugger_capabilities(cJSON *body)
 static void run_initialize(struct request *req)
 {
 	cJSON *body = request_ok(req), *info;
-	char exe[512];
+	char exe[512], pyver[256];
 	ssize_t n;
 
 	if (!body)
@@ -86,8 +87,8 @@ static void run_initialize(struct request *req)
 		return;
 	cJSON_AddStringToObject(info, "version", PROBING_VERSION);
 	cJSON_AddNumberToObject(info, "pid", getpid());
-	/* Py_GetVersion() reads a static string: no GIL needed. */
-	cJSON_AddStringToObject(info, "python", Py_GetVersion());
+	cpython.version_text(pyver, sizeof(pyver));
+	cJSON_AddStringToObject(info, "python", pyver);
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
 	cJSON_AddStringToObject(info, "executable", exe);

@@ -7,8 +7,11 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "debugger/dbgevents.h"
+#include "debugger/dbgtasks.h"
 #include "debugger/debugger.h"
 #include "python/snapshot.h"
 #include "server/handler.h"
@@ -31,14 +34,49 @@ static int take(struct request *req, struct pystack *st)
 	return rc;
 }
 
+/* At a stop, for an editor that asked (dbgtasks.h): the asyncio tasks
+ * of the loop thread ident runs, as entries after it. */
+static void add_tasks(cJSON *arr, const struct dbgtask_entry *tasks,
+		      size_t n, uint64_t ident)
+{
+	for (size_t k = 0; k < n; k++) {
+		cJSON *t;
+
+		if (tasks[k].ident != ident || !(t = cJSON_CreateObject()))
+			continue;
+		cJSON_AddNumberToObject(t, "id", (double)tasks[k].id);
+		cJSON_AddStringToObject(t, "name", tasks[k].label);
+		cJSON_AddItemToArray(arr, t);
+	}
+}
+
 static void run_threads(struct request *req)
 {
+	struct dbgtask_entry *tasks = NULL;
 	struct pystack st;
 	cJSON *body, *arr, *t;
+	/* The epoch first: a resume between the two reads bumps it, and a
+	 * stop keeps it, so a capture made now is this stop's. */
+	unsigned epoch = debugger_epoch();
 	int stopped = debugger_stopped();
+	size_t ntasks = 0;
+	char err[256];
 
 	if (take(req, &st))
 		return;
+	if (stopped && dbgtasks_enabled() &&
+	    (tasks = calloc(DBGTASKS_MAX, sizeof(*tasks)))) {
+		if (dbgtasks_capture(epoch, &req->cancel, err, sizeof(err))) {
+			char note[320];
+
+			snprintf(note, sizeof(note),
+				 "probing: no asyncio tasks in the call "
+				 "stack: %s\n",
+				 err);
+			dbgevents_stream("console", note);
+		}
+		ntasks = dbgtasks_list(epoch, tasks, DBGTASKS_MAX);
+	}
 	body = request_ok(req);
 	arr = body ? cJSON_AddArrayToObject(body, "threads") : NULL;
 	for (size_t i = 0; arr && i < st.nthreads; i++) {
@@ -61,7 +99,9 @@ static void run_threads(struct request *req)
 				st.threads[i].name ? st.threads[i].name : "");
 		}
 		cJSON_AddItemToArray(arr, t);
+		add_tasks(arr, tasks, ntasks, st.threads[i].thread_id);
 	}
+	free(tasks);
 	pystack_release(&st);
 }
 
@@ -92,6 +132,23 @@ static cJSON *frame_json(double id, const char *func, const char *file,
 	return f;
 }
 
+/* The reply of a stack captured at a stop (a paused thread's, a task's):
+ * frames fr[0..n) of total. */
+static void stop_frames_reply(struct request *req, struct debugger_frame *fr,
+			      size_t n, size_t total)
+{
+	cJSON *body = request_ok(req), *frames;
+
+	frames = body ? cJSON_AddArrayToObject(body, "stackFrames") : NULL;
+	for (size_t i = 0; frames && i < n; i++)
+		cJSON_AddItemToArray(frames,
+				     frame_json((double)fr[i].id, fr[i].func,
+						fr[i].file, fr[i].line));
+	if (body)
+		cJSON_AddNumberToObject(body, "totalFrames", (double)total);
+	debugger_frames_release(fr, n);
+}
+
 /* A paused thread's stack as it stopped.  -ESRCH when it was resumed in
  * the meantime (the caller then takes a snapshot). */
 static int paused_stack(struct request *req, long tid, size_t start,
@@ -99,7 +156,6 @@ static int paused_stack(struct request *req, long tid, size_t start,
 {
 	struct debugger_frame *fr;
 	size_t n, total;
-	cJSON *body, *frames;
 	int rc;
 
 	rc = debugger_frames(tid, start, levels, &fr, &n, &total);
@@ -109,16 +165,26 @@ static int paused_stack(struct request *req, long tid, size_t start,
 	}
 	if (rc)
 		return rc;
-	body = request_ok(req);
-	frames = body ? cJSON_AddArrayToObject(body, "stackFrames") : NULL;
-	for (size_t i = 0; frames && i < n; i++)
-		cJSON_AddItemToArray(frames,
-				     frame_json((double)fr[i].id, fr[i].func,
-						fr[i].file, fr[i].line));
-	if (body)
-		cJSON_AddNumberToObject(body, "totalFrames", (double)total);
-	debugger_frames_release(fr, n);
+	stop_frames_reply(req, fr, n, total);
 	return 0;
+}
+
+/* An asyncio task's entry of this stop: its coroutine frames. */
+static void task_stack(struct request *req, long id, size_t start,
+		       size_t levels)
+{
+	struct debugger_frame *fr;
+	size_t n, total;
+	int rc = dbgtasks_frames(debugger_epoch(), id, start, levels, &fr, &n,
+				 &total);
+
+	if (rc)
+		request_fail(req, DAP_ERROR_FAILED, "%s",
+			     rc == -ENOMEM ? "out of memory"
+					   : "no such asyncio task in this stop "
+					     "(the program was resumed)");
+	else
+		stop_frames_reply(req, fr, n, total);
 }
 
 static void run_stack_trace(struct request *req)
@@ -143,6 +209,10 @@ static void run_stack_trace(struct request *req)
 	}
 	if (start < 0 || levels < 0) {
 		request_fail(req, DAP_ERROR_FAILED, "startFrame and levels must be >= 0");
+		return;
+	}
+	if (tid >= DBGTASKS_ID_BASE) {
+		task_stack(req, (long)tid, (size_t)start, (size_t)levels);
 		return;
 	}
 	if (debugger_is_paused((long)tid) &&

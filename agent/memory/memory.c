@@ -13,10 +13,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "app/app.h"
 #include "comm/comm.h"
 #include "core/config.h"
+#include "core/config_lease.h"
 #include "core/log.h"
 #include "core/thread.h"
+#include "gpu/gpu.h"
 #include "livetab.h"
 #include "memory_objects.h"
 #include "memory_proc.h"
@@ -31,7 +34,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;
 static pthread_t thread;
 static int running, stop, woken;
-static int listening; /* the config listener stays across fork */
+static int listening; /* the config listeners stay across fork */
+static int listening_gpu;
 static struct recorder *rec;
 
 void memory_wake(void)
@@ -239,7 +243,8 @@ static const struct livetab tensors_tab = {
 
 static void *rec_main(void *arg)
 {
-	int64_t next_mem = 0, next_torch = 0, next_comm = 0, t, until;
+	int64_t next_mem = 0, next_torch = 0, next_comm = 0, next_gpu = 0,
+		next_app = 0, t, until;
 	struct timespec dl;
 
 	(void)arg;
@@ -248,6 +253,8 @@ static void *rec_main(void *arg)
 		int64_t interval = config_int("memory.interval_ms");
 
 		t = now_ms();
+		if (woken)
+			next_gpu = 0; /* gpu.* may have changed: a look now */
 		woken = 0;
 		if (interval > 0 && t >= next_mem) {
 			pthread_mutex_unlock(&lock);
@@ -269,18 +276,42 @@ static void *rec_main(void *arg)
 			pthread_mutex_lock(&lock);
 			next_comm = d < 0 ? -1 : now_ms() + d;
 		}
+		if ((next_app >= 0 && t >= next_app) || app_pending()) {
+			pthread_mutex_unlock(&lock);
+			int d = app_tick();
+			pthread_mutex_lock(&lock);
+			next_app = d < 0 ? -1 : now_ms() + d;
+		}
+		/* NVML, without the GIL (gpu.h). */
+		if (t >= next_gpu) {
+			pthread_mutex_unlock(&lock);
+			int d = gpu_tick();
+			pthread_mutex_lock(&lock);
+			next_gpu = now_ms() + d;
+		}
 		/* A trim a request asked for within memtrim's interval. */
 		long trim = memtrim_tick();
+		/* Settings a client changed for a while and did not put
+		 * back (config_lease.h). */
+		pthread_mutex_unlock(&lock);
+		int64_t lease = config_lease_tick();
+		pthread_mutex_lock(&lock);
 
 		until = t + 3600 * 1000;
 		if (trim >= 0 && t + trim < until)
 			until = t + trim;
+		if (lease >= 0 && t + lease < until)
+			until = t + lease;
 		if (interval > 0 && next_mem < until)
 			until = next_mem;
 		if (next_torch >= 0 && next_torch < until)
 			until = next_torch;
 		if (next_comm >= 0 && next_comm < until)
 			until = next_comm;
+		if (next_app >= 0 && next_app < until)
+			until = next_app;
+		if (next_gpu < until)
+			until = next_gpu;
 		if (stop || woken)
 			continue;
 		int64_t wait = until - now_ms();
@@ -292,6 +323,8 @@ static void *rec_main(void *arg)
 			;
 	}
 	pthread_mutex_unlock(&lock);
+	/* NVML was used on this thread only: shut down here too. */
+	gpu_thread_end();
 	return NULL;
 }
 
@@ -320,6 +353,9 @@ int memory_start(struct store *st, char *err, size_t errlen)
 					       errlen);
 		if (rc)
 			return rc;
+		/* The GPU's figures are extra: without them memory goes on. */
+		if (gpu_init(st, err, errlen))
+			log_warn("gpu.utilization: %s", err);
 	}
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_REALTIME);
@@ -327,6 +363,10 @@ int memory_start(struct store *st, char *err, size_t errlen)
 	pthread_condattr_destroy(&ca);
 	if (!listening && config_on_change("memory.", on_change) == 0)
 		listening = 1;
+	/* Without room for it a change of gpu.* still applies within
+	 * GPU_RECHECK_MS. */
+	if (!listening_gpu && config_on_change("gpu.", on_change) == 0)
+		listening_gpu = 1;
 	stop = 0;
 	rc = agent_thread_start(&thread, "probing-rec", rec_main, NULL);
 	if (rc) {
@@ -357,4 +397,5 @@ void memory_atfork_child(void)
 	running = 0;
 	stop = 0;
 	rec = NULL; /* the parent's store's; the child's agent makes its own */
+	gpu_atfork_child();
 }

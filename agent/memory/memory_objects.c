@@ -282,10 +282,19 @@ static void attr_str(PyObject *o, const char *attr, char *out, size_t outlen)
 	PyErr_Clear();
 }
 
+/* The bytes of t's elements; 0 for a tensor that holds no memory: a
+ * meta tensor, torch.compile's FakeTensors (shapes on a "device" with no
+ * data: a compiled process makes many), and subclasses whose data lives
+ * in tensors they wrap (counted as those).  Their data_ptr() is 0 or
+ * raises. */
 static uint64_t tensor_bytes(PyObject *t)
 {
-	long long n = call_ll(t, "nelement"), e = call_ll(t, "element_size");
+	long long n, e;
 
+	if (call_ll(t, "data_ptr") == 0)
+		return 0;
+	n = call_ll(t, "nelement");
+	e = call_ll(t, "element_size");
 	return n > 0 && e > 0 ? (uint64_t)n * (uint64_t)e : 0;
 }
 
@@ -294,6 +303,9 @@ static void add_tensor_kind(struct memory_report *r, PyObject *t)
 	char dev[32], dt[32];
 	uint64_t bytes = tensor_bytes(t);
 	size_t i;
+
+	if (bytes == 0)
+		return; /* no memory: not in the figures (nor counted) */
 
 	attr_str(t, "device", dev, sizeof(dev));
 	attr_str(t, "dtype", dt, sizeof(dt));

@@ -5,8 +5,10 @@
  * libunwind's signal safety (Debian's 1.6.2, checked in its code): the
  * unw_init_local2 + unw_step path takes no lock of its own without
  * blocking signals first, allocates with mmap only, validates memory
- * before reading it (conservative checks: a write() to a pipe) and uses
- * no thread-local storage; unw_backtrace() is avoided because its trace
+ * before reading it (conservative checks: a write() to a pipe, made
+ * through native_fds.h out of the program's numbers; 1.8 makes it at its
+ * first check, in a handler, which those calls allow) and uses no
+ * thread-local storage; unw_backtrace() is avoided because its trace
  * cache does (pthread keys, __tls_get_addr, which may malloc on a
  * thread's first use).  Finding unwind tables calls dl_iterate_phdr,
  * whose lock is recursive.  libunwind is initialised once, on the
@@ -14,6 +16,7 @@
  */
 #define UNW_LOCAL_ONLY
 #include "native.h"
+#include "native_fds.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -73,6 +76,8 @@ static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static native_hook_fn hook;
 static pid_t my_pid;
 static uintptr_t eval_lo, eval_hi;
+/* native_learn_eval's range (0, 0: none), set once before it is read. */
+static _Atomic uintptr_t loop_lo, loop_hi;
 static struct native_stats stats;
 
 static long sys_futex(_Atomic int *word, int op, int val,
@@ -228,18 +233,21 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 /* ---- the sampler's side ----------------------------------------------- */
 
 /* The address range of _PyEval_EvalFrameDefault, from its symbol. */
-static void find_eval(void)
+/* The range [*lo, *hi) of _PyEval_EvalFrameDefault's symbol (a size of
+ * 0 taken as 1); 0, 0 when there is none. */
+static void eval_symbol(uintptr_t *lo, uintptr_t *hi)
 {
 	void *f = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
 	const ElfW(Sym) *sym = NULL;
 	Dl_info info;
 
-	eval_lo = eval_hi = 0;
+	*lo = *hi = 0;
 	if (!f || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
 		return;
-	eval_lo = (uintptr_t)f;
-	eval_hi = eval_lo + (sym->st_size ? sym->st_size : 1);
+	*lo = (uintptr_t)f;
+	*hi = *lo + (sym->st_size ? sym->st_size : 1);
 }
+
 
 /* Frees the requests of threads that are gone (their pending signal went
  * with them).  Returns how many requests remain outstanding. */
@@ -295,6 +303,11 @@ int native_signal_install(native_serve_fn serve, char *err, size_t errlen)
 	if (atomic_load(&installed))
 		goto out;
 	my_pid = getpid();
+	/* Before libunwind first runs: its pipe is not to take the
+	 * program's numbers (native_fds.h). */
+	rc = native_fds_guard(err, errlen);
+	if (rc)
+		goto out;
 	/* libunwind's own set-up, here rather than in a handler. */
 	if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) {
 		snprintf(err, errlen, "libunwind cannot unwind here");
@@ -303,7 +316,7 @@ int native_signal_install(native_serve_fn serve, char *err, size_t errlen)
 	}
 	while (unw_step(&cur) > 0)
 		;
-	find_eval();
+	eval_symbol(&eval_lo, &eval_hi);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
@@ -507,7 +520,69 @@ int native_wait(int64_t deadline_ns)
 
 int native_is_eval(uintptr_t ip)
 {
-	return ip - 1 >= eval_lo && ip - 1 < eval_hi;
+	uintptr_t lo = atomic_load_explicit(&loop_lo, memory_order_relaxed);
+
+	return (ip - 1 >= eval_lo && ip - 1 < eval_hi) ||
+	       (ip - 1 >= lo &&
+		ip - 1 < atomic_load_explicit(&loop_hi, memory_order_relaxed));
+}
+
+/* ---- where the evaluation loop is (native_learn_eval) ------------------ */
+
+#define LEARN_FRAMES 16		/* frames looked at above the probe */
+#define LOOP_MIN (16u << 10)	/* bytes: no helper of the loop is as big */
+
+int native_eval_symbol_whole(void)
+{
+	uintptr_t lo, hi;
+
+	eval_symbol(&lo, &hi);
+	return hi - lo >= LOOP_MIN;
+}
+
+int native_eval_loop(uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = atomic_load(&loop_lo);
+	*hi = atomic_load(&loop_hi);
+	return *hi > *lo;
+}
+
+void native_learn_eval_here(void)
+{
+	unw_context_t ctx;
+	unw_cursor_t cur;
+	unw_proc_info_t pi;
+	unw_word_t ip;
+	uintptr_t best_lo = 0, best_hi = 0;
+	Dl_info ours, here;
+	int i = 0;
+
+	if (native_fds_guard(NULL, 0) ||
+	    !dladdr((void *)native_learn_eval_here, &ours) ||
+	    unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0)
+		return;
+	/* Up from our caller (the probe, in our library) to the frame
+	 * back in our library that ran the Python function. */
+	while (i++ < LEARN_FRAMES && unw_step(&cur) > 0) {
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0)
+			break;
+		if (dladdr((void *)(uintptr_t)ip, &here) &&
+		    here.dli_fbase == ours.dli_fbase) {
+			if (i > 1)
+				break;
+			continue; /* the probe itself */
+		}
+		if (unw_get_proc_info(&cur, &pi) < 0 || pi.end_ip <= pi.start_ip)
+			continue;
+		if (pi.end_ip - pi.start_ip > best_hi - best_lo) {
+			best_lo = (uintptr_t)pi.start_ip;
+			best_hi = (uintptr_t)pi.end_ip;
+		}
+	}
+	if (best_hi - best_lo >= LOOP_MIN) {
+		atomic_store(&loop_hi, best_hi);
+		atomic_store(&loop_lo, best_lo);
+	}
 }
 
 void native_stats(struct native_stats *s)

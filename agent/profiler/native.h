@@ -164,8 +164,36 @@ int native_collect(struct native_capture *out);
 int native_wait(int64_t deadline_ns);
 
 /* Is ip inside _PyEval_EvalFrameDefault (a return address)?  Known from
- * native_start on. */
+ * native_start on, and from native_learn_eval for a build whose loop is
+ * not where its symbol says. */
 int native_is_eval(uintptr_t ip);
+
+/*
+ * Where the evaluation loop's code really is: an optimised build
+ * (Debian's 3.14 and 3.15: PGO and LTO) keeps the exported
+ * _PyEval_EvalFrameDefault as a small entry and runs the loop in code no
+ * symbol names, so its return addresses were not seen as the loop's and
+ * sampled native stacks got their Python frames at the root.  Called by a
+ * C function of the agent that a Python function called (native_eval.c
+ * runs one), it walks up to the agent's frame that ran the Python
+ * function and keeps the largest procedure in between (by its unwind
+ * information, at least 16 KiB) as the loop's.
+ */
+void native_learn_eval_here(void);
+
+/* The loop's code found by native_learn_eval_here: 1 with [*lo, *hi),
+ * or 0 (not found, or where its symbol says).  Async-signal-safe. */
+int native_eval_loop(uintptr_t *lo, uintptr_t *hi);
+
+/* Does _PyEval_EvalFrameDefault's symbol span the loop (at least 16
+ * KiB: every build but a split one)?  Then nothing is learnt. */
+int native_eval_symbol_whole(void);
+
+/* Runs a Python function that calls native_learn_eval_here (GIL held;
+ * once per process), where the symbol does not span the loop — the one
+ * Python call the agent makes for it, so that a build whose symbols say
+ * enough never sees it (a tool on sys.monitoring would). native_eval.c. */
+void native_learn_eval(void);
 
 /* Counters since the process started. */
 struct native_stats {

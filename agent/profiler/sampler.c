@@ -26,9 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "python/pygil.h"
 #include "core/thread.h"
+#include "sampler_tasks.h"
 
 #define WALK_TRIES 2
 #define NATIVE_WAIT_US 5000 /* a tick waits at most this for captures */
@@ -42,6 +44,7 @@ static struct {
 	pthread_t thread;
 	struct sampler_opts o;
 	double started, stopped;
+	int64_t started_ns;	/* monotonic, for the run's end */
 	struct counters c; /* this run's totals */
 	struct sampler_intern *in;
 	struct native_stats native0; /* at the start of this run */
@@ -114,6 +117,7 @@ static void tick(void)
 	int rc, native;
 
 	sampler_join_unbind();
+	sampler_tasks_adopt();
 	for (int i = 0; i < WALK_TRIES; i++) {
 		rc = cpython.read.threads_fast(
 			S.scratch, S.threads, PYSTACK_THREADS_MAX, &n, &gil_ts);
@@ -186,8 +190,6 @@ static void *sampler_main(void *arg)
 	 * a colder cache to the preempted thread); it runs when a CPU is
 	 * free or at the next scheduling tick.  No privilege needed. */
 	pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
-	if (S.o.duration_ms > 0)
-		end = next + S.o.duration_ms * 1000000LL;
 	pthread_mutex_lock(&S.lock);
 	while (!S.stop) {
 		struct timespec dl;
@@ -204,6 +206,10 @@ static void *sampler_main(void *arg)
 			S.c.missed++;
 			next = now + (int64_t)((double)period * uniform());
 		}
+		/* Read each time: sampler_extend() moves it. */
+		end = S.o.duration_ms > 0
+			      ? S.started_ns + S.o.duration_ms * 1000000LL
+			      : 0;
 		if (end && next >= end)
 			break;
 		dl.tv_sec = (time_t)(next / 1000000000);
@@ -222,6 +228,9 @@ static void *sampler_main(void *arg)
 	if (S.native_started)
 		native_stop();
 	sampler_threads_close();
+	/* No task map outlives the run either. */
+	sampler_tasks_stop();
+	sampler_tasks_adopt();
 	return NULL;
 }
 
@@ -238,7 +247,8 @@ int sampler_init(struct store *st, char *err, size_t errlen)
 	S.batch = malloc(BATCH_MAX * sizeof(*S.batch));
 	if (!S.in || !S.scratch || !S.threads || !S.batch ||
 	    sampler_threads_init() || sampler_take_init(S.in) ||
-	    sampler_codes_init(S.in) || sampler_join_init()) {
+	    sampler_codes_init(S.in) || sampler_join_init() ||
+	    sampler_tasks_init(S.in)) {
 		snprintf(err, errlen, "profiler: out of memory");
 		return -ENOMEM;
 	}
@@ -308,14 +318,18 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 	memset(&S.c, 0, sizeof(S.c));
 	sampler_join_reset();
 	sampler_threads_unwant();
+	sampler_tasks_start(config_bool("profile.tasks"));
 	native_stats(&S.native0);
 	S.started = real_s();
+	/* Before the thread runs: an extend meanwhile reads it. */
+	S.started_ns = sampler_mono_ns();
 	S.stopped = 0;
 	rc = agent_thread_start(&S.thread, "probing-sample", sampler_main,
 				NULL);
 	if (rc) {
 		if (o->native)
 			native_stop();
+		sampler_tasks_stop();
 		S.native_started = 0;
 		pthread_mutex_unlock(&S.lock);
 		snprintf(err, errlen, "cannot start the sampler: %s",
@@ -326,6 +340,9 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen)
 	pthread_mutex_unlock(&S.lock);
 	log_info("profiler started at %d Hz%s", o->hz,
 		 o->native ? " with native stacks" : "");
+	/* The asyncio tasks known from the first samples on (where a loop
+	 * was seen before). */
+	sampler_tasks_refresh(1);
 	return 0;
 }
 
@@ -347,6 +364,27 @@ int sampler_stop(void)
 	S.exited = 0;
 	pthread_mutex_unlock(&S.lock);
 	return 0;
+}
+
+int sampler_extend(int64_t more_ms)
+{
+	int rc = 0;
+
+	if (more_ms < 1 || more_ms > SAMPLER_EXTEND_MAX_MS)
+		return -EINVAL;
+	pthread_mutex_lock(&S.lock);
+	if (!S.running || S.stop)
+		rc = -ENOENT;
+	else if (S.o.duration_ms > 0) {
+		int64_t want = (sampler_mono_ns() - S.started_ns) / 1000000LL +
+			       more_ms;
+
+		/* Never shorter than it was. */
+		if (want > S.o.duration_ms)
+			S.o.duration_ms = want;
+	}
+	pthread_mutex_unlock(&S.lock);
+	return rc;
 }
 
 void sampler_status(struct sampler_status *st)
@@ -468,6 +506,7 @@ void sampler_atfork_child(void)
 	sampler_threads_atfork_child();
 	sampler_join_reset();
 	sampler_codes_atfork_child();
+	sampler_tasks_atfork_child();
 	native_atfork_child();
 	sampler_store_atfork_child();
 }

@@ -133,6 +133,17 @@ int sampler_start(const struct sampler_opts *o, char *err, size_t errlen);
  * -ENOENT when not running. */
 int sampler_stop(void);
 
+/*
+ * A run with a duration goes on for more_ms from now (never ends sooner
+ * than it would have): a client that keeps a run going while it watches
+ * (probing top) extends it at every refresh, so that the run ends by
+ * itself soon after the client is gone.  A run until stopped stays so.
+ * 0, -ENOENT when not running, -EINVAL for more_ms outside [1,
+ * SAMPLER_EXTEND_MAX_MS].
+ */
+#define SAMPLER_EXTEND_MAX_MS 600000
+int sampler_extend(int64_t more_ms);
+
 void sampler_status(struct sampler_status *st);
 
 /* Waits until the samples taken so far are in SQLite (at most

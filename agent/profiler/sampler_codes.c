@@ -4,6 +4,7 @@
  * (cpython.h).  Part of the sampler (sampler_impl.h); sampler thread only.
  */
 #include "sampler_impl.h"
+#include "sampler_tasks.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -65,6 +66,19 @@ static uint32_t unknown_frame(void)
 	return sampler_intern_frame(in, unknown_fn, -1);
 }
 
+/* Is it asyncio's event loop running (BaseEventLoop.run_forever or
+ * _run_once: co_name only up to 3.10)? */
+static int loop_code(const char *func, const char *file)
+{
+	static const char tail[] = "/asyncio/base_events.py";
+	size_t fl = strlen(file), n = strlen(func);
+
+	if (fl < sizeof(tail) - 1 || strcmp(file + fl - (sizeof(tail) - 1), tail))
+		return 0;
+	return (n >= 11 && !strcmp(func + n - 11, "run_forever")) ||
+	       (n >= 9 && !strcmp(func + n - 9, "_run_once"));
+}
+
 /* The cache entry of r's code object, (re)filled when new or when the
  * address now holds another code object; NULL when its names cannot be
  * read. */
@@ -104,6 +118,8 @@ static struct code_ent *code_lookup(const struct cpython_raw *r)
 	if (cpython.read.code_names(r, func, sizeof(func), file, sizeof(file)))
 		return NULL; /* the entry stays, matching nothing */
 	e->fn = sampler_intern_func(in, SAMPLER_PY, func, file);
+	if (loop_code(func, file))
+		sampler_tasks_loop_seen();
 	rc = cpython.read.linetable_copy(r, lt, sizeof(lt), &e->ltlen);
 	if (rc == 0) {
 		e->lt = malloc(e->ltlen ? e->ltlen : 1);

@@ -14,6 +14,8 @@
  *                      it, native frames spliced in, the stack interned.
  *   sampler_codes.c    code objects to interned frames (the code cache).
  *   sampler_join.c     samples waiting for their native capture.
+ *   sampler_tasks.c    which asyncio task a sample ran (its own header,
+ *                      sampler_tasks.h: the recorder uses it too).
  *
  * A tick's context (struct tick) is passed down: its number, the
  * options, the batch of samples it fills and its counts, which sampler.c

@@ -21,6 +21,7 @@
 #include "python/snapshot.h"
 #include "recorder.h"
 #include "sampler_intern.h"
+#include "sampler_tasks.h"
 #include "store.h"
 
 #define NAMES_EVERY_MS 1000     /* at most this often with the GIL, */
@@ -41,9 +42,12 @@ static const struct recorder_opts samples_opts = {
 	.schema = "profile",
 	.name = "samples",
 	.columns = "ts REAL, thread_id INTEGER, native_id INTEGER, "
-		   "stack_id INTEGER, state TEXT, gil INTEGER, cpu_us INTEGER",
+		   "stack_id INTEGER, state TEXT, gil INTEGER, cpu_us INTEGER, "
+		   "task_frame_id INTEGER, task_stack_id INTEGER",
 	.doc = "stack samples: time, thread, stack_id, state (running, "
-	       "gil_wait, idle), GIL held, CPU time since the previous one",
+	       "gil_wait, idle), GIL held, CPU time since the previous one, "
+	       "the asyncio task it ran (task_frame_id: its frame, kind "
+	       "task; task_stack_id: its coroutine's node of stack_id)",
 };
 
 #define SAMPLE_BYTES 72 /* a row and its index entry, roughly */
@@ -54,7 +58,7 @@ static const struct {
 	{"stacks", "interned stacks: stack_id = (parent_id, frame_id), "
 		   "frame_id the innermost; parent_id 0 at the root"},
 	{"frames", "interned frames: func, file, line, kind (python, "
-		   "native)"},
+		   "native, task: an asyncio task's name)"},
 	{"threads", "threads seen by the profiler, with their names"},
 };
 
@@ -160,6 +164,7 @@ struct frame_row {
 	char *own_func, *own_file; /* owned (native frames) */
 	int line;
 	int native;
+	int task; /* an asyncio task's name */
 	uint64_t addr;
 };
 
@@ -198,9 +203,11 @@ static struct frame_row *collect_frames(size_t *n)
 			if (sampler_intern_func_get(R.in, fn, &kind, &r->func,
 						    &r->file))
 				r->func = r->file = "?";
-			else
-				r->native = kind == SAMPLER_NATIVE; /* a
-							      system call */
+			else {
+				/* (native: a system call) */
+				r->native = kind == SAMPLER_NATIVE;
+				r->task = kind == SAMPLER_TASK;
+			}
 			continue;
 		}
 		{
@@ -246,7 +253,9 @@ static int write_interned(const struct frame_row *rows, size_t nrows,
 		store_stmt_text(s, 3, r->file);
 		if (r->line >= 0)
 			store_stmt_int(s, 4, r->line);
-		store_stmt_text(s, 5, r->native ? "native" : "python");
+		store_stmt_text(s, 5, r->native ? "native"
+				      : r->task ? "task"
+						: "python");
 		if (r->native)
 			store_stmt_int(s, 6, (int64_t)r->addr);
 		rc = store_stmt_run(s, err, errlen);
@@ -341,7 +350,14 @@ static int write_samples(const struct sampler_sample *b, size_t n, char *err,
 		store_stmt_int(s, 6, b[i].gil);
 		if (b[i].cpu_us >= 0)
 			store_stmt_int(s, 7, b[i].cpu_us);
-		rc = recorder_add(R.samples, SAMPLE_BYTES, err, errlen);
+		if (b[i].task_frame) {
+			store_stmt_int(s, 8, b[i].task_frame);
+			store_stmt_int(s, 9, b[i].task_stack);
+		}
+		/* (a task's two numbers: 8 bytes more) */
+		rc = recorder_add(R.samples,
+				  SAMPLE_BYTES + (b[i].task_frame ? 8 : 0), err,
+				  errlen);
 	}
 	return rc;
 }
@@ -487,6 +503,11 @@ static void *recorder_main(void *arg)
 		pthread_cond_broadcast(&R.done);
 		if (stop)
 			break;
+		/* After the flush is answered: a reader does not wait for
+		 * the tasks' listing. */
+		pthread_mutex_unlock(&R.lock);
+		sampler_tasks_refresh(0);
+		pthread_mutex_lock(&R.lock);
 	}
 	pthread_mutex_unlock(&R.lock);
 	return NULL;

@@ -19,7 +19,9 @@
  *
  * Thread names: the kernel's name at first, then threading's names, read
  * with the GIL through snapshot_stacks() at most once a second while
- * some thread is unnamed, never on the sampler thread.
+ * some thread is unnamed, never on the sampler thread.  Likewise, after
+ * each batch, the asyncio tasks the sampler attributes samples to
+ * (sampler_tasks_refresh: at most once a second, while a run wants them).
  *
  * Tables (schema profile, listed in probing.tables): frames, stacks,
  * samples, threads; see docs/tables.md.
@@ -51,6 +53,10 @@ struct sampler_sample {
 	uint8_t gil;   /* held the GIL */
 	int64_t cpu_us; /* the thread's CPU time since its previous sample,
 			   -1 unknown */
+	uint32_t task_frame; /* the asyncio task it ran (an interned frame
+				of kind task), 0 none */
+	uint32_t task_stack; /* the node of stack that is the task's
+				coroutine's frame (sampler_tasks.h) */
 };
 
 /* Creates the tables, registers them in the catalog and starts the

@@ -5,6 +5,7 @@
  * thread only.
  */
 #include "sampler_impl.h"
+#include "sampler_tasks.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -214,6 +215,18 @@ static uint32_t frame_of(struct thr *t, size_t i)
 	return fid;
 }
 
+/* The place in path of raw[mark] (a task's coroutine: sampler_tasks.h),
+ * SIZE_MAX when none or not placed. */
+static size_t mark, mark_at;
+
+/* raw[i]'s frame into path[*n]. */
+static void python_frame(struct thr *t, size_t i, size_t *n)
+{
+	if (i == mark)
+		mark_at = *n;
+	path[(*n)++] = frame_of(t, i);
+}
+
 /* Python frames raw[from..] up to and including the next entry frame:
  * what one _PyEval_EvalFrameDefault runs.  Returns the index after. */
 static size_t python_segment(struct thr *t, size_t from, size_t *n)
@@ -221,7 +234,7 @@ static size_t python_segment(struct thr *t, size_t from, size_t *n)
 	size_t i = from;
 
 	while (i < nraw) {
-		path[(*n)++] = frame_of(t, i);
+		python_frame(t, i, n);
 		if (raw[i++].eval_entry)
 			break;
 	}
@@ -235,6 +248,7 @@ static size_t build_path(struct thr *t, size_t nips, uint32_t leaf)
 {
 	size_t n = 0, pi = 0;
 
+	mark_at = SIZE_MAX;
 	if (leaf)
 		path[n++] = leaf;
 	for (size_t i = 0; i < nips && n < PATH_MAX_FRAMES - PYSTACK_DEPTH_MAX;
@@ -248,29 +262,34 @@ static size_t build_path(struct thr *t, size_t nips, uint32_t leaf)
 			n++;
 	}
 	while (pi < nraw && n < PATH_MAX_FRAMES)
-		path[n++] = frame_of(t, pi++);
+		python_frame(t, pi++, &n);
 	return n;
 }
 
-/* The stack id of path[0..n), reusing t's previous nodes. */
-static uint32_t intern_path(struct thr *t, size_t n)
+/* The stack id of path[0..n), reusing t's previous nodes; *marked: the
+ * node of path[mark_at] (0 when not placed). */
+static uint32_t intern_path(struct thr *t, size_t n, uint32_t *marked)
 {
+	size_t mark_d = mark_at < n ? n - 1 - mark_at : SIZE_MAX;
 	uint32_t node = 0;
 	int same = t->frames != NULL;
 
+	*marked = 0;
 	for (size_t d = 0; d < n; d++) {
 		uint32_t f = path[n - 1 - d];
 
 		if (same && d < t->depth && t->frames[d] == f) {
 			node = t->nodes[d];
-			continue;
+		} else {
+			same = 0;
+			node = sampler_intern_stack(in, node, f);
+			if (t->frames) {
+				t->frames[d] = f;
+				t->nodes[d] = node;
+			}
 		}
-		same = 0;
-		node = sampler_intern_stack(in, node, f);
-		if (t->frames) {
-			t->frames[d] = f;
-			t->nodes[d] = node;
-		}
+		if (d == mark_d)
+			*marked = node;
 	}
 	if (t->frames)
 		t->depth = n;
@@ -316,7 +335,8 @@ static int sample_finish(struct tick *tick, struct want *w,
 {
 	struct take tk = {.tk = tick, .pt = w->pt, .t = w->t, .rc = 0};
 	size_t nips = 0, n;
-	uint32_t leaf = 0;
+	uint32_t leaf = 0, task = 0;
+	long at;
 
 	*native = 0;
 	nraw = 0;
@@ -345,12 +365,15 @@ static int sample_finish(struct tick *tick, struct want *w,
 	if (tk.rc == -ESRCH || (!nraw && !nips))
 		return 1;
 	memset(rawok, 0, nraw);
+	at = sampler_tasks_find(w->pt->thread_id, raw, nraw, &task);
+	mark = at >= 0 ? (size_t)at : SIZE_MAX;
 	n = build_path(w->t, nips, leaf);
 	keep_trust(w->t);
 	out->ts = w->ts;
 	out->thread_id = w->pt->thread_id;
 	out->native_id = w->pt->native_id;
-	out->stack = intern_path(w->t, n);
+	out->stack = intern_path(w->t, n, &out->task_stack);
+	out->task_frame = out->task_stack ? task : 0;
 	out->state = w->state;
 	out->gil = w->gil;
 	out->cpu_us = w->cpu_us;

@@ -1,6 +1,8 @@
 /*
  * gilcall: see gilcall.h.
  */
+#include "cpython/pycompat.h"
+
 #include "gilcall.h"
 
 #include <errno.h>
@@ -118,4 +120,27 @@ void gilcall_explain(int rc, int start_ms, char *err, size_t errlen)
 void gilcall_done(struct gilcall *c)
 {
 	unref(c);
+}
+
+int gilcall_fail_from_exc(int rc, const char *what, char *err, size_t errlen)
+{
+	PyObject *t, *v, *tb, *s = NULL;
+	int kb;
+
+	PyErr_Fetch(&t, &v, &tb);
+	PyErr_NormalizeException(&t, &v, &tb);
+	kb = t && PyErr_GivenExceptionMatches(t, PyExc_KeyboardInterrupt);
+	if (v)
+		s = PyObject_Str(v);
+	snprintf(err, errlen, "%s: %s%s%s", what,
+		 t && PyType_Check(t) ? _PyType_Name((PyTypeObject *)t)
+				      : "error",
+		 s && PyUnicode_Check(s) ? ": " : "",
+		 s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : "");
+	PyErr_Clear();
+	Py_XDECREF(s);
+	Py_XDECREF(t);
+	Py_XDECREF(v);
+	Py_XDECREF(tb);
+	return kb ? -EINTR : rc;
 }

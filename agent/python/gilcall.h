@@ -58,6 +58,12 @@ int gilcall_ours(void (*fn)(void *arg), void *arg, int start_ms, char *err,
  * called pygil_run: pygil_busy_explain()). */
 void gilcall_explain(int rc, int start_ms, char *err, size_t errlen);
 
+/* In run(), the GIL held: "what: Type: message" of the exception raised
+ * into err, and it cleared; -EINTR when it is the interrupt of the run's
+ * deadline or a cancel (KeyboardInterrupt), else rc. */
+int gilcall_fail_from_exc(int rc, const char *what, char *err,
+			  size_t errlen);
+
 /* The caller lets go of c. */
 void gilcall_done(struct gilcall *c);
 

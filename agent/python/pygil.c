@@ -97,13 +97,19 @@ static void call_unref_locked(struct call *c)
 		free(c);
 }
 
+/* Is a later than b? */
+static int later(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec > b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
 static int passed(const struct timespec *ts)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > ts->tv_sec ||
-	       (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
+	return !later(ts, &now);
 }
 
 /* May a thread take c now: is a place of its kind free?  Lock held. */
@@ -476,14 +482,23 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 			break;
 		if (!asked && ((run_ms > 0 && passed(&run_dl)) ||
 			       (cancel && *cancel) || stopping)) {
+			struct timespec stop_dl;
+
 			asked = 1;
 			interrupt_locked(c);
-			/* Unlimited, and told to stop: a call blocked in C
-			 * does not hold its caller for good. */
-			if (hard_ms <= 0) {
+			/* Cancelled or stopping (not its run limit passed:
+			 * that keeps the caller's hard limit): a call blocked
+			 * in C holds its caller PYGIL_STOP_WAIT_MS more at
+			 * most, whatever limit it had (a cancelled 10 s
+			 * evaluate answered at 12 s, after three Ctrl-Cs had
+			 * given up on it). */
+			agent_deadline(&stop_dl, CLOCK_MONOTONIC,
+				       PYGIL_STOP_WAIT_MS);
+			if (hard_ms <= 0 ||
+			    (((cancel && *cancel) || stopping) &&
+			     later(&hard_dl, &stop_dl))) {
 				hard_ms = PYGIL_STOP_WAIT_MS;
-				agent_deadline(&hard_dl, CLOCK_MONOTONIC,
-					       hard_ms);
+				hard_dl = stop_dl;
 			}
 			continue;
 		}
@@ -504,6 +519,16 @@ out:
 int pygil_is_gil_thread(void)
 {
 	return is_gil_thread;
+}
+
+void pygil_nap(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	Py_BEGIN_ALLOW_THREADS
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	Py_END_ALLOW_THREADS
 }
 
 int pygil_should_stop(void)

@@ -39,7 +39,9 @@
  * waited for as long as it runs, unless it is interrupted (cancel, stop):
  * then its caller waits PYGIL_STOP_WAIT_MS more at most, and gets
  * -EINPROGRESS, so that a cancelled call blocked in C gives the caller
- * back (its thread, and its place, stay taken until it returns).
+ * back (its thread, and its place, stay taken until it returns).  A call
+ * with a limit that is cancelled or stopped gets the same, when that is
+ * sooner than its hard limit; its run limit passing keeps the hard one.
  *
  * Threads: any thread except a GIL thread may call pygil_run (a GIL
  * thread calling it would deadlock against itself and gets -EDEADLK).
@@ -68,7 +70,7 @@ enum pygil_kind {
 #define PYGIL_CODE_MAX 2
 #define PYGIL_WALK_MAX 1
 #define PYGIL_WHAT_MAX 96	  /* a call's description, cut */
-#define PYGIL_STOP_WAIT_MS 2000 /* after the interrupt of an unlimited call */
+#define PYGIL_STOP_WAIT_MS 2000 /* after a cancel or a stop (above) */
 
 typedef void (*pygil_fn)(void *arg);
 
@@ -78,7 +80,8 @@ struct pygil_limits {
 	int hard_ms;    /* give up waiting for it after this (0 = run_ms + 2000,
 			   or never when run_ms is 0) */
 	volatile int *cancel; /* optional: when it becomes non-zero the call is
-				 interrupted as if run_ms passed */
+				 interrupted, and waited for
+				 PYGIL_STOP_WAIT_MS more at most */
 	int kind;	      /* enum pygil_kind (0: PYGIL_OURS) */
 	const char *what;     /* what it does, in words, for the messages
 				 that name it (copied, cut; NULL: its
@@ -110,6 +113,10 @@ int pygil_run(pygil_fn fn, void *arg, const struct pygil_limits *lim,
 
 /* Is the calling thread one of the GIL threads? */
 int pygil_is_gil_thread(void);
+
+/* The calling thread, which holds the GIL, lets it go for ms and takes
+ * it back (a wait for another thread that needs the GIL to finish). */
+void pygil_nap(int ms);
 
 /* For code running inside a pygil call: has the run deadline or cancel
  * asked it to stop?  Long loops in our own C code (e.g. repr of many

@@ -358,3 +358,13 @@ PyObject *pyrepr_bounded(PyObject *obj, long max)
 	Py_XDECREF(head);
 	return r;
 }
+
+char *pyrepr_utf8_dup(PyObject *obj)
+{
+	const char *t = obj && PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj)
+						    : NULL;
+
+	if (!t)
+		PyErr_Clear();
+	return strdup(t ? t : "?");
+}

@@ -46,4 +46,9 @@ struct _object; /* PyObject */
  */
 struct _object *pyrepr_bounded(struct _object *obj, long max);
 
+/* A str's UTF-8, malloc'd; "?" when obj is NULL, no str or cannot be
+ * encoded (a lone surrogate), the error cleared.  NULL only when out of
+ * memory.  GIL held. */
+char *pyrepr_utf8_dup(struct _object *obj);
+
 #endif

@@ -164,8 +164,24 @@ int pystack_take_nogil(struct pystack *out, const struct pystack_opts *o,
 	fr = malloc(depth * sizeof(*fr));
 	if (!ts || !fr)
 		goto nomem;
-	/* A list that keeps changing gives what could be read of it. */
-	rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL, 0);
+	/* A list that keeps changing gives what could be read of it; one
+	 * that gave nothing is read again (a running interpreter has a
+	 * thread at least: none read is not "no Python threads"). */
+	for (int k = 0; k < WALK_TRIES; k++) {
+		rc = cpython.read.threads(ts, PYSTACK_THREADS_MAX, &nts, NULL,
+					  0);
+		if (rc >= 0 || rc == -ENOENT || nts > 0)
+			break;
+	}
+	if (rc < 0 && rc != -ENOENT && nts == 0) {
+		errbuf_set(err, errlen,
+			   "the interpreter's threads could not be read "
+			   "without the GIL (their list kept changing): try "
+			   "again");
+		free(ts);
+		free(fr);
+		return -EAGAIN;
+	}
 	if (rc == -ENOENT) {
 		errbuf_set(err, errlen, "Python is not initialised");
 		free(ts);

@@ -418,3 +418,133 @@ def exception_info(e):
     # Three arguments: the one-argument form is 3.10's.
     text = "".join(tb.format_exception(t, e, e.__traceback__)) if tb is not None else ""
     return (t.__qualname__, str(e), full, text)
+
+
+# ---- breakpoints in code torch.compile runs compiled ----------------------
+
+CODES_MAX = 20000          # code objects of one file looked at
+FRAMES_MAX = 1024          # running frames whose locals are looked at
+
+
+def _cache_entries():
+    """torch's own `_debug_get_cache_entry_list(code)`: the graphs dynamo
+    compiled for a code object; None where torch has none of it."""
+    t = sys.modules.get("torch")
+    for holder in (getattr(getattr(getattr(t, "_C", None), "_dynamo", None),
+                           "eval_frame", None),
+                   sys.modules.get("torch._dynamo.eval_frame")):
+        fn = getattr(holder, "_debug_get_cache_entry_list", None)
+        if fn is not None:
+            return fn
+    return None
+
+
+def _compiled_classes():
+    """The classes of the modules inside a torch.compile'd module
+    (OptimizedModule) that the program holds in a module's globals or in a
+    running function's locals: dynamo inlines their methods into its
+    graphs, and the only code it keeps compiled graphs for is torch's own
+    Module.__call__."""
+    ef = sys.modules.get("torch._dynamo.eval_frame")
+    om = getattr(ef, "OptimizedModule", None)
+    if not isinstance(om, type):
+        return set()
+    module = type(sys)
+    spaces = [m.__dict__ for m in list(sys.modules.values())
+              if type(m) is module]
+    # f_locals makes a dict each frame keeps (up to 3.12): a bounded
+    # number of frames in all, not 64 of each of thousands of threads.
+    frames = 0
+    for f in list(sys._current_frames().values()):
+        for _ in range(64):
+            if f is None or frames >= FRAMES_MAX:
+                break
+            spaces.append(f.f_locals)
+            frames += 1
+            f = f.f_back
+    found, classes = [], set()
+    for ns in spaces:
+        try:
+            found.extend(v for v in list(ns.values()) if isinstance(v, om))
+        except Exception:
+            pass
+    for wrapper in found[:64]:
+        todo = [wrapper.__dict__.get("_modules", {}).get("_orig_mod")]
+        while todo and len(classes) < 4096:
+            m = todo.pop()
+            if m is None or type(m) in classes:
+                continue
+            classes.add(type(m))
+            subs = m.__dict__.get("_modules")
+            if type(subs) is dict:
+                todo.extend(subs.values())
+    return classes
+
+
+def _codes_of(path, classes):
+    """(code, name, compiled class or None) of the module whose file is
+    path: its functions, its classes' methods (one level), and the code
+    nested in them.  Read from the namespaces' dicts: no attribute hook of
+    the program runs."""
+    module, function = type(sys), type(_codes_of)
+    out, todo = [], []
+    for mod in list(sys.modules.values()):
+        if type(mod) is not module or mod.__dict__.get("__file__") != path:
+            continue
+        for v in list(mod.__dict__.values()):
+            cls = v if isinstance(v, type) else None
+            items = list(v.__dict__.values()) if cls else [v]
+            for f in items:
+                if type(f) in (staticmethod, classmethod):
+                    f = f.__func__
+                if type(f) is function and f.__code__.co_filename == path:
+                    inlined = cls is not None and cls in classes
+                    todo.append((f.__code__, inlined))
+    seen = set()
+    while todo and len(out) < CODES_MAX:
+        co, inlined = todo.pop()
+        if id(co) in seen:
+            continue
+        seen.add(id(co))
+        out.append((co, inlined))
+        todo.extend((c, inlined) for c in co.co_consts
+                    if type(c) is type(co))
+    return out
+
+
+def compiled_lines(path, lines):
+    """((line, function name), ...): the lines of path inside a function
+    that torch.compile runs compiled — one dynamo holds graphs for, or a
+    method of a module inside a compiled module (inlined into its graphs):
+    they do not run as Python there, and a breakpoint on them cannot stop.
+    Empty when torch._dynamo is not loaded."""
+    if "torch._dynamo" not in sys.modules:
+        return ()
+    entries = _cache_entries()
+    classes = _compiled_classes()
+    spans = []
+    for co, inlined in _codes_of(path, classes):
+        try:
+            ls = [l for _, _, l in co.co_lines() if l]
+        except AttributeError:          # 3.9: no co_lines
+            return ()
+        if not ls:
+            continue
+        compiled = inlined
+        if not compiled and entries is not None:
+            try:
+                compiled = len(entries(co)) > 0
+            except Exception:
+                compiled = False
+        spans.append((min(ls), max(ls), compiled,
+                      getattr(co, "co_qualname", co.co_name)))
+    out = []
+    for line in lines:
+        inner = None    # the innermost compiled function around the line
+        for lo, hi, compiled, name in spans:
+            if compiled and lo <= line <= hi and (inner is None or
+                                                  lo >= inner[0]):
+                inner = (lo, name)
+        if inner is not None:
+            out.append((line, inner[1]))
+    return tuple(out)

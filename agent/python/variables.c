@@ -12,6 +12,7 @@
 
 #include "cpython/cpython.h"
 #include "debugger/debugger.h"
+#include "gilcall.h"
 #include "pygil.h"
 #include "pystack.h"
 #include "pyviews.h"
@@ -186,31 +187,6 @@ int variables_describe(PyObject *obj, const char *name,
 	return 0;
 }
 
-/* The message of the raised exception into err; -EINTR for
- * KeyboardInterrupt (pygil's deadline), else rc. */
-static int fail_from_exc(int rc, const char *what, char *err, size_t errlen)
-{
-	PyObject *t, *v, *tb, *s = NULL;
-	int kb;
-
-	PyErr_Fetch(&t, &v, &tb);
-	PyErr_NormalizeException(&t, &v, &tb);
-	kb = t && PyErr_GivenExceptionMatches(t, PyExc_KeyboardInterrupt);
-	if (v)
-		s = PyObject_Str(v);
-	snprintf(err, errlen, "%s: %s%s%s", what,
-		 t && PyType_Check(t) ? _PyType_Name((PyTypeObject *)t)
-				      : "error",
-		 s && PyUnicode_Check(s) ? ": " : "",
-		 s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : "");
-	PyErr_Clear();
-	Py_XDECREF(s);
-	Py_XDECREF(t);
-	Py_XDECREF(v);
-	Py_XDECREF(tb);
-	return kb ? -EINTR : rc;
-}
-
 /* The namespace object a handle's children come from (new reference). */
 static PyObject *parent_of(const struct handle *h, const char **mode)
 {
@@ -273,8 +249,8 @@ int variables_list(int64_t ref, enum variables_filter filter, int64_t start,
 	Py_XDECREF(fn);
 	if (!items || !PyList_Check(items)) {
 		Py_XDECREF(items);
-		rc = fail_from_exc(-EIO, "cannot list the children", err,
-				   errlen);
+		rc = gilcall_fail_from_exc(-EIO, "cannot list the children",
+					   err, errlen);
 		goto out;
 	}
 	k = PyList_GET_SIZE(items);
@@ -355,7 +331,7 @@ int variables_set(int64_t ref, const char *name, const char *expr,
 	frame = Py_XNewRef(h->frame);
 	value = eval_for(h, expr);
 	if (!value) {
-		rc = fail_from_exc(-EINVAL, "the value", err, errlen);
+		rc = gilcall_fail_from_exc(-EINVAL, "the value", err, errlen);
 		goto out;
 	}
 	/* The handle may be gone if the expression let a resume happen. */
@@ -369,7 +345,8 @@ int variables_set(int64_t ref, const char *name, const char *expr,
 	r = fn ? PyObject_CallFunction(fn, "OssO", parent, mode, name, value)
 	       : NULL;
 	if (!r) {
-		rc = fail_from_exc(-EINVAL, "cannot set it", err, errlen);
+		rc = gilcall_fail_from_exc(-EINVAL, "cannot set it", err,
+					   errlen);
 		goto out;
 	}
 	if (h->mode == H_LOCALS) {

@@ -12,7 +12,8 @@ static const struct handler *const handlers[] = {
 	&handler_threads,    &handler_stack_trace, &handler_evaluate,
 	&handler_backtrace,  &handler_query,      &handler_config,
 	/* the profiler */
-	&handler_profile, &handler_flamegraph,
+	&handler_profile, &handler_flamegraph, &handler_trace,
+	&handler_metrics,
 	/* the debugger */
 	&handler_attach, &handler_configuration_done, &handler_set_breakpoints,
 	&handler_set_function_breakpoints, &handler_set_exception_breakpoints,

@@ -77,6 +77,7 @@ struct request {
 	int waiting;                  /* for a place to run code */
 	ev_tstamp since;              /* dispatched, then handed to a worker */
 	ev_timer wait_timer;          /* how long it may wait for a place */
+	void *trim_token;             /* memtrim_arena_token() of the worker */
 };
 
 /* Starts a success response; returns its body to fill (never NULL unless
@@ -106,7 +107,8 @@ extern const struct handler handler_initialize, handler_disconnect,
 	handler_evaluate, handler_backtrace, handler_query, handler_config;
 
 /* The profiler (req_profile.c). */
-extern const struct handler handler_profile, handler_flamegraph;
+extern const struct handler handler_profile, handler_flamegraph,
+	handler_trace, handler_metrics;
 
 /* The debugger (req_debug.c, req_variables.c). */
 extern const struct handler handler_attach, handler_configuration_done,

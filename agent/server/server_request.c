@@ -14,6 +14,7 @@
 #include "debugger/dbgsession.h"
 #include "dap_msg.h"
 #include "dap_token.h"
+#include "memtrim.h"
 #include "errbuf.h"
 #include "handler.h"
 #include "server_auth.h"
@@ -25,6 +26,8 @@ static void request_free(struct request *req)
 {
 	dap_message_free(req->msg);
 	dap_message_free(req->resp);
+	/* After the response's nodes, made on the worker, are freed. */
+	memtrim_arena_release(req->trim_token);
 	free(req);
 }
 
@@ -60,6 +63,9 @@ static void job_run(struct worker_job *job)
 	struct request *req = (struct request *)job;
 
 	req->handler->run(req);
+	/* Work large enough to ask for a trim (memtrim.h): the worker's
+	 * arena is shrunk once the response is sent. */
+	req->trim_token = memtrim_arena_token();
 }
 
 /* req, in flight (on a worker, or waiting for a place), is over: off the

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "dap_frame.h"
 #include "dap_msg.h"
 #include "server_auth.h"
 #include "server_intern.h"
@@ -99,6 +100,42 @@ static void queue(struct session *s, char *text, size_t len)
 		flush_output(s);
 }
 
+/*
+ * The reply to a request whose response could not be encoded (cJSON out of
+ * memory: an address-space limit): a failure built without cJSON, so that
+ * the client is answered instead of left waiting or cut off.  NULL when
+ * even this does not fit in memory.  The command goes in only when it is
+ * a plain name (no JSON escaping needed).
+ */
+static char *oom_response(int64_t seq, const struct dap_message *msg,
+			  size_t *len)
+{
+	static const char why[] = "out of memory in the target (its address "
+				  "space limit?) writing the reply";
+	char body[256 + DAP_COMMAND_MAX], hdr[48], *text;
+	const char *cmd = msg->command;
+	int n, h;
+
+	for (const char *c = cmd; *c; c++)
+		if (!(*c == '_' || *c == '/' || *c == '-' || *c == '.' ||
+		      (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9')))
+			cmd = "";
+	n = snprintf(body, sizeof(body),
+		     "{\"seq\":%lld,\"type\":\"response\",\"request_seq\":%lld,"
+		     "\"success\":false,\"command\":\"%s\",\"message\":\"%s\"}",
+		     (long long)seq, (long long)msg->request_seq, cmd, why);
+	if (n < 0 || (size_t)n >= sizeof(body))
+		return NULL;
+	h = dap_frame_header(hdr, sizeof(hdr), (size_t)n);
+	if (h < 0 || !(text = malloc((size_t)h + (size_t)n + 1)))
+		return NULL;
+	memcpy(text, hdr, (size_t)h);
+	memcpy(text + h, body, (size_t)n + 1);
+	*len = (size_t)h + (size_t)n;
+	return text;
+}
+
 void server_session_send(struct session *s, struct dap_message *msg)
 {
 	char *text;
@@ -109,8 +146,12 @@ void server_session_send(struct session *s, struct dap_message *msg)
 		return;
 	}
 	text = dap_message_encode(msg, ++s->seq, &len);
+	if (!text && msg->type == DAP_RESPONSE)
+		text = oom_response(s->seq, msg, &len);
 	dap_message_free(msg);
 	if (!text) {
+		/* An event lost would leave the client's view wrong (a
+		 * stop it never heard of): better no session. */
 		server_session_close(s);
 		return;
 	}

@@ -120,6 +120,28 @@ static int token_for(const struct sockaddr *sa, const char *host,
 	return 0;
 }
 
+/* Listens on ai into out: 0, or -errno with why in err (out closed). */
+static int listen_on(const struct addrinfo *ai, const struct dap_addr *addr,
+		     struct fdown *out, char *err, size_t errlen)
+{
+	int rc, one = 1;
+
+	/* The token must exist before the first client comes. */
+	if (!token_for(ai->ai_addr, addr->host, err, errlen))
+		return -EPERM;
+	if ((rc = new_socket(ai->ai_family, out, err, errlen)))
+		return rc;
+	setsockopt(out->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(out->fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+	    listen(out->fd, 16) == 0)
+		return 0;
+	rc = -errno;
+	snprintf(err, errlen, "cannot listen on %s:%d: %s", addr->host,
+		 addr->port, strerror(-rc));
+	fdown_close(out);
+	return rc;
+}
+
 int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 			 char *canon, size_t canonlen, char *err,
 			 size_t errlen)
@@ -129,7 +151,7 @@ int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *res, *ai;
 	char port[16];
-	int rc, one = 1;
+	int rc;
 
 	out->fd = -1;
 	snprintf(port, sizeof(port), "%d", addr->port);
@@ -141,24 +163,15 @@ int server_sock_bind_tcp(const struct dap_addr *addr, struct fdown *out,
 	}
 	rc = -EADDRNOTAVAIL;
 	snprintf(err, errlen, "no address for %s", addr->host);
-	for (ai = res; ai; ai = ai->ai_next) {
-		/* The token must exist before the first client comes. */
-		if (!token_for(ai->ai_addr, addr->host, err, errlen)) {
-			rc = -EPERM;
-			continue;
-		}
-		if ((rc = new_socket(ai->ai_family, out, err, errlen)))
-			continue;
-		setsockopt(out->fd, SOL_SOCKET, SO_REUSEADDR, &one,
-			   sizeof(one));
-		if (bind(out->fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(out->fd, 16) == 0)
-			break;
-		rc = -errno;
-		snprintf(err, errlen, "cannot listen on %s:%d: %s", addr->host,
-			 addr->port, strerror(-rc));
-		fdown_close(out);
-	}
+	/* One socket: a name's IPv4 address first.  getaddrinfo puts ::1
+	 * before 127.0.0.1 for "localhost" where /etc/hosts has both
+	 * (Debian 13), and a listener on [::1] alone refuses the clients
+	 * that reach localhost by 127.0.0.1.  "[::1]:P" still listens on
+	 * IPv6. */
+	for (int pass = 0; pass < 2 && out->fd < 0; pass++)
+		for (ai = res; ai && out->fd < 0; ai = ai->ai_next)
+			if ((ai->ai_family == AF_INET) == (pass == 0))
+				rc = listen_on(ai, addr, out, err, errlen);
 	freeaddrinfo(res);
 	if (out->fd < 0)
 		return rc;

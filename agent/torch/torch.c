@@ -36,6 +36,7 @@ static char error_text[200];
 static int listening;
 
 static const char *const stage_names[] = {"forward", "backward", "step"};
+static const char *const clock_names[] = {"cpu", "cuda"};
 
 static void on_change(const char *name)
 {
@@ -56,11 +57,13 @@ int torch_init(struct store *st, char *err, size_t errlen)
 		.name = "torch_trace",
 		.columns =
 			"step INTEGER, seq INTEGER, module TEXT, stage TEXT, "
-			"duration REAL, allocated REAL, max_allocated REAL, "
+			"duration REAL, cpu_duration REAL, clock TEXT, "
+			"allocated REAL, max_allocated REAL, "
 			"cached REAL, max_cached REAL, time_offset REAL, "
-			"rank INTEGER, ts REAL",
+			"rank INTEGER, ts REAL, native_id INTEGER",
 		.doc = "torch module forward/backward and optimizer step times "
-		       "(torch.profiling=on); seconds, memory in MB",
+		       "(torch.profiling=on); seconds (duration: the GPU's "
+		       "where clock='cuda'), memory in MB",
 	};
 	struct recorder_opts v = {
 		.schema = "python",
@@ -232,12 +235,16 @@ static void drain_trace(void)
 		store_stmt_text(s, 3, module);
 		store_stmt_text(s, 4, stage);
 		store_stmt_real(s, 5, r.duration);
+		store_stmt_real(s, 6, r.cpu_duration);
+		store_stmt_text(s, 7,
+				clock_names[r.clock == TORCH_CLOCK_CUDA]);
 		for (int i = 0; i < 4; i++)
-			store_stmt_real(s, 6 + i, r.mem[i]);
-		store_stmt_real(s, 10, r.offset);
-		store_stmt_int(s, 11, r.rank);
-		store_stmt_real(s, 12, r.start + shift);
-		if (recorder_add(trace_rec, 9 * 8 + strlen(module) + 8, err,
+			store_stmt_real(s, 8 + i, r.mem[i]);
+		store_stmt_real(s, 12, r.offset);
+		store_stmt_int(s, 13, r.rank);
+		store_stmt_real(s, 14, r.start + shift);
+		store_stmt_int(s, 15, r.tid);
+		if (recorder_add(trace_rec, 10 * 8 + strlen(module) + 12, err,
 				 sizeof(err)))
 			break;
 	} while (++n < DRAIN_MAX && torch_hooks_pop_trace(&r) == 0);
@@ -287,11 +294,13 @@ static void set_status(void)
 	if (in.installed)
 		snprintf(text, sizeof(text),
 			 "on: step %lld%s, one step in %lld traced%s, %d "
-			 "modules named, steps from %s, %llu records dropped",
+			 "modules named, steps from %s, %llu records dropped, "
+			 "%llu GPU times lost",
 			 (long long)in.step, in.traced ? " (traced)" : "",
 			 (long long)in.rate, in.rate_auto ? " (auto)" : "",
 			 in.modules, in.step_hook,
-			 (unsigned long long)in.dropped);
+			 (unsigned long long)in.dropped,
+			 (unsigned long long)in.gpu_lost);
 	else if (waiting)
 		snprintf(text, sizeof(text),
 			 "waiting for torch to be imported");

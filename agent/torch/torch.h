@@ -9,14 +9,18 @@
  * turning it off removes every hook again.  The hooks hand records to the
  * recorder thread through rings; torch_tick() writes them into the store.
  *
- *   python.torch_trace(step, seq, module, stage, duration, allocated,
- *                      max_allocated, cached, max_cached, time_offset,
- *                      rank)
+ *   python.torch_trace(step, seq, module, stage, duration, cpu_duration,
+ *                      clock, allocated, max_allocated, cached,
+ *                      max_cached, time_offset, rank)
  *   python.variables(step, func, name, value)
  *
- * Times in seconds: time_offset from the start of the step (the end of
- * the previous optimizer step, or when tracing began) to the start of
- * the stage.  Memory in MB from torch's CUDA allocator when CUDA is
+ * Times in seconds: duration is the GPU's where clock is 'cuda' (a
+ * module call whose work went to CUDA, timed with CUDA events:
+ * torch_hooks.h), else the CPU's ('cpu'); cpu_duration is always the
+ * CPU's; time_offset, on the CPU's clock, from the start of the step (the
+ * end of the previous optimizer step, or when tracing began) to the start
+ * of the stage.  Memory in MB from torch's CUDA allocator (of the device
+ * the module's work went to, else the current one) when CUDA is
  * initialised in the process, else 0 (the CPU allocator keeps no
  * statistics; process.memory has the process's figures).
  *

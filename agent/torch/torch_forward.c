@@ -22,6 +22,7 @@ struct frame {
 	int traced;
 	int64_t seq;
 	double t0;
+	struct torch_gpu_mark gpu; /* its start event on the GPU, if any */
 };
 
 /*
@@ -33,11 +34,30 @@ struct frame {
  * One may outlive its installation in a chain someone else built around
  * Module.__call__ (torch.fx patches it while tracing): only the active
  * wrapper times, the others pass the call on.
+ *
+ * To torch.compile it looks like the function it wraps.  torch 2.x's
+ * OptimizedModule compiles self._orig_mod.__call__, a bound method of
+ * ours, and requires its __code__ (a bound method forwards attributes to
+ * its __func__): __code__, __defaults__, __kwdefaults__, __globals__,
+ * __module__, __doc__ and __annotations__ are read-only views of torch's
+ * function.  Dynamo then compiles the frame of torch's function, which
+ * our C call runs (timed: the compiled module's real call).  Where dynamo
+ * traces a module call inside a compiled frame it looks up
+ * type(module).__call__ and, finding an object that is no function,
+ * wraps it by its `_torchdynamo_inline` attribute (read with
+ * inspect.getattr_static: the instance __dict__ below holds it), torch's
+ * function: it inlines torch's own __call__, no graph break, and its
+ * guard is on our object's identity.  The wrapper is kept across
+ * removals and reused (spare below), so switching tracing on and off
+ * again makes dynamo recompile at most once per state, not once per
+ * switch.  Module calls that torch's compile-time machinery makes with
+ * FakeTensors (AOTAutograd tracing a graph) pass straight through.
  */
 struct module_call {
 	PyObject ob_base; /* PyObject_HEAD */
 	vectorcallfunc vectorcall;
 	PyObject *orig; /* what Module.__call__ was: a function */
+	PyObject *dict; /* instance __dict__: _torchdynamo_inline */
 };
 
 static PyObject *module_call_vectorcall(PyObject *self, PyObject *const *args,
@@ -46,6 +66,7 @@ static PyObject *module_call_vectorcall(PyObject *self, PyObject *const *args,
 static void module_call_dealloc(PyObject *self)
 {
 	Py_XDECREF(((struct module_call *)self)->orig);
+	Py_XDECREF(((struct module_call *)self)->dict);
 	Py_TYPE(self)->tp_free(self);
 }
 
@@ -63,18 +84,29 @@ static PyObject *module_call_wrapped(PyObject *self, void *closure)
 	return Py_NewRef(((struct module_call *)self)->orig);
 }
 
-/* __name__ and __qualname__: torch's (a bound method's repr shows them). */
-static PyObject *module_call_name(PyObject *self, void *closure)
+/* __name__, __qualname__ (a bound method's repr shows them), __code__
+ * and the other attributes of a function: torch's function's. */
+static PyObject *module_call_attr(PyObject *self, void *closure)
 {
 	return PyObject_GetAttrString(((struct module_call *)self)->orig,
 				      (const char *)closure);
 }
 
+#define ORIG_ATTR(name) {name, module_call_attr, NULL, NULL, name}
+
 static PyGetSetDef module_call_getset[] = {
 	{"__wrapped__", module_call_wrapped, NULL,
 	 "torch's Module.__call__, which this one calls", NULL},
-	{"__name__", module_call_name, NULL, NULL, "__name__"},
-	{"__qualname__", module_call_name, NULL, NULL, "__qualname__"},
+	ORIG_ATTR("__name__"),
+	ORIG_ATTR("__qualname__"),
+	ORIG_ATTR("__code__"),
+	ORIG_ATTR("__defaults__"),
+	ORIG_ATTR("__kwdefaults__"),
+	ORIG_ATTR("__globals__"),
+	ORIG_ATTR("__module__"),
+	ORIG_ATTR("__doc__"),
+	ORIG_ATTR("__annotations__"),
+	{"__dict__", PyObject_GenericGetDict, NULL, NULL, NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -83,9 +115,8 @@ static PyTypeObject module_call_type = {
 	.tp_basicsize = sizeof(struct module_call),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
 		    Py_TPFLAGS_METHOD_DESCRIPTOR,
-	.tp_doc = "torch.nn.Module.__call__ timed by Probing's module "
-		  "tracing (__wrapped__ is torch's)",
 	.tp_vectorcall_offset = offsetof(struct module_call, vectorcall),
+	.tp_dictoffset = offsetof(struct module_call, dict),
 	.tp_call = PyVectorcall_Call,
 	.tp_dealloc = module_call_dealloc,
 	.tp_descr_get = module_call_get,
@@ -94,6 +125,7 @@ static PyTypeObject module_call_type = {
 
 static PyObject *module_cls; /* torch.nn.Module, owned while installed */
 static struct module_call *active; /* the wrapper installed, owned */
+static struct module_call *spare;  /* the last one made, owned: reused */
 static int on_now; /* a traced step runs: calls are timed */
 static PyObject *s_call;
 
@@ -107,11 +139,15 @@ static int module_traced(int32_t index)
 	return rate <= 1 || (index + torch_step_k()) % rate == 0;
 }
 
-/* A traced call of module begins: pushes its frame. */
-static void call_begin(PyObject *module, PyThreadState *ts)
+/* A traced call of module with the n positional inputs in begins:
+ * pushes its frame. */
+static void call_begin(PyObject *module, PyThreadState *ts,
+		       PyObject *const *in, Py_ssize_t n)
 {
 	struct frame *f, *root = NULL, *parent = NULL;
+	struct torch_gpu_mark gpu = {NULL, -1};
 	struct torch_module m;
+	int traced;
 
 	for (int i = 0; i < depth; i++)
 		if (stack[i].ts == ts) {
@@ -120,13 +156,26 @@ static void call_begin(PyObject *module, PyThreadState *ts)
 		}
 	torch_names_lookup(module, root ? root->module : NULL,
 			   parent ? parent->name : 0, &m);
+	traced = module_traced(m.index);
+	/* Before the frame is pushed (torch's event calls release the GIL:
+	 * other threads' calls may move the stack meanwhile) and before the
+	 * clock (the CPU time is the call's own). */
+	if (traced) {
+		torch_hooks_gpu_poll(2);
+		torch_hooks_gpu_begin(module, in, n, &gpu);
+	}
+	if (depth >= TORCH_DEPTH_MAX) {
+		torch_hooks_gpu_forget(&gpu);
+		return;
+	}
 	f = &stack[depth++];
 	f->module = module;
 	f->ts = ts;
 	f->name = m.name;
-	f->traced = module_traced(m.index);
-	f->seq = f->traced ? torch_step_seq() : -1;
-	f->t0 = f->traced ? torch_hooks_now() : 0;
+	f->traced = traced;
+	f->seq = traced ? torch_step_seq() : -1;
+	f->gpu = gpu;
+	f->t0 = traced ? torch_hooks_now() : 0;
 }
 
 /* The call of module ends with output (NULL: it raised): pops its frame
@@ -137,7 +186,7 @@ static void call_end(PyObject *module, PyThreadState *ts, PyObject *const *in,
 {
 	struct frame f;
 	double end;
-	int i, k;
+	int i, j, k;
 
 	for (i = depth - 1; i >= 0; i--)
 		if (stack[i].module == module && stack[i].ts == ts)
@@ -145,14 +194,19 @@ static void call_end(PyObject *module, PyThreadState *ts, PyObject *const *in,
 	if (i < 0)
 		return; /* switched off (and maybe on again) meanwhile */
 	f = stack[i];
-	for (k = i; i < depth; i++)
-		if (stack[i].ts != ts)
-			stack[k++] = stack[i];
+	/* This thread's frames above it: calls that never returned here. */
+	for (k = i, j = i + 1; j < depth; j++)
+		if (stack[j].ts != ts)
+			stack[k++] = stack[j];
+		else
+			torch_hooks_gpu_forget(&stack[j].gpu);
 	depth = k;
-	if (!f.traced || !output || !on_now)
+	if (!f.traced || !output || !on_now) {
+		torch_hooks_gpu_forget(&f.gpu);
 		goto out;
+	}
 	end = torch_hooks_now();
-	torch_hooks_emit(TORCH_FORWARD, f.seq, f.name, f.t0, end);
+	torch_hooks_emit_call(TORCH_FORWARD, f.seq, f.name, f.t0, end, &f.gpu);
 	torch_step_ended(end);
 	if (torch_hooks_opts()->backward)
 		torch_backward_attach(f.name, in, n, output);
@@ -171,11 +225,12 @@ static PyObject *module_call_vectorcall(PyObject *self, PyObject *const *args,
 
 	if (c != active || !on_now || !torch_hooks_installed() ||
 	    !torch_step_traced() || nargs < 1 || depth >= TORCH_DEPTH_MAX ||
-	    !PyObject_TypeCheck(args[0], (PyTypeObject *)module_cls))
+	    !PyObject_TypeCheck(args[0], (PyTypeObject *)module_cls) ||
+	    (nargs > 1 && torch_hooks_compile_time(args[1])))
 		return PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
 	module = args[0];
 	ts = PyThreadState_Get();
-	call_begin(module, ts);
+	call_begin(module, ts, args + 1, nargs - 1);
 	out = PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
 	if (c == active)
 		call_end(module, ts, args + 1, nargs - 1, out);
@@ -193,11 +248,20 @@ static struct module_call *wrapper_for(PyObject *cur)
 		return (struct module_call *)Py_NewRef(cur);
 	if (!PyFunction_Check(cur))
 		return NULL;
+	if (spare && spare->orig == cur)
+		return (struct module_call *)Py_NewRef(spare);
 	c = PyObject_New(struct module_call, &module_call_type);
 	if (!c)
 		return NULL;
 	c->vectorcall = module_call_vectorcall;
 	c->orig = Py_NewRef(cur);
+	c->dict = PyDict_New();
+	if (!c->dict ||
+	    PyDict_SetItemString(c->dict, "_torchdynamo_inline", cur)) {
+		Py_DECREF(c);
+		return NULL;
+	}
+	Py_XSETREF(spare, (struct module_call *)Py_NewRef(c));
 	return c;
 }
 
@@ -232,6 +296,8 @@ void torch_forward_remove(void)
 	PyObject *dict, *cur;
 
 	on_now = 0;
+	for (int i = 0; i < depth; i++)
+		torch_hooks_gpu_forget(&stack[i].gpu);
 	depth = 0;
 	torch_backward_forget();
 	if (!active)

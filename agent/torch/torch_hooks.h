@@ -20,6 +20,26 @@
  *    These live on that step's graph and do nothing once their step is
  *    over or tracing is off; they go with the graph.
  *
+ * GPU time: a traced module call whose work goes to CUDA (its first
+ * tensor input is a CUDA tensor, or, with no tensor input, its first own
+ * parameter or buffer is), in a process where torch has initialised
+ * CUDA, is timed on the GPU too: torch CUDA events (torch.cuda.Event,
+ * enable_timing) recorded on that device's current stream when the call
+ * begins and ends.  Its row waits in a bounded pending list
+ * (TORCH_GPU_PENDING) until both events have completed, found by
+ * polling (event.query(), which never blocks) when a later traced call
+ * or a step begins, on the program's thread; its duration is then the
+ * GPU's (clock CUDA), cpu_duration the CPU's.  Nothing ever synchronizes
+ * the program's streams.  Pending full, events unavailable, or tracing
+ * switched off while it waits (removal, on an agent thread, makes no
+ * CUDA call): the row goes out with the CPU's time (clock CPU) and is
+ * counted (gpu_lost).  While the current stream is being captured into a
+ * CUDA graph nothing is recorded or queried (an event query would
+ * invalidate the capture).  Events are reused from a pool per device
+ * (TORCH_GPU_EVENTS alive at most), kept for the next installation once
+ * made (freeing one is a CUDA call too).  Backward
+ * and optimizer rows are CPU time.
+ *
  * A step is one optimizer step: rows of step s are what ran after the
  * s-th optimizer step (counting from 0 when tracing is first turned on)
  * up to and including the next one.  Step s is traced when
@@ -43,16 +63,26 @@
 #define TORCH_TRACE_RING (1u << 16) /* records waiting for the recorder */
 #define TORCH_VAR_RING 1024
 #define TORCH_VALUE_MAX 1024 /* bytes of a watched value's text */
+#define TORCH_GPU_PENDING 4096	/* rows waiting for their GPU time */
+#define TORCH_GPU_DEVICES 16	/* CUDA devices timed (others: CPU time) */
+#define TORCH_GPU_EVENTS (2 * TORCH_GPU_PENDING + 2 * TORCH_DEPTH_MAX)
 
 enum torch_stage { TORCH_FORWARD = 0, TORCH_BACKWARD, TORCH_STEP };
 
+/* Which clock a row's duration is from. */
+enum torch_clock { TORCH_CLOCK_CPU = 0, TORCH_CLOCK_CUDA };
+
 struct torch_trace_rec {
 	int64_t step, seq, rank;
-	int32_t module;		 /* torch_names id */
-	int32_t stage;		 /* enum torch_stage */
-	double duration, offset; /* seconds */
-	double start;		 /* the stage's start, torch_hooks_now() */
+	int32_t module; /* torch_names id */
+	int32_t stage;	/* enum torch_stage */
+	int32_t clock;	/* enum torch_clock: what duration is */
+	double duration;     /* seconds: the GPU's where measured, else CPU's */
+	double cpu_duration; /* seconds: the CPU's, always */
+	double offset;	     /* seconds */
+	double start;	     /* the stage's start, torch_hooks_now() */
 	double mem[4]; /* MB: allocated, max_allocated, cached, max_cached */
+	int32_t tid;   /* the kernel's id of the thread that ran the stage */
 };
 
 struct torch_var_rec {
@@ -82,6 +112,7 @@ struct torch_hooks_info {
 	int modules;	       /* modules named so far */
 	const char *step_hook; /* how steps are detected */
 	uint64_t dropped;      /* records lost to a full ring */
+	uint64_t gpu_lost;     /* GPU-timed rows written with the CPU's time */
 };
 
 /* Makes the rings.  On the agent thread, before any GIL thread or

@@ -54,6 +54,39 @@ void torch_hooks_cuda_check(void);
 void torch_hooks_emit(int stage, int64_t seq, int32_t name, double start,
 		      double end);
 
+/* The GPU side of a traced call (torch_hooks.h, GPU time): its start
+ * event (owned; NULL when the call is not timed on the GPU) and the CUDA
+ * device its work goes to (-1: none, CPU). */
+struct torch_gpu_mark {
+	PyObject *start;
+	int dev;
+};
+
+/* A traced call of module with the n positional inputs in begins: when
+ * its work goes to CUDA, records a start event on the device's current
+ * stream into *m (else m->start is NULL).  Never raises. */
+void torch_hooks_gpu_begin(PyObject *module, PyObject *const *in,
+			   Py_ssize_t n, struct torch_gpu_mark *m);
+
+/* The call of m ends without a row: its event goes back to the pool.
+ * Idempotent. */
+void torch_hooks_gpu_forget(struct torch_gpu_mark *m);
+
+/* Like torch_hooks_emit, for a call begun with torch_hooks_gpu_begin:
+ * records the end event and leaves the row pending until the GPU has run
+ * the call (then its duration is the GPU's); takes m's event. */
+void torch_hooks_emit_call(int stage, int64_t seq, int32_t name,
+			   double start, double end, struct torch_gpu_mark *m);
+
+/* Moves at most max pending rows whose GPU work has completed into the
+ * ring, oldest first (never waits).  Keeps any exception that is set. */
+void torch_hooks_gpu_poll(int max);
+
+/* Is o a tensor of torch's compile-time machinery (a FakeTensor or
+ * FunctionalTensor: dynamo or AOTAutograd running a module to trace it,
+ * nothing real to time)? */
+int torch_hooks_compile_time(PyObject *o);
+
 /* Pushes a watched variable's record for the recorder. */
 void torch_hooks_emit_var(const struct torch_var_rec *r);
 

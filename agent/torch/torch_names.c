@@ -216,6 +216,68 @@ static const char *class_name(PyObject *o)
 	return dot ? dot + 1 : n;
 }
 
+/* A module that torch.compile made (torch._dynamo's OptimizedModule,
+ * which holds the user's module as _orig_mod)? */
+static int is_compiled(PyObject *o)
+{
+	int r;
+
+	if (strcmp(class_name(o), "OptimizedModule"))
+		return 0;
+	r = PyObject_HasAttrString(o, "_orig_mod");
+	PyErr_Clear();
+	return r;
+}
+
+/*
+ * The name of mod, at path (named_modules' "" for the root) under the
+ * walk's root, as the user knows it: torch.compile's wrapper is named by
+ * the user's module with " [compiled]" (its row times the compiled
+ * region: the modules inside it run as one graph and have no rows), and
+ * the "_orig_mod" steps it puts into paths are left out ("encoder" for
+ * encoder._orig_mod, "encoder.layers.0" for encoder._orig_mod.layers.0;
+ * these modules have rows where they run as Python: graph breaks, eager
+ * fallback, tracing on while compiling).
+ */
+static void display_name(PyObject *mod, const char *path, char *out,
+			 size_t outlen)
+{
+	char buf[TORCH_NAME_LEN];
+	const char *p = path;
+	size_t n = 0;
+
+	/* path without its "_orig_mod" segments */
+	while (*p && n + 1 < sizeof(buf)) {
+		const char *dot = strchr(p, '.');
+		size_t len = dot ? (size_t)(dot - p) : strlen(p);
+
+		if (!(len == 9 && !strncmp(p, "_orig_mod", 9))) {
+			size_t k = len;
+
+			if (n && n + 1 < sizeof(buf))
+				buf[n++] = '.';
+			if (k > sizeof(buf) - 1 - n)
+				k = sizeof(buf) - 1 - n;
+			memcpy(buf + n, p, k);
+			n += k;
+		}
+		p += dot ? len + 1 : len;
+	}
+	buf[n] = '\0';
+	if (!n) { /* the root, or its _orig_mod: the user's class */
+		PyObject *orig = is_compiled(mod)
+					 ? PyObject_GetAttrString(mod, "_orig_mod")
+					 : NULL;
+
+		snprintf(buf, sizeof(buf), "%s",
+			 class_name(orig ? orig : mod));
+		Py_XDECREF(orig);
+		PyErr_Clear();
+	}
+	snprintf(out, outlen, "%s%s", buf,
+		 is_compiled(mod) ? " [compiled]" : "");
+}
+
 /*
  * Names every module under root that has no name yet; root itself (the
  * item named "") by its class, provisionally.  A module named
@@ -243,10 +305,14 @@ static void walk(PyObject *root)
 					   : NULL;
 		struct entry *e = mod ? find(mod) : NULL;
 
+		char shown[TORCH_NAME_LEN];
+
+		if (text && mod)
+			display_name(mod, text, shown, sizeof(shown));
 		if (text && mod && !valid(e, mod)) {
-			add(mod, *text ? text : class_name(mod), !*text, &m);
+			add(mod, shown, !*text, &m);
 		} else if (text && *text && e->provisional) {
-			e->m.name = torch_names_intern(text);
+			e->m.name = torch_names_intern(shown);
 			e->provisional = 0;
 		}
 		Py_DECREF(item);
@@ -353,7 +419,7 @@ int torch_names_lookup(PyObject *module, PyObject *root, int32_t parent,
 		snprintf(name, sizeof(name), "%s.%s", torch_names_text(parent),
 			 class_name(module));
 	else
-		snprintf(name, sizeof(name), "%s", class_name(module));
+		display_name(module, "", name, sizeof(name));
 	add(module, name, root == NULL, out);
 	return 0;
 }

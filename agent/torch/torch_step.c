@@ -103,6 +103,10 @@ int torch_step_begin(double t)
 	t0 = last_end = t;
 	bwd_end = step_pre = 0;
 	torch_backward_step_begin();
+	/* Rows of earlier steps whose GPU work is done (bounded, never
+	 * waits); also on untraced steps, so they do not wait for the next
+	 * traced one. */
+	torch_hooks_gpu_poll(TORCH_GPU_PENDING);
 	decide();
 	if (traced)
 		torch_hooks_cuda_check();

@@ -2,7 +2,7 @@
  * cluster: what the `probing cluster` subcommands share.  cmd_cluster.c
  * holds the command (options, the node list, nodes, add, reporting);
  * each other subcommand has its file: cluster_query.c, cluster_bt.c,
- * cluster_fg.c (flamegraph: recording), cluster_fgout.c (its outputs
+ * cluster_fg.c (flamegraph: recording), cluster_trace.c (trace), cluster_fgout.c (its outputs
  * from folded stacks) and cluster_chrome.c (its Chrome trace).  Every
  * subcommand sends one request to all the nodes at once (fanout.h), prints what
  * came back, names the nodes that did not answer on stderr (cluster_report) and
@@ -49,11 +49,12 @@ int cluster_backtrace(const struct cluster_opts *o,
 
 /* The stacks of probing/backtrace answers res[0..n), grouped and printed
  * as `cluster backtrace` does (with each group's native frames when the
- * answers have them); ok[i] set for the nodes whose stack is in.  0 or
- * -ENOMEM. */
+ * answers have them); ok[i] set for the nodes whose stack is in.  lead
+ * (NULL: none): lead[i] puts node i's group first (the rank a verdict
+ * names).  0 or -ENOMEM. */
 int cluster_bt_show(const struct fanout_node *nodes, size_t n,
 		    const struct fanout_result *res, int lines,
-		    enum cli_format fmt, int *ok);
+		    enum cli_format fmt, const int *lead, int *ok);
 
 /* `probing cluster hang` (cluster_hang.c): each rank's last collective,
  * a verdict, then the stacks with native frames. */
@@ -67,5 +68,24 @@ const char *cluster_why_failed(const struct fanout_result *r);
 int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *o,
 		       const struct fanout_node *nodes, size_t n, int argc,
 		       char **argv);
+
+/* `probing flamegraph --subprocesses` (cmd_flamegraph.c): the n processes
+ * (nodes: their pids as addresses) recorded at once, as cluster
+ * flamegraph records ranks, and their stacks each under a root frame of
+ * its own, labels[i] (no ';' in it).  Folded, SVG or speedscope. */
+struct cluster_fg_procs {
+	int duration_ms, hz, idle, lines, tasks, top;
+	const char *const *labels;
+	const char *output, *as; /* as: NULL (the table or folded text) */
+	enum cli_format fmt;
+};
+
+int cluster_flamegraph_procs(const struct fanout_node *nodes, size_t n,
+			     const struct cluster_fg_procs *p);
+
+/* `probing cluster trace` (cluster_trace.c): argv from "trace". */
+int cluster_trace(struct cmd_ctx *ctx, const struct cluster_opts *o,
+		  const struct fanout_node *nodes, size_t n, int argc,
+		  char **argv);
 
 #endif

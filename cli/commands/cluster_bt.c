@@ -187,7 +187,7 @@ static void json_groups(const struct sg_stack *st, const struct sg_group *g,
 
 int cluster_bt_show(const struct fanout_node *nodes, size_t n,
 		    const struct fanout_result *res, int lines,
-		    enum cli_format fmt, int *ok)
+		    enum cli_format fmt, const int *lead, int *ok)
 {
 	struct sg_stack *st = calloc(n ? n : 1, sizeof(*st));
 	const cJSON **threads = calloc(n ? n : 1, sizeof(*threads));
@@ -203,6 +203,7 @@ int cluster_bt_show(const struct fanout_node *nodes, size_t n,
 		if (main_stack(res[i].resp->body, &st[nst], &threads[nst]) ==
 		    0) {
 			st[nst].rank = nodes[i].rank;
+			st[nst].lead = lead && lead[i];
 			nst++;
 			ok[i] = 1;
 		}
@@ -237,7 +238,7 @@ int cluster_backtrace(const struct cluster_opts *o,
 	}
 	fanout_run(nodes, n, "probing/backtrace", NULL, o->node_timeout_ms,
 		   res);
-	rc = cluster_bt_show(nodes, n, res, lines, fmt, ok)
+	rc = cluster_bt_show(nodes, n, res, lines, fmt, NULL, ok)
 		     ? cli_error(CLI_EFAIL, "out of memory")
 		     : cluster_report(nodes, n, res, ok, "backtrace");
 	for (size_t i = 0; i < n; i++)

@@ -27,14 +27,18 @@
 #define FG_GRACE_MS 30000 /* rendering, on top of the node timeout */
 
 struct fg_opts {
-	int duration_ms, hz, idle, lines, per_rank, top;
+	int duration_ms, hz, idle, lines, tasks, per_rank, top;
+	const char *const *labels; /* a root frame per node: processes */
 	const char *output;
 	const char *as; /* folded, svg, speedscope, chrome; NULL: folded
 			   text or the table */
 	enum cli_format fmt;
 };
 
-static int write_out(const char *path, const char *data, size_t len)
+/* Writes data to path (stdout when NULL); a file written is said on
+ * stderr, with what it holds, as `flamegraph -o` says it. */
+static int write_out(const char *path, const char *data, size_t len,
+		     const char *what)
 {
 	FILE *f = path ? fopen(path, "w") : stdout;
 
@@ -44,6 +48,8 @@ static int write_out(const char *path, const char *data, size_t len)
 	if (fwrite(data, 1, len, f) != len || (path && fclose(f) != 0))
 		return cli_error(CLI_EFAIL, "cannot write %s: %s",
 				 path ? path : "the output", strerror(errno));
+	if (path)
+		fprintf(stderr, "probing: wrote %s (%s)\n", path, what);
 	return CLI_OK;
 }
 
@@ -88,6 +94,7 @@ static int record(const struct cluster_opts *co, const struct fg_opts *o,
 	struct fanout_node *live = calloc(n, sizeof(*live));
 	size_t *idx = calloc(n, sizeof(*idx)), k = 0;
 	int *ok = calloc(n, sizeof(*ok));
+	double in_tasks = 0; /* --tasks: samples that ran one */
 	struct timespec ts = {o->duration_ms / 1000,
 			      (long)(o->duration_ms % 1000) * 1000000L};
 	cJSON *args;
@@ -112,7 +119,8 @@ static int record(const struct cluster_opts *co, const struct fg_opts *o,
 		cJSON_AddNumberToObject(args, "hz", o->hz);
 	profile_all(co, nodes, n, args, ok, res);
 	if (cli_isatty(stderr))
-		fprintf(stderr, "probing: recording %zu nodes for %.1f s\n", n,
+		fprintf(stderr, "probing: recording %zu %s for %.1f s\n", n,
+			o->labels ? "processes" : "nodes",
 			o->duration_ms / 1000.0);
 	cli_sigint_catch();
 	nanosleep(&ts, NULL); /* Ctrl-C ends it early */
@@ -130,6 +138,8 @@ static int record(const struct cluster_opts *co, const struct fg_opts *o,
 		cJSON_AddBoolToObject(args, "idle", 1);
 	if (o->lines)
 		cJSON_AddBoolToObject(args, "lines", 1);
+	if (o->tasks)
+		cJSON_AddBoolToObject(args, "tasks", 1);
 	fanout_run(live, k, "probing/flamegraph", args,
 		   co->node_timeout_ms + FG_GRACE_MS, fg);
 	cJSON_Delete(args);
@@ -138,6 +148,17 @@ static int record(const struct cluster_opts *co, const struct fg_opts *o,
 		const cJSON *body = fg[j].resp ? fg[j].resp->body : NULL;
 		const cJSON *d = cJSON_GetObjectItemCaseSensitive(body, "data");
 		const cJSON *h = cJSON_GetObjectItemCaseSensitive(body, "hz");
+		const cJSON *why =
+			cJSON_GetObjectItemCaseSensitive(body, "tasksNote");
+		const cJSON *ts =
+			cJSON_GetObjectItemCaseSensitive(body, "taskSamples");
+
+		if (o->tasks && cJSON_IsNumber(ts))
+			in_tasks += ts->valuedouble;
+		if (o->tasks && cJSON_IsString(why))
+			cli_error(CLI_OK, "note: %s: %s",
+				  o->labels ? o->labels[i] : nodes[i].addr,
+				  why->valuestring);
 
 		if (fg[j].rc != CLI_OK || !fg[j].resp->success ||
 		    !cJSON_IsString(d)) {
@@ -156,6 +177,10 @@ static int record(const struct cluster_opts *co, const struct fg_opts *o,
 		}
 		fanout_result_release(&fg[j]);
 	}
+	if (o->tasks && !in_tasks)
+		cli_error(CLI_OK, "note: no sample ran an asyncio task (no "
+				  "asyncio event loop ran one, or profile.tasks "
+				  "is off): the stacks are the threads'");
 	rc = cluster_report(nodes, n, res, ok, "flamegraph");
 	for (size_t i = 0; i < n; i++)
 		fanout_result_release(&res[i]);
@@ -173,16 +198,19 @@ static int put_folded(const struct cluster_fg_merged *m,
 		      const struct fg_opts *o)
 {
 	size_t len = 0;
-	char *text = cluster_fg_folded(m, &len);
+	char *text = cluster_fg_folded(m, &len), what[96];
 	int rc;
 
 	if (!text)
 		return cli_error(CLI_EFAIL, "out of memory");
+	snprintf(what, sizeof(what), "folded, %llu samples%s",
+		 (unsigned long long)m->samples,
+		 o->idle ? ", idle and GIL waits included" : " on CPU");
 	if (!o->output && !o->as &&
 	    (o->fmt != CLI_FORMAT_AUTO || cli_isatty(stdout)))
 		rc = cluster_fg_top(text, o->top, o->fmt);
 	else
-		rc = write_out(o->output, text, len);
+		rc = write_out(o->output, text, len, what);
 	free(text);
 	return rc;
 }
@@ -198,10 +226,13 @@ static int from_folded(const struct fg_opts *o, const struct fanout_node *nodes,
 	int rc2 = CLI_OK;
 
 	for (size_t i = 0; i < n && rc2 == CLI_OK; i++) {
-		char prefix[64];
+		char prefix[320];
 
-		snprintf(prefix, sizeof(prefix), "rank %lld;",
-			 (long long)nodes[i].rank);
+		if (o->labels)
+			snprintf(prefix, sizeof(prefix), "%s;", o->labels[i]);
+		else
+			snprintf(prefix, sizeof(prefix), "rank %lld;",
+				 (long long)nodes[i].rank);
 		if (data[i] &&
 		    cluster_fg_merge_add(&m, data[i],
 					 o->per_rank ? prefix : NULL))
@@ -210,22 +241,27 @@ static int from_folded(const struct fg_opts *o, const struct fanout_node *nodes,
 	cluster_fg_merge_finish(&m);
 	if (rc2 == CLI_OK && m.n == 0)
 		rc2 = rc == CLI_OK ? cli_error(CLI_EFAIL,
-					       "no samples: the "
-					       "ranks were idle (try --idle)")
+					       "no samples: the %s were idle "
+					       "(try --idle)",
+					       o->labels ? "processes"
+							 : "ranks")
 				   : rc;
 	if (rc2 == CLI_OK && o->as)
 		flamegraph_format_parse(o->as, &f);
 	if (rc2 == CLI_OK && f == FLAMEGRAPH_FOLDED) {
 		rc2 = put_folded(&m, o);
 	} else if (rc2 == CLI_OK) {
-		snprintf(title, sizeof(title), "%zu ranks: %llu samples%s", n,
+		snprintf(title, sizeof(title), "%zu %s: %llu samples%s", n,
+			 o->labels ? "processes" : "ranks",
 			 (unsigned long long)m.samples,
-			 o->per_rank ? ", per rank" : ", merged");
+			 o->labels     ? ", per process"
+			 : o->per_rank ? ", per rank"
+				       : ", merged");
 		if (cluster_fg_render(&m, f, o->per_rank, hz > 0 ? 1.0 / hz : 0,
 				      title, &out, &len, err, sizeof(err)))
 			rc2 = cli_error(CLI_EFAIL, "%s", err);
 		else
-			rc2 = write_out(o->output, out, len);
+			rc2 = write_out(o->output, out, len, title);
 	}
 	free(out);
 	cluster_fg_merge_release(&m);
@@ -257,8 +293,13 @@ static int from_chrome(const struct fg_opts *o, const struct fanout_node *nodes,
 	else if (cluster_chrome_join(ranks, hosts, (const char *const *)data, n,
 				     &out, &len, err, sizeof(err)))
 		rc2 = cli_error(CLI_EFAIL, "%s", err);
-	else
-		rc2 = write_out(o->output, out, len);
+	else {
+		char what[64];
+
+		snprintf(what, sizeof(what), "chrome, %zu of %zu ranks' traces",
+			 got, n);
+		rc2 = write_out(o->output, out, len, what);
+	}
 	free(out);
 	free(ranks);
 	free(hosts);
@@ -274,6 +315,7 @@ int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *co,
 		{"hz", required_argument, NULL, 'H'},
 		{"idle", no_argument, NULL, 'i'},
 		{"lines", no_argument, NULL, 'l'},
+		{"tasks", no_argument, NULL, 'K'},
 		{"per-rank", no_argument, NULL, 'r'},
 		{"output", required_argument, NULL, 'o'},
 		{"top", required_argument, NULL, 'n'},
@@ -310,6 +352,9 @@ int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *co,
 			break;
 		case 'l':
 			o.lines = 1;
+			break;
+		case 'K':
+			o.tasks = 1;
 			break;
 		case 'r':
 			o.per_rank = 1;
@@ -367,6 +412,35 @@ int cluster_flamegraph(struct cmd_ctx *ctx, const struct cluster_opts *co,
 		rc = record(co, &o, nodes, n, "folded", data, &hz);
 		rc = from_folded(&o, nodes, n, data, hz, rc);
 	}
+	for (size_t i = 0; i < n; i++)
+		free(data[i]);
+	free(data);
+	return rc;
+}
+
+int cluster_flamegraph_procs(const struct fanout_node *nodes, size_t n,
+			     const struct cluster_fg_procs *p)
+{
+	struct cluster_opts co = {.node_timeout_ms = CLUSTER_NODE_TIMEOUT_MS};
+	struct fg_opts o = {.duration_ms = p->duration_ms,
+			    .hz = p->hz,
+			    .idle = p->idle,
+			    .lines = p->lines,
+			    .tasks = p->tasks,
+			    .per_rank = 1,
+			    .top = p->top,
+			    .labels = p->labels,
+			    .output = p->output,
+			    .as = p->as,
+			    .fmt = p->fmt};
+	char **data = calloc(n ? n : 1, sizeof(*data));
+	double hz = 0;
+	int rc;
+
+	if (!data)
+		return cli_error(CLI_EFAIL, "out of memory");
+	rc = record(&co, &o, nodes, n, "folded", data, &hz);
+	rc = from_folded(&o, nodes, n, data, hz, rc);
 	for (size_t i = 0; i < n; i++)
 		free(data[i]);
 	free(data);

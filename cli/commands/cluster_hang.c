@@ -19,14 +19,24 @@
 
 /* Each group's newest call, newest first: one scan of the live table. */
 #define HANG_SQL                                                               \
-	"SELECT pg, pg_ranks, op, seq, state, waited, error, pg_seq FROM (SELECT *, "  \
-	"row_number() OVER (PARTITION BY pg ORDER BY id DESC) AS k FROM "      \
-	"python.comm_collective) WHERE k = 1 ORDER BY id DESC LIMIT 16"
+	"SELECT pg, pg_ranks, op, seq, state, waited, error, pg_seq, "         \
+	"(SELECT torch_last_seq FROM python.comm_groups g WHERE g.pg = c.pg) " \
+	"FROM (SELECT *, row_number() OVER (PARTITION BY pg ORDER BY id "      \
+	"DESC) AS k FROM python.comm_collective) AS c WHERE k = 1 ORDER BY "   \
+	"id DESC LIMIT 16"
+
+/* torch's Flight Recorder's newest entry on each group: the last call
+ * torch started there (comm_groups.torch_last_seq; the recorder's own
+ * numbers leave point-to-point calls out), where torch has one. */
+#define FR_SQL                                                                 \
+	"SELECT pg, op FROM python.comm_flight_recorder WHERE record_id IN "  \
+	"(SELECT max(record_id) FROM python.comm_flight_recorder GROUP BY pg)"
 
 #define WHERE_MAX 300
 
 static const char *const kind_names[] = {
-	"none", "mismatch", "missing", "behind", "failed", "all_wait", "other"};
+	"none",	    "mismatch", "missing", "behind",
+	"failed",   "all_wait", "other",   "ahead"};
 
 static void copy_text(char *out, size_t len, const cJSON *v)
 {
@@ -48,6 +58,7 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 		const cJSON *st = cJSON_GetArrayItem(row, 4);
 		const cJSON *w = cJSON_GetArrayItem(row, 5);
 		const cJSON *pgs = cJSON_GetArrayItem(row, 7);
+		const cJSON *tl = cJSON_GetArrayItem(row, 8);
 
 		if (r->nlast == HV_GROUPS_MAX)
 			break;
@@ -57,6 +68,7 @@ static void take_calls(const struct fanout_result *q, struct hv_rank *r)
 		copy_text(c->op, sizeof(c->op), cJSON_GetArrayItem(row, 2));
 		c->seq = cJSON_IsNumber(seq) ? (int64_t)seq->valuedouble : 0;
 		c->pg_seq = cJSON_IsNumber(pgs) ? (int64_t)pgs->valuedouble : 0;
+		c->torch_last = cJSON_IsNumber(tl) ? (int64_t)tl->valuedouble : 0;
 		c->running = cJSON_IsString(st) &&
 			     !strcmp(st->valuestring, "running");
 		c->failed = cJSON_IsString(st) &&
@@ -151,6 +163,19 @@ static void print_json(const struct hv_rank *r, size_t n,
 			cJSON_AddStringToObject(c, "op", r[i].last[k].op);
 			cJSON_AddNumberToObject(c, "seq",
 						(double)r[i].last[k].seq);
+			/* torch's numbers, where it has them. */
+			if (r[i].last[k].pg_seq)
+				cJSON_AddNumberToObject(
+					c, "pg_seq",
+					(double)r[i].last[k].pg_seq);
+			if (r[i].last[k].torch_last)
+				cJSON_AddNumberToObject(
+					c, "torch_last_seq",
+					(double)r[i].last[k].torch_last);
+			if (r[i].last[k].torch_last_op[0])
+				cJSON_AddStringToObject(
+					c, "torch_last_op",
+					r[i].last[k].torch_last_op);
 			cJSON_AddStringToObject(c, "state",
 						r[i].last[k].running ? "running"
 						: r[i].last[k].failed ? "failed"
@@ -172,6 +197,63 @@ static void print_json(const struct hv_rank *r, size_t n,
 	cJSON_Delete(o);
 }
 
+/* Each rank's last started call per group, named from its Flight
+ * Recorder into r[i].last[k].torch_last_op; a rank whose torch has none
+ * (or that does not answer) keeps "". */
+static void name_ahead_calls(const struct cluster_opts *o,
+			     const struct fanout_node *nodes, size_t n,
+			     struct hv_rank *r)
+{
+	struct fanout_result *f = calloc(n ? n : 1, sizeof(*f));
+	cJSON *args = cJSON_CreateObject();
+	const cJSON *rows, *row;
+
+	if (!f || !args) {
+		free(f);
+		cJSON_Delete(args);
+		return;
+	}
+	cJSON_AddStringToObject(args, "sql", FR_SQL);
+	fanout_run(nodes, n, "probing/query", args, o->node_timeout_ms, f);
+	cJSON_Delete(args);
+	for (size_t i = 0; i < n; i++) {
+		if (f[i].rc != CLI_OK || !f[i].resp || !f[i].resp->success)
+			continue;
+		rows = cJSON_GetObjectItemCaseSensitive(f[i].resp->body, "rows");
+		cJSON_ArrayForEach(row, rows)
+		{
+			const cJSON *pg = cJSON_GetArrayItem(row, 0);
+			const cJSON *op = cJSON_GetArrayItem(row, 1);
+
+			for (size_t k = 0; cJSON_IsString(pg) &&
+					   cJSON_IsString(op) && k < r[i].nlast;
+			     k++)
+				if (!strcmp(r[i].last[k].pg, pg->valuestring))
+					snprintf(r[i].last[k].torch_last_op,
+						 sizeof(r[i].last[k]
+								.torch_last_op),
+						 "%s", op->valuestring);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		fanout_result_release(&f[i]);
+	free(f);
+}
+
+/* odd[i]: rank i answered and is not in a call while another rank waits
+ * in one (the one the others wait for, most likely); none where no rank
+ * waits, or every one does. */
+static void odd_ones(const struct hv_rank *r, size_t n, int *odd)
+{
+	int waits = 0;
+
+	for (size_t i = 0; i < n; i++)
+		waits |= r[i].nlast && r[i].last[0].running;
+	for (size_t i = 0; i < n; i++)
+		odd[i] = waits && r[i].answered &&
+			 !(r[i].nlast && r[i].last[0].running);
+}
+
 int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 		 size_t n, enum cli_format fmt)
 {
@@ -180,11 +262,12 @@ int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 	struct hv_rank *r = calloc(n ? n : 1, sizeof(*r));
 	char(*where)[WHERE_MAX] = calloc(n ? n : 1, WHERE_MAX);
 	int *ok = calloc(n ? n : 1, sizeof(*ok));
+	int *odd = calloc(n ? n : 1, sizeof(*odd));
 	struct hv_verdict *v = calloc(1, sizeof(*v));
 	cJSON *args;
 	int rc = CLI_OK;
 
-	if (!q || !b || !r || !where || !ok || !v) {
+	if (!q || !b || !r || !where || !ok || !odd || !v) {
 		rc = cli_error(CLI_EFAIL, "out of memory");
 		goto out;
 	}
@@ -207,6 +290,10 @@ int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 		where_of(&b[i], where[i], WHERE_MAX);
 		r[i].where = where[i][0] ? where[i] : NULL;
 	}
+	/* A rank that skipped a collective and went on: which call it is
+	 * in, where torch's Flight Recorder says (asked only then). */
+	if (!hangverdict(r, n, v) && v->kind == HV_AHEAD)
+		name_ahead_calls(o, nodes, n, r);
 	if (hangverdict(r, n, v))
 		rc = cli_error(CLI_EFAIL, "out of memory");
 	else if (fmt == CLI_FORMAT_JSON)
@@ -223,7 +310,8 @@ int cluster_hang(const struct cluster_opts *o, const struct fanout_node *nodes,
 		print_table(r, n);
 		printf("\nstacks (main threads):\n");
 		fflush(stdout);
-		if (cluster_bt_show(nodes, n, b, 0, fmt, ok))
+		odd_ones(r, n, odd); /* their stacks first */
+		if (cluster_bt_show(nodes, n, b, 0, fmt, odd, ok))
 			rc = cli_error(CLI_EFAIL, "out of memory");
 	}
 	fflush(stdout);
@@ -242,6 +330,7 @@ out:
 	free(r);
 	free(where);
 	free(ok);
+	free(odd);
 	free(v);
 	return rc;
 }

@@ -4,11 +4,13 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "render/frames.h"
 
 #define BT_THREADS_MAX 64 /* --thread given at most */
 #define BT_VALUE_COLS_MIN                                                      \
@@ -19,6 +21,8 @@
 
 struct bt_opts {
 	int locals;
+	int native;
+	int tasks;
 	int nthreads;
 	long long threads[BT_THREADS_MAX];
 	enum cli_format fmt;
@@ -38,6 +42,10 @@ static cJSON *bt_args(const struct bt_opts *o, int filter)
 	cJSON *args = cJSON_CreateObject();
 
 	cJSON_AddBoolToObject(args, "locals", o->locals);
+	if (o->native)
+		cJSON_AddBoolToObject(args, "native", 1);
+	if (o->tasks)
+		cJSON_AddBoolToObject(args, "tasks", 1);
 	if (filter && o->nthreads) {
 		cJSON *ids = cJSON_AddArrayToObject(args, "threads");
 		for (int i = 0; i < o->nthreads; i++)
@@ -215,15 +223,12 @@ static void print_locals(const cJSON *frame, int tty)
 	}
 }
 
-static void print_thread(const cJSON *th, int locals, int tty)
+static void print_header(const cJSON *th)
 {
-	const cJSON *frames = cJSON_GetObjectItemCaseSensitive(th, "frames");
-	const cJSON *fr;
 	const char *name = str_field(th, "name");
 	const char *state = str_field(th, "state");
 	long long id = num_field(th, "nativeId");
 	char attrs[128] = "", buf[BT_NAME_BUF], buf2[BT_NAME_BUF];
-	int depth = 0;
 
 	if (id < 0)
 		id = num_field(th, "threadId");
@@ -243,16 +248,107 @@ static void print_thread(const cJSON *th, int locals, int tty)
 	       cli_text_fit(name ? name : "?", 0, buf, sizeof(buf)),
 	       *attrs ? " (" : "", cli_text_fit(attrs, 0, buf2, sizeof(buf2)),
 	       *attrs ? ")" : "");
+}
+
+/* "  #N  func (file:line)": in colour the program's own frames bold,
+ * the libraries' (Python's, torch's, packages') dim. */
+static void print_python(const cJSON *fr, int depth, int color)
+{
+	const char *func = str_field(fr, "func");
+	const char *file = str_field(fr, "file");
+	const char *on = !color ? ""
+			 : frame_own_code(file) ? "\033[1m"
+						: "\033[2m";
+	char buf[BT_NAME_BUF], buf2[BT_NAME_BUF];
+
+	printf("  %s#%-2d %s (%s:%lld)%s\n", on, depth,
+	       cli_text_fit(func ? func : "?", 0, buf, sizeof(buf)),
+	       cli_text_fit(file ? file : "?", 0, buf2, sizeof(buf2)),
+	       num_field(fr, "line"), *on ? "\033[22m" : "");
+}
+
+/* "  #N  func (object)", or "(object+0xOFF)" without a name; dim in
+ * colour. */
+static void print_native(const cJSON *fr, int depth, int color)
+{
+	const char *func = str_field(fr, "func");
+	const char *obj = str_field(fr, "object");
+	char buf[BT_NAME_BUF], buf2[BT_NAME_BUF];
+
+	cli_text_fit(obj && *obj ? obj : "?", 0, buf2, sizeof(buf2));
+	if (func && *func)
+		printf("  %s#%-2d %s (%s)%s\n", color ? "\033[2m" : "", depth,
+		       cli_text_fit(func, 0, buf, sizeof(buf)), buf2,
+		       color ? "\033[22m" : "");
+	else
+		printf("  %s#%-2d ?? (%s+0x%llx)%s\n", color ? "\033[2m" : "",
+		       depth, buf2, (unsigned long long)num_field(fr, "offset"),
+		       color ? "\033[22m" : "");
+}
+
+/* The Python frame of "frames" (with its locals) that mixed frame fr
+ * is, found by position among the Python frames and checked by name and
+ * line; NULL when the two reads differ there. */
+static const cJSON *with_locals(const cJSON *frames, int k, const cJSON *fr)
+{
+	const cJSON *f = cJSON_GetArrayItem(frames, k);
+	const char *a = str_field(f, "func"), *b = str_field(fr, "func");
+
+	return a && b && !strcmp(a, b) &&
+		       num_field(f, "line") == num_field(fr, "line")
+		       ? f
+		       : NULL;
+}
+
+/* --native: the native frames with the Python ones where the
+ * interpreter runs them (mixedFrames); 0 when the thread has none. */
+static int print_mixed(const cJSON *th, int locals, int tty, int color)
+{
+	const cJSON *mixed = cJSON_GetObjectItemCaseSensitive(th,
+							      "mixedFrames");
+	const cJSON *frames = cJSON_GetObjectItemCaseSensitive(th, "frames");
+	const cJSON *fr;
+	int depth = 0, k = 0;
+
+	if (!cJSON_IsArray(mixed) || !cJSON_GetArraySize(mixed))
+		return 0;
+	cJSON_ArrayForEach(fr, mixed)
+	{
+		const char *kind = str_field(fr, "kind");
+
+		if (kind && !strcmp(kind, "python")) {
+			const cJSON *l = with_locals(frames, k++, fr);
+
+			print_python(fr, depth++, color);
+			if (locals && l)
+				print_locals(l, tty);
+		} else {
+			print_native(fr, depth++, color);
+		}
+	}
+	if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(th, "mixedExact")))
+		printf("  (the thread ran while its stacks were read: its "
+		       "Python frames may sit at the wrong native ones)\n");
+	return 1;
+}
+
+static void print_thread(const cJSON *th, int locals, int native, int tty)
+{
+	const cJSON *frames = cJSON_GetObjectItemCaseSensitive(th, "frames");
+	const cJSON *fr;
+	const char *nerr = str_field(th, "nativeError");
+	int depth = 0, color = cli_color();
+	char buf[BT_NAME_BUF];
+
+	print_header(th);
+	if (native && print_mixed(th, locals, tty, color))
+		return;
+	if (native && nerr)
+		printf("  (no native frames: %s)\n",
+		       cli_text_fit(nerr, 0, buf, sizeof(buf)));
 	cJSON_ArrayForEach(fr, frames)
 	{
-		const char *func = str_field(fr, "func");
-		const char *file = str_field(fr, "file");
-		long long line = num_field(fr, "line");
-
-		printf("  #%-2d %s (%s:%lld)\n", depth++,
-		       cli_text_fit(func ? func : "?", 0, buf, sizeof(buf)),
-		       cli_text_fit(file ? file : "?", 0, buf2, sizeof(buf2)),
-		       line);
+		print_python(fr, depth++, color);
 		if (locals)
 			print_locals(fr, tty);
 	}
@@ -260,6 +356,195 @@ static void print_thread(const cJSON *th, int locals, int tty)
 		printf("  (no Python frames)\n");
 	if (true_field(th, "truncated"))
 		printf("  ... (more frames not shown)\n");
+}
+
+/* ---- --tasks: asyncio's tasks as trees under their loop's thread ---- */
+
+#define BT_TASK_DEPTH 32 /* levels of a tree printed; deeper: "..." */
+
+struct task_ix {
+	double id;
+	const cJSON *task;
+	int shown;
+};
+
+struct task_tree {
+	struct task_ix *ix; /* sorted by id */
+	size_t n;
+	int color;
+	struct task_ix *path[BT_TASK_DEPTH + 1]; /* the root down to here */
+};
+
+static int by_id(const void *a, const void *b)
+{
+	double x = ((const struct task_ix *)a)->id;
+	double y = ((const struct task_ix *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct task_ix *task_find(const struct task_tree *tr, double id)
+{
+	struct task_ix key = {.id = id};
+
+	return tr->n ? bsearch(&key, tr->ix, tr->n, sizeof(*tr->ix), by_id)
+		     : NULL;
+}
+
+/* "name (coro) state, awaits WHAT, N s" */
+static void print_task_line(const cJSON *t, const char *lead, int last)
+{
+	const char *name = str_field(t, "name"), *coro = str_field(t, "coro");
+	const char *state = str_field(t, "state");
+	const char *awaits = str_field(t, "awaits");
+	const cJSON *waited = cJSON_GetObjectItemCaseSensitive(t, "waited");
+	char n[BT_NAME_BUF], c[BT_NAME_BUF], w[BT_NAME_BUF], since[48] = "";
+
+	if (cJSON_IsNumber(waited) && waited->valuedouble >= 0.05)
+		snprintf(since, sizeof(since), ", for %.1f s",
+			 waited->valuedouble);
+	printf("%s%s %s (%s) %s%s%s%s\n", lead, last ? "\u2514\u2500" : "\u251c\u2500",
+	       cli_text_fit(name ? name : "?", 0, n, sizeof(n)),
+	       cli_text_fit(coro ? coro : "?", 0, c, sizeof(c)),
+	       state ? state : "?", awaits && *awaits ? ", awaits " : "",
+	       awaits && *awaits ? cli_text_fit(awaits, 0, w, sizeof(w)) : "",
+	       since);
+}
+
+/* A task's name, escaped; "?" when the reply has none. */
+static const char *task_name(const cJSON *t, char *buf, size_t len)
+{
+	const char *name = str_field(t, "name");
+
+	return cli_text_fit(name ? name : "?", 0, buf, len);
+}
+
+/* When c is on the path down to here (it awaits, through others, a task
+ * that awaits it): that cycle, named as a deadlock; 1 if so. */
+static int print_loop(struct task_tree *tr, struct task_ix *c,
+		      const char *lead, int last, int depth)
+{
+	char name[BT_NAME_BUF];
+	int from = depth;
+
+	while (from >= 0 && tr->path[from] != c)
+		from--;
+	if (from < 0)
+		return 0;
+	printf("%s%s deadlock: ", lead, last ? "\u2514\u2500" : "\u251c\u2500");
+	for (int k = from; k <= depth; k++)
+		printf("%s awaits ", task_name(tr->path[k]->task, name,
+					       sizeof(name)));
+	printf("%s (a cycle of awaits: none of them can end)\n",
+	       task_name(c->task, name, sizeof(name)));
+	return 1;
+}
+
+static void print_task(struct task_tree *tr, struct task_ix *x,
+		       const char *lead, int last, int depth)
+{
+	const cJSON *frames = cJSON_GetObjectItemCaseSensitive(x->task,
+							       "frames");
+	const cJSON *kids = cJSON_GetObjectItemCaseSensitive(x->task,
+							     "awaitsTasks");
+	const cJSON *fr, *k;
+	char sub[512];
+	int d = 0, nk = 0, i = 0;
+
+	print_task_line(x->task, lead, last);
+	x->shown = 1;
+	tr->path[depth] = x;
+	snprintf(sub, sizeof(sub), "%s%s", lead, last ? "   " : "\u2502  ");
+	cJSON_ArrayForEach(fr, frames)
+	{
+		printf("%s", sub);
+		print_python(fr, d++, tr->color);
+	}
+	cJSON_ArrayForEach(k, kids) nk += task_find(tr, k->valuedouble) != NULL;
+	cJSON_ArrayForEach(k, kids)
+	{
+		struct task_ix *c = task_find(tr, k->valuedouble);
+
+		if (!c)
+			continue;
+		i++;
+		if (print_loop(tr, c, sub, i == nk, depth))
+			continue;
+		if (c->shown) /* awaited by another task too: shown there */
+			continue;
+		if (depth >= BT_TASK_DEPTH) {
+			printf("%s...\n", sub);
+			break;
+		}
+		print_task(tr, c, sub, i == nk, depth + 1);
+	}
+}
+
+static void print_tasks(const cJSON *body, const cJSON *th, int color)
+{
+	const cJSON *tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
+	long long tid = num_field(th, "threadId");
+	struct task_tree tr = {.color = color};
+	const cJSON *t;
+	size_t mine = 0;
+
+	cJSON_ArrayForEach(t, tasks) tr.n++;
+	tr.ix = tr.n ? calloc(tr.n, sizeof(*tr.ix)) : NULL;
+	if (!tr.ix)
+		return;
+	tr.n = 0;
+	cJSON_ArrayForEach(t, tasks)
+	{
+		double id = cJSON_GetNumberValue(
+			cJSON_GetObjectItemCaseSensitive(t, "id"));
+
+		/* (An id that is no number sorts as -1: the comparison
+		 * stays a total order.) */
+		tr.ix[tr.n].id = isfinite(id) ? id : -1;
+		tr.ix[tr.n++].task = t;
+		mine += num_field(t, "threadId") == tid;
+	}
+	qsort(tr.ix, tr.n, sizeof(*tr.ix), by_id);
+	if (mine) {
+		printf("  asyncio tasks of its event loop (%zu):\n", mine);
+		/* Roots: awaited by no task of theirs. */
+		for (size_t i = 0; i < tr.n; i++) {
+			const cJSON *by = cJSON_GetObjectItemCaseSensitive(
+				tr.ix[i].task, "awaitedBy");
+			const cJSON *b;
+			int awaited = 0;
+
+			if (num_field(tr.ix[i].task, "threadId") != tid)
+				continue;
+			cJSON_ArrayForEach(b, by) awaited |=
+				task_find(&tr, b->valuedouble) != NULL;
+			if (!awaited)
+				print_task(&tr, &tr.ix[i], "  ", 1, 0);
+		}
+		/* What is left awaits in a circle (named there). */
+		for (size_t i = 0; i < tr.n; i++)
+			if (!tr.ix[i].shown &&
+			    num_field(tr.ix[i].task, "threadId") == tid)
+				print_task(&tr, &tr.ix[i], "  ", 1, 0);
+	}
+	free(tr.ix);
+}
+
+static void tasks_note(const cJSON *body)
+{
+	const char *note = str_field(body, "tasksNote");
+	long long left = num_field(body, "tasksLeftOut");
+	char safe[512];
+
+	fflush(stdout);
+	if (note && *note)
+		fprintf(stderr, "probing: no asyncio tasks shown: %s\n",
+			cli_text_fit(note, 0, safe, sizeof(safe)));
+	if (left > 0)
+		fprintf(stderr,
+			"probing: warning: %lld more asyncio tasks not shown "
+			"(python.tasks has 16384 at most; the reply, 8 MiB)\n",
+			left);
 }
 
 static int print_body(const struct bt_opts *o, const cJSON *body)
@@ -286,8 +571,12 @@ static int print_body(const struct bt_opts *o, const cJSON *body)
 			continue;
 		if (n++)
 			putchar('\n');
-		print_thread(th, o->locals, tty);
+		print_thread(th, o->locals, o->native, tty);
+		if (o->tasks)
+			print_tasks(body, th, cli_color());
 	}
+	if (o->tasks)
+		tasks_note(body);
 	if (n == 0 && !o->nthreads)
 		printf("(no Python threads)\n");
 	return CLI_OK;
@@ -312,6 +601,8 @@ static int cmd_backtrace_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"locals", no_argument, NULL, 'l'},
+		{"native", no_argument, NULL, 'N'},
+		{"tasks", no_argument, NULL, 'a'},
 		{"thread", required_argument, NULL, 'T'},
 		{"format", required_argument, NULL, 'f'},
 		{NULL, 0, NULL, 0},
@@ -324,6 +615,12 @@ static int cmd_backtrace_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		switch (c) {
 		case 'l':
 			o.locals = 1;
+			break;
+		case 'N':
+			o.native = 1;
+			break;
+		case 'a':
+			o.tasks = 1;
 			break;
 		case 'T':
 			if (o.nthreads == BT_THREADS_MAX)
@@ -381,7 +678,7 @@ static int cmd_backtrace_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_backtrace_entry = {
 	.name = "backtrace",
 	.alias = "bt dump",
-	.usage = "[--locals] [--thread ID]... [-f json]",
+	.usage = "[--locals] [--native] [--tasks] [--thread ID]... [-f json]",
 	.summary = "Show every thread's Python stack, innermost frame first",
 	.help = "Reads the stacks now, without pausing the target.  Each "
 		"thread is shown as\n"
@@ -394,13 +691,46 @@ const struct cmd_entry cmd_backtrace_entry = {
 		"locals, and a warning on stderr names the thread holding "
 		"it.\n"
 		"\n"
+		"With --native each thread's C/C++ frames are shown too, "
+		"innermost first,\n"
+		"with its Python frames where the interpreter runs them (as "
+		"py-spy dump\n"
+		"--native):\n"
+		"    #0  SHA256_Update (libcrypto.so.3)\n"
+		"    #1  ?? (_hashlib.cpython-311-x86_64-linux-gnu.so+0x9a2c)\n"
+		"    #2  digest (/app/train.py:8)\n"
+		"Each thread is stopped for the instant of a signal; one "
+		"that blocks\n"
+		"signals is shown without native frames, with the reason.\n"
+		"\n"
+		"With --tasks each thread running an asyncio event loop is "
+		"followed by its\n"
+		"tasks, as trees of who awaits whom (a task above the tasks "
+		"it awaits),\n"
+		"each with its coroutine chain, innermost first, what it "
+		"waits for and\n"
+		"for how long (since the agent first saw it wait on the same "
+		"thing):\n"
+		"  asyncio tasks of its event loop (3):\n"
+		"  \u2514\u2500 Task-1 (main) pending, awaits gather of 2 (2 "
+		"pending)\n"
+		"     #0  main (/app/serve.py:40)\n"
+		"     \u251c\u2500 worker-0 (worker) pending, awaits asyncio "
+		"Queue.get, for 12.0 s\n"
+		"Tasks awaiting each other in a circle are named as a "
+		"deadlock.  See\n"
+		"docs/asyncio.md.\n"
+		"\n"
 		"Options:\n"
 		"  -l, --locals         show each frame's local variables "
 		"(name = repr)\n"
+		"      --native         show the C/C++ frames too (above)\n"
+		"      --tasks          show asyncio's tasks under their "
+		"loop's thread (above)\n"
 		"  -T, --thread ID      only this thread (kernel id or Python "
 		"ident);\n"
 		"                       may be repeated\n"
 		"  -f, --format json    print the agent's reply as JSON\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_PAGED,
 	.exec = cmd_backtrace_exec,
 };

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "job.h"
 #include "recorded.h"
 
 #define CLUSTER_NODES_SQL                                                      \
@@ -38,19 +39,40 @@ static const struct option common_opts[] = {
 
 /* ---- the target and the node list ---------------------------------------- */
 
-/* -t, or the only agent on this machine. */
+/* -t (a launcher's job through its first rank), or the only agent on
+ * this machine, or the only job's. */
 static int pick_target(struct cmd_ctx *ctx)
 {
 	static char text[32];
-	pid_t pids[LOCAL_AGENTS_MAX];
-	int n;
+	pid_t pids[LOCAL_AGENTS_MAX], launcher = 0;
+	int n, jobs = 0, others = 0;
 
-	if (ctx->target)
+	if (ctx->target) {
+		ctx->target = cli_job_target(ctx->target, "the job");
 		return CLI_OK;
+	}
 	n = cli_list_agents(pids, LOCAL_AGENTS_MAX);
 	if (n == 1) {
 		snprintf(text, sizeof(text), "%d", (int)pids[0]);
-		ctx->target = text;
+		ctx->target = cli_job_target(text, "the job");
+		return CLI_OK;
+	}
+	/* Several: one torchrun job's (its launcher, ranks and their
+	 * children) and nothing else is that job. */
+	for (int i = 0; i < n; i++) {
+		struct cli_job_role r;
+
+		cli_job_role(pids[i], &r);
+		if (r.kind == CLI_JOB_LAUNCHER) {
+			jobs++;
+			launcher = pids[i];
+		} else if (r.kind == CLI_JOB_NONE) {
+			others++;
+		}
+	}
+	if (n > 1 && jobs == 1 && !others) {
+		snprintf(text, sizeof(text), "%d", (int)launcher);
+		ctx->target = cli_job_target(text, "the job");
 		return CLI_OK;
 	}
 	return cli_usage_error(ctx->entry,
@@ -416,20 +438,22 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if (argc < 2)
 		return cli_usage_error(ctx->entry,
 				       "give a subcommand: nodes, "
-				       "add, query, backtrace, hang or "
-				       "flamegraph");
+				       "add, query, backtrace, hang, "
+				       "flamegraph or trace");
 	sub = argv[1];
 	argc--;
 	argv++;
 	o.node_timeout_ms =
 		ctx->timeout_given ? ctx->timeout_ms : CLUSTER_NODE_TIMEOUT_MS;
-	if (!strcmp(sub, "flamegraph")) {
+	if (!strcmp(sub, "flamegraph") || !strcmp(sub, "trace")) {
 		/* Its own options; --nodes among them. */
 		for (int i = 1; i + 1 < argc; i++)
 			if (!strcmp(argv[i], "--nodes"))
 				o.nodes_file = argv[i + 1];
 		rc = get_nodes(ctx, &o, &nodes, &n);
-		if (rc == CLI_OK)
+		if (rc == CLI_OK && sub[0] == 't')
+			rc = cluster_trace(ctx, &o, nodes, n, argc, argv);
+		else if (rc == CLI_OK)
 			rc = cluster_flamegraph(ctx, &o, nodes, n, argc, argv);
 		free(nodes);
 		return rc;
@@ -478,7 +502,8 @@ static int cmd_cluster_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	    strcmp(sub, "hang"))
 		return cli_usage_error(ctx->entry,
 				       "unknown subcommand '%s' (nodes, add, "
-				       "query, backtrace, hang, flamegraph)",
+				       "query, backtrace, hang, flamegraph, "
+				       "trace)",
 				       sub);
 	if (!strcmp(sub, "query") && argc != 1)
 		return cli_usage_error(ctx->entry, "query: give the SQL as "
@@ -503,7 +528,8 @@ const struct cmd_entry cmd_cluster_entry = {
 	.usage = "[--nodes FILE] nodes | add HOST:PORT[=RANK]... | query SQL "
 		 "[--merge SQL] | backtrace [--lines] | hang | flamegraph "
 		 "[DURATION] "
-		 "[-o FILE] [--as FORMAT] [--per-rank]",
+		 "[-o FILE] [--as FORMAT] [--per-rank] | trace [DURATION] "
+		 "-o FILE.json",
 	.summary = "Every rank of a distributed job at once",
 	.help = "The nodes are what the target agent lists in cluster.nodes "
 		"(-t ANY_RANK; without\n"
@@ -540,7 +566,8 @@ const struct cmd_entry cmd_cluster_entry = {
 		"                       python.comm_collective), a verdict "
 		"on who waits for\n"
 		"                       whom, then the stacks with native "
-		"frames\n"
+		"frames (a rank the\n"
+		"                       others wait for first)\n"
 		"  flamegraph [DURATION]  record every rank at once (default "
 		"10s), put the\n"
 		"                       profiles together\n"
@@ -553,8 +580,16 @@ const struct cmd_entry cmd_cluster_entry = {
 		"    --per-rank         a root frame \"rank N\" per rank "
 		"(speedscope: a profile\n"
 		"                       per rank); merged otherwise\n"
-		"    --idle, --lines, --hz N, -n/--top N   as for 'probing "
-		"flamegraph'\n"
+		"    --idle, --lines, --tasks, --hz N, -n/--top N   as for "
+		"'probing flamegraph'\n"
+		"  trace [DURATION]     every rank's timeline of the same "
+		"window (default 10s) in\n"
+		"                       one Chrome trace, a process per "
+		"rank on one clock\n"
+		"    -o FILE.json       where (stdout without -o, a pipe "
+		"only)\n"
+		"    --hz N, --no-samples, --no-torch, --step-rate N   as "
+		"for 'probing trace'\n"
 		"\n"
 		"Options:\n"
 		"      --nodes FILE     the nodes from FILE, not from an "
@@ -572,7 +607,8 @@ const struct cmd_entry cmd_cluster_entry = {
 		"      --merge 'SELECT func, count(*) FROM result GROUP BY "
 		"func'\n"
 		"  probing -t 4242 cluster backtrace\n"
-		"  probing -t 4242 cluster hang\n",
+		"  probing -t 4242 cluster hang\n"
+		"  probing -t 4242 cluster trace 10s -o job.json\n",
 	.flags = CMD_TARGET,
 	.exec = cmd_cluster_exec,
 };

@@ -24,9 +24,22 @@ static int asks_for(const char *key, const char *name)
 	return n && !strncmp(key, name, n) && name[n] == '.';
 }
 
-/* Whether setting s is one of the keys in set or asked for in want
- * (every one when both are NULL). */
-static int listed(const cJSON *s, const cJSON *set, const cJSON *want)
+/* Does the space-separated list have word? */
+static int has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return 1;
+	return 0;
+}
+
+/* Whether setting s is one of the keys in set, one a key of the
+ * original's set (of: the reply's settingsOf), or asked for in want
+ * (every one when all are NULL). */
+static int listed(const cJSON *s, const cJSON *set, const cJSON *of,
+		  const cJSON *want)
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
 	const cJSON *w;
@@ -37,6 +50,12 @@ static int listed(const cJSON *s, const cJSON *set, const cJSON *want)
 		return 0;
 	if (set && cJSON_GetObjectItemCaseSensitive(set, name->valuestring))
 		return 1;
+	cJSON_ArrayForEach(w, of)
+	{
+		if (cJSON_IsString(w) &&
+		    has_word(w->valuestring, name->valuestring))
+			return 1;
+	}
 	cJSON_ArrayForEach(w, want)
 	{
 		if (asks_for(w->valuestring, name->valuestring))
@@ -96,7 +115,9 @@ static int show(const cJSON *body, const cJSON *set, const cJSON *want,
 		char *value;
 		const char *row[3];
 
-		if (!listed(s, set, want))
+		if (!listed(s, set,
+			    cJSON_GetObjectItemCaseSensitive(body, "settingsOf"),
+			    want))
 			continue;
 		value = cli_json_text(
 			cJSON_GetObjectItemCaseSensitive(s, "value"));
@@ -115,18 +136,24 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"format", required_argument, NULL, 'f'},
+		{"for", required_argument, NULL, 'F'},
 		{NULL, 0, NULL, 0},
 	};
 	enum cli_format fmt = ctx->format;
 	struct dap_message *resp = NULL;
 	cJSON *args, *set = NULL, *want = NULL;
-	int c, rc;
+	int c, rc, lease_ms = 0;
 
 	while ((c = getopt_long(argc, argv, ":f:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (cli_format_parse(optarg, &fmt))
 				return CLI_EUSAGE;
+			break;
+		case 'F':
+			if (cli_parse_duration(optarg, 0, &lease_ms) < 0)
+				return cli_duration_error(&cmd_config_entry,
+							  "--for", optarg);
 			break;
 		default:
 			return cli_option_error(&cmd_config_entry, c, argc,
@@ -163,6 +190,15 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		cJSON_DeleteItemFromObjectCaseSensitive(set, argv[i]);
 		cJSON_AddStringToObject(set, argv[i], eq + 1);
 	}
+	if (lease_ms && !set) {
+		cJSON_Delete(args);
+		cJSON_Delete(want);
+		return cli_usage_error(&cmd_config_entry,
+				       "--for: give the KEY=VALUE settings to "
+				       "change for that long");
+	}
+	if (lease_ms)
+		cJSON_AddNumberToObject(args, "restoreAfterMs", lease_ms);
 	rc = cli_connect(ctx, 1);
 	if (rc != CLI_OK) {
 		cJSON_Delete(args);
@@ -186,7 +222,7 @@ static int cmd_config_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_config_entry = {
 	.name = "config",
 	.alias = NULL,
-	.usage = "[-f table|json|csv] [KEY[=VALUE]...]",
+	.usage = "[-f table|json|csv] [--for DURATION] [KEY[=VALUE]...]",
 	.summary = "Show the agent's settings, or change some",
 	.help = "Without arguments, lists every setting with its value and "
 		"what it does.\n"
@@ -197,13 +233,21 @@ const struct cmd_entry cmd_config_entry = {
 		"values of those keys.  A bare KEY shows that setting; a "
 		"family name\n"
 		"(comm, or comm.) shows all of its settings.\n"
+		"With --for DURATION the settings change for that long: then "
+		"the agent puts\n"
+		"back the values from before (a setting changed again "
+		"meanwhile keeps the\n"
+		"new value), whatever becomes of this command.\n"
 		"\n"
 		"Options:\n"
 		"  -f, --format FORMAT  table (default), json or csv\n"
+		"      --for DURATION   change them for a while: 30s, 10m, 2h "
+		"(24h at most)\n"
 		"\n"
 		"Examples:\n"
 		"  probing -t 1234 config query.max_rows=5000\n"
+		"  probing -t 1234 config --for 10m torch.profiling=on\n"
 		"  probing -t 1234 config comm\n",
-	.flags = CMD_TARGET,
+	.flags = CMD_TARGET | CMD_PAGED,
 	.exec = cmd_config_exec,
 };

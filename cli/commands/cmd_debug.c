@@ -48,14 +48,10 @@ static int show_status(struct cmd_ctx *ctx)
 	int rc;
 
 	cJSON_AddStringToObject(args, "action", "status");
-	rc = cli_request(ctx, "probing/debug", args, ctx->timeout_ms, &resp);
+	rc = cli_request_ok(ctx, "probing/debug", args, ctx->timeout_ms,
+			    &resp);
 	if (rc != CLI_OK)
 		return rc;
-	if (!resp->success) {
-		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
-		dap_message_free(resp);
-		return rc;
-	}
 	b = resp->body;
 	if (ctx->format == CLI_FORMAT_JSON) {
 		char *s = cJSON_Print(b);
@@ -440,6 +436,7 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"dump", no_argument, NULL, 'd'},
+		{"native", no_argument, NULL, 'N'},
 		{"pause", no_argument, NULL, 'p'},
 		{"resume", no_argument, NULL, 'r'},
 		{"address", required_argument, NULL, 'a'},
@@ -448,7 +445,7 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct debug_opts o = {.what = SHOW, .wait_s = DEBUG_WAIT_DEFAULT};
-	int c, n = 0, rc;
+	int c, n = 0, rc, native = 0;
 	int w;
 
 	while ((c = getopt_long(argc, argv, ":a:w:f:", opts, NULL)) != -1) {
@@ -456,6 +453,9 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		case 'd':
 			o.what = DUMP;
 			n++;
+			break;
+		case 'N':
+			native = 1;
 			break;
 		case 'p':
 			o.what = PAUSE;
@@ -499,11 +499,14 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	if ((o.address || o.wait_s != DEBUG_WAIT_DEFAULT) && o.what != PAUSE)
 		return cli_usage_error(&cmd_debug_entry,
 				       "--address and --wait go with --pause");
+	if (native && o.what != DUMP)
+		return cli_usage_error(&cmd_debug_entry,
+				       "--native goes with --dump");
 	if (o.what == DUMP) {
-		char *bt[] = {"backtrace", "--locals", NULL};
+		char *bt[] = {"backtrace", "--locals", "--native", NULL};
 
 		optind = 1;
-		return cmd_backtrace_entry.exec(ctx, 2, bt);
+		return cmd_backtrace_entry.exec(ctx, native ? 3 : 2, bt);
 	}
 	rc = cli_connect(ctx, 1);
 	if (rc != CLI_OK)
@@ -521,8 +524,8 @@ static int cmd_debug_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_debug_entry = {
 	.name = "debug",
 	.alias = "d dbg",
-	.usage = "[--dump | --pause [--address HOST:PORT] [--wait S] | "
-		 "--resume]",
+	.usage = "[--dump [--native] | --pause [--address HOST:PORT] "
+		 "[--wait S] | --resume]",
 	.summary = "The debugger: state, stack dump, pause for an editor",
 	.help = "Without options: whether a debugger is attached, which "
 		"threads are paused,\n"
@@ -531,6 +534,9 @@ const struct cmd_entry cmd_debug_entry = {
 		"      --dump           every thread's stack with its locals "
 		"(as\n"
 		"                       backtrace --locals)\n"
+		"      --native         with --dump: the C/C++ frames too (as "
+		"backtrace\n"
+		"                       --locals --native)\n"
 		"      --pause          pause every thread at its next Python "
 		"line and keep\n"
 		"                       the target paused for an editor to "

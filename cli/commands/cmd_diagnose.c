@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "diagnose/dx.h"
+#include "job.h"
 
 static const struct {
 	const char *name;
@@ -58,6 +59,7 @@ static int cmd_diagnose_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	static const struct option opts[] = {
 		{"duration", required_argument, NULL, 'd'},
 		{"format", required_argument, NULL, 'f'},
+		{"history", required_argument, NULL, 'H'},
 		{NULL, 0, NULL, 0},
 	};
 	enum cli_format fmt = ctx->format;
@@ -80,6 +82,15 @@ static int cmd_diagnose_exec(struct cmd_ctx *ctx, int argc, char **argv)
 			if (cli_format_parse(optarg, &fmt))
 				return CLI_EUSAGE;
 			break;
+		case 'H':
+			if (cli_parse_duration(optarg, 1000, &d.history_ms) ||
+			    d.history_ms > 15 * 60 * 1000 / 2)
+				return cli_usage_error(
+					&cmd_diagnose_entry,
+					"--history %s: give %s, at most "
+					"7m30s (the later half of 15 minutes)",
+					optarg, CLI_DURATION_HELP);
+			break;
 		default:
 			return cli_option_error(&cmd_diagnose_entry, c, argc,
 						argv);
@@ -100,10 +111,21 @@ static int cmd_diagnose_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	optind++;
 	if ((rc = cli_args_done(&cmd_diagnose_entry, argc, argv)))
 		return rc;
+	if (d.history_ms && playbooks[i].run != dx_leak)
+		return cli_usage_error(&cmd_diagnose_entry,
+				       "--history is the leak playbook's");
 	if (fmt == CLI_FORMAT_CSV)
 		return cli_usage_error(&cmd_diagnose_entry,
 				       "-f csv: diagnose prints text or json");
-	if (playbooks[i].run(&d)) {
+	if ((rc = cli_need_target(ctx)) != CLI_OK)
+		return rc;
+	/* torchrun's launcher: its job's, through its first rank (the
+	 * hang playbook looks at every rank from there). */
+	d.target = cli_job_target(d.target, "the diagnosis");
+	dx_progress_start(playbooks[i].name);
+	rc = playbooks[i].run(&d);
+	dx_progress_end();
+	if (rc) {
 		rc = cli_error(d.status ? d.status : CLI_EFAIL, "%s", d.err);
 		dx_free(&d);
 		return rc;
@@ -119,7 +141,8 @@ static int cmd_diagnose_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_diagnose_entry = {
 	.name = "diagnose",
 	.alias = "dx",
-	.usage = "hang|leak|slow|dataloader [-d DURATION] [-f json]",
+	.usage = "hang|leak|slow|dataloader [-d DURATION] [--history D] "
+		 "[-f json]",
 	.summary = "Run a diagnostic playbook: a verdict with its evidence",
 	.help = "Looks at the target in a fixed sequence — backtraces, SQL "
 		"over what it\n"
@@ -139,7 +162,12 @@ const struct cmd_entry cmd_diagnose_entry = {
 		"the last 15\n"
 		"              minutes, and what grew in DURATION (10s): "
 		"Python objects by\n"
-		"              type, tensors by who holds them\n"
+		"              type, tensors by who holds them.  A verdict "
+		"on the RSS needs\n"
+		"              --history of it past the start (the later "
+		"half of the series:\n"
+		"              60s, so a process two minutes old); before, "
+		"\"too early to tell\"\n"
 		"  slow        the main thread sampled for DURATION (5s): "
 		"how much it runs,\n"
 		"              under which of the program's own frames, the "
@@ -154,6 +182,8 @@ const struct cmd_entry cmd_diagnose_entry = {
 		"\n"
 		"Options:\n"
 		"  -d, --duration D   how long to watch (see above)\n"
+		"      --history D    leak: the RSS history a verdict needs "
+		"(60s)\n"
 		"  -f, --format json  the verdict, evidence and next commands "
 		"as JSON\n"
 		"\n"

@@ -82,10 +82,16 @@ static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"timeout", required_argument, NULL, 'T'},
+		{"frame", required_argument, NULL, 'F'},
+		{"thread", required_argument, NULL, 'H'},
 		{NULL, 0, NULL, 0},
 	};
 	struct dap_message *resp = NULL;
 	int c, rc, timeout = ctx->timeout_ms;
+	long frame = -1;
+	int thread = 0;
+	const char *function = NULL;
+	char *end;
 	cJSON *args;
 	char *code;
 
@@ -98,10 +104,33 @@ static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
 					"--timeout must be " CLI_DURATION_HELP
 					" (a bare number: milliseconds)");
 			break;
+		case 'F':
+			/* A number as backtrace numbers them, or a name. */
+			frame = strtol(optarg, &end, 10);
+			if (end == optarg || *end) {
+				frame = -1;
+				function = optarg;
+			} else if (frame < 0 || frame > 100000) {
+				return cli_usage_error(&cmd_eval_entry,
+						       "--frame is a number "
+						       "from 0 (#0 in "
+						       "backtrace) or a "
+						       "function's name");
+			}
+			break;
+		case 'H':
+			if (cli_parse_ms(optarg, &thread) < 0)
+				return cli_usage_error(
+					&cmd_eval_entry,
+					"--thread is a thread's id as "
+					"backtrace shows it (Thread N)");
+			break;
 		default:
 			return cli_option_error(&cmd_eval_entry, c, argc, argv);
 		}
 	}
+	if (thread && frame < 0 && !function)
+		frame = 0; /* --thread alone: its innermost frame */
 	if (optind >= argc)
 		return cli_usage_error(&cmd_eval_entry, "no code given");
 	code = gather_code(argc - optind, argv + optind);
@@ -116,6 +145,12 @@ static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	cJSON_AddStringToObject(args, "expression", code);
 	cJSON_AddStringToObject(args, "context", "repl");
 	cJSON_AddNumberToObject(args, "timeoutMs", timeout);
+	if (frame >= 0)
+		cJSON_AddNumberToObject(args, "probingFrame", (double)frame);
+	if (function)
+		cJSON_AddStringToObject(args, "probingFunction", function);
+	if (thread)
+		cJSON_AddNumberToObject(args, "probingThread", (double)thread);
 	free(code);
 	cli_sigint_catch();
 	/* The agent stops the code at timeoutMs; wait a little longer for
@@ -132,11 +167,15 @@ static int cmd_eval_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_eval_entry = {
 	.name = "eval",
 	.alias = NULL,
-	.usage = "[--timeout MS] CODE... | -",
+	.usage = "[--timeout MS] [--frame N|FUNC] [--thread T] CODE... | -",
 	.summary = "Run Python code in the target; print its output and value",
 	.help = "CODE is the arguments joined by spaces, or stdin when it is "
 		"a single \"-\".\n"
-		"It runs in the namespace of __main__.  What it prints comes "
+		"It runs in the namespace of __main__, or with --frame in a "
+		"frame of a\n"
+		"running thread (its globals, and a copy of its locals: "
+		"assignments\n"
+		"are not written back).  What it prints comes "
 		"first, then\n"
 		"the repr of its value when it is an expression.  When it "
 		"raises, the\n"
@@ -150,9 +189,16 @@ const struct cmd_entry cmd_eval_entry = {
 		"(default: "
 		"the global\n"
 		"                 --timeout, 10000)\n"
+		"  --frame N|FUNC in frame N of the thread (#N in backtrace), "
+		"or the\n"
+		"                 innermost frame of function FUNC (a name "
+		"or Class.name)\n"
+		"  --thread T     the thread (its id as backtrace shows it); "
+		"default: the\n"
+		"                 main thread\n"
 		"\n"
 		"Examples:\n"
-		"  probing -t 1234 eval 'model.training'\n"
+		"  probing -t 1234 eval --frame train 'model.training'\n"
 		"  probing -t 1234 eval 'import gc; "
 		"print(len(gc.get_objects()))'\n"
 		"  probing -t 1234 eval - < snippet.py\n",

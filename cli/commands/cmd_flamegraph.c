@@ -17,18 +17,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "cmd.h"
+#include "sampling.h"
+#include "subprocs.h"
 #include "render/folded.h"
 
 #define FG_DEFAULT_MS 10000
-#define FG_POLL_MS 250
 #define FG_RENDER_TIMEOUT_MS 120000
 #define FG_TOP_DEFAULT 20
 
 struct fg_opts {
 	int duration_ms;
 	int hz;	     /* 0: the agent's profile.hz */
-	int native, idle, lines, threads, recorded, cpu;
+	int native, idle, lines, threads, tasks, recorded, cpu;
+	int subprocesses, inject;
 	int top;
 	const char *output;
 	const char *format; /* the agent's name of it */
@@ -40,167 +43,6 @@ static double num(const cJSON *o, const char *key, double def)
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
 
 	return cJSON_IsNumber(v) ? v->valuedouble : def;
-}
-
-/* probing/profile with args; *body is the response's body (caller frees
- * resp).  CLI_OK or an exit code after saying why. */
-static int profile(struct cmd_ctx *ctx, cJSON *args,
-		   struct dap_message **resp)
-{
-	int rc = cli_request(ctx, "probing/profile", args, ctx->timeout_ms,
-			     resp);
-
-	if (rc == CLI_OK && !(*resp)->success) {
-		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(*resp));
-		dap_message_free(*resp);
-		*resp = NULL;
-	}
-	return rc;
-}
-
-static int simple(struct cmd_ctx *ctx, const char *action, cJSON **body)
-{
-	struct dap_message *resp = NULL;
-	cJSON *args = cJSON_CreateObject();
-	int rc;
-
-	cJSON_AddStringToObject(args, "action", action);
-	rc = profile(ctx, args, &resp);
-	if (rc == CLI_OK && body)
-		*body = cJSON_Duplicate(resp->body, 1);
-	if (resp)
-		dap_message_free(resp);
-	return rc;
-}
-
-static void progress(int tty, int pid_known, const char *target, double left,
-		     double samples, int hz)
-{
-	if (!tty)
-		return;
-	fprintf(stderr,
-		"\rprobing: recording %s%s at %d Hz: %.1f s left, %.0f "
-		"samples\033[K",
-		pid_known ? "pid " : "", target, hz, left > 0 ? left : 0,
-		samples);
-	fflush(stderr);
-}
-
-/* The profile's note (sampler.h: native stacks stopped because the
- * program took their signal over, threads left without state because
- * descriptors are scarce), kept from the latest status. */
-static void keep_note(const cJSON *st, char *note, size_t len)
-{
-	const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, "note");
-
-	if (cJSON_IsString(n) && n->valuestring[0])
-		snprintf(note, len, "%s", n->valuestring);
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL); /* Ctrl-C cuts it short */
-}
-
-/*
- * Records (or waits while the running profiler records) for the duration;
- * *since and *until bound the samples to render.  Ctrl-C ends early.
- */
-static int record(struct cmd_ctx *ctx, const struct fg_opts *o,
-		  double *since, double *until)
-{
-	struct dap_message *resp = NULL;
-	cJSON *st = NULL, *args;
-	int tty = cli_isatty(stderr), started = 0, rc, hz;
-	double t0, end, samples0 = 0;
-	char note[600] = "";
-
-	rc = simple(ctx, "status", &st);
-	if (rc != CLI_OK)
-		return rc;
-	t0 = num(st, "now", 0);
-	hz = (int)num(st, "hz", 0);
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "running"))) {
-		/* Someone else's profile: use its samples, leave it be. */
-		int native = cJSON_IsTrue(
-			cJSON_GetObjectItemCaseSensitive(st, "native"));
-
-		if ((o->native && !native) || (o->hz && o->hz != hz))
-			cli_error(CLI_OK,
-				  "note: the profiler already runs at %d Hz%s; "
-				  "its samples are used as they are",
-				  hz, native ? " with native stacks" : "");
-		samples0 = num(st, "samples", 0);
-		*since = t0;
-	} else {
-		args = cJSON_CreateObject();
-		cJSON_AddStringToObject(args, "action", "start");
-		cJSON_AddNumberToObject(args, "durationMs", o->duration_ms);
-		if (o->hz)
-			cJSON_AddNumberToObject(args, "hz", o->hz);
-		if (o->native)
-			cJSON_AddBoolToObject(args, "native", 1);
-		rc = profile(ctx, args, &resp);
-		if (rc != CLI_OK) {
-			cJSON_Delete(st);
-			return rc;
-		}
-		started = 1;
-		*since = num(resp->body, "startedAt", t0);
-		hz = (int)num(resp->body, "hz", hz);
-		dap_message_free(resp);
-	}
-	cJSON_Delete(st);
-	end = *since + o->duration_ms / 1000.0;
-	cli_sigint = 0;
-	for (;;) {
-		double now, left;
-		int running;
-
-		st = NULL;
-		if ((rc = simple(ctx, "status", &st)) != CLI_OK)
-			return rc;
-		now = num(st, "now", end);
-		running = cJSON_IsTrue(
-			cJSON_GetObjectItemCaseSensitive(st, "running"));
-		left = end - now;
-		progress(tty, ctx->target && strspn(ctx->target, "0123456789") ==
-					 strlen(ctx->target),
-			 ctx->target ? ctx->target : "", left,
-			 num(st, "samples", 0) - samples0, hz);
-		keep_note(st, note, sizeof(note));
-		cJSON_Delete(st);
-		if (left <= 0 || (started && !running) || cli_sigint)
-			break;
-		/* Jittered: a poll in step with the target's periodic work
-		 * would take the CPU from it at the same phase each time. */
-		sleep_ms(left * 1000 < FG_POLL_MS
-				 ? (int)(left * 1000) + 1
-				 : FG_POLL_MS / 2 + rand() % FG_POLL_MS);
-	}
-	if (tty)
-		fputs("\r\033[K", stderr);
-	/* Our profile ends here (early on Ctrl-C); the stop also waits
-	 * for the last samples to reach the tables. */
-	st = NULL;
-	if (started && (rc = simple(ctx, "stop", &st)) != CLI_OK)
-		return rc;
-	*until = st ? num(st, "stoppedAt", end) : end;
-	if (!started)
-		*until = end;
-	if (st)
-		keep_note(st, note, sizeof(note));
-	cJSON_Delete(st);
-	if (note[0]) {
-		if (tty)
-			fputs("\r\033[K", stderr);
-		cli_error(CLI_OK, "note: %s", note);
-	}
-	if (cli_sigint)
-		cli_sigint = 0;
-	return CLI_OK;
 }
 
 static int write_file(const char *path, const char *data, size_t len)
@@ -312,35 +154,89 @@ static int render(struct cmd_ctx *ctx, const struct fg_opts *o, double since,
 	cJSON_AddBoolToObject(args, "idle", o->idle);
 	cJSON_AddBoolToObject(args, "lines", o->lines);
 	cJSON_AddBoolToObject(args, "threads", o->threads);
+	if (o->tasks)
+		cJSON_AddBoolToObject(args, "tasks", 1);
 	if (o->cpu)
 		cJSON_AddStringToObject(args, "weight", "cpu");
-	rc = cli_request(ctx, "probing/flamegraph", args, wait, &resp);
+	rc = cli_request_ok(ctx, "probing/flamegraph", args, wait, &resp);
 	if (rc != CLI_OK)
 		return rc;
-	if (!resp->success) {
-		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(resp));
-		dap_message_free(resp);
-		return rc;
-	}
 	data = cJSON_GetObjectItemCaseSensitive(resp->body, "data");
 	if (!cJSON_IsString(data)) {
 		dap_message_free(resp);
 		return cli_error(CLI_EFAIL, "probing/flamegraph: reply without "
 				 "data");
 	}
+	if (o->tasks) {
+		const cJSON *why = cJSON_GetObjectItemCaseSensitive(
+			resp->body, "tasksNote");
+
+		if (cJSON_IsString(why))
+			cli_error(CLI_OK, "note: %s", why->valuestring);
+		else if (num(resp->body, "taskSamples", 0) == 0 &&
+			 num(resp->body, "samples", 0) > 0)
+			cli_error(CLI_OK, "note: no sample ran an asyncio task "
+					  "(no asyncio event loop ran one — "
+					  "uvloop's are not seen —, or "
+					  "profile.tasks is off): the stacks "
+					  "are the threads'");
+	}
 	if (table) {
 		rc = show_top(data->valuestring, o, resp->body);
 	} else if (o->output) {
 		rc = write_file(o->output, data->valuestring,
 				strlen(data->valuestring));
+		/* The samples it holds: those on CPU unless --idle (the
+		 * progress line counted every sample taken). */
 		if (rc == CLI_OK)
-			fprintf(stderr, "probing: wrote %s (%s, %.0f samples)\n",
+			fprintf(stderr, "probing: wrote %s (%s, %.0f samples%s)\n",
 				o->output, o->format,
-				num(resp->body, "samples", 0));
+				num(resp->body, "samples", 0),
+				o->idle ? ", idle and GIL waits included"
+					: " on CPU; --idle adds idle and "
+					  "GIL-waiting ones");
 	} else {
 		fputs(data->valuestring, stdout);
 	}
 	dap_message_free(resp);
+	return rc;
+}
+
+/* --subprocesses: the target and its Python children recorded at once,
+ * each under a root frame naming it (subprocs.h, cluster_fg.c). */
+static int subprocesses(struct cmd_ctx *ctx, const struct fg_opts *o,
+			const char *as)
+{
+	struct subprocs *s;
+	struct cluster_fg_procs p = {.duration_ms = o->duration_ms,
+				     .hz = o->hz,
+				     .idle = o->idle,
+				     .lines = o->lines,
+				     .tasks = o->tasks,
+				     .top = o->top,
+				     .output = o->output,
+				     .as = as ? as
+					 : o->output ? o->format
+						     : NULL,
+				     .fmt = o->table_fmt};
+	int rc;
+
+	if (ctx->rec || o->recorded || o->native || o->threads || o->cpu ||
+	    (p.as && !strcmp(p.as, "chrome")))
+		return cli_usage_error(&cmd_flamegraph_entry,
+				       "--subprocesses records live processes "
+				       "at once: not with --recorded, "
+				       "--native, --threads, --cpu or a Chrome "
+				       "trace (probing trace, per process)");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return cli_error(CLI_EFAIL, "out of memory");
+	rc = subprocs_find(ctx, o->inject, s);
+	if (rc == CLI_OK) {
+		p.labels = s->label_of;
+		rc = cluster_flamegraph_procs(s->nodes, s->n, &p);
+	}
+	free(s);
 	return rc;
 }
 
@@ -356,9 +252,12 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{"top", required_argument, NULL, 'n'},
 		{"lines", no_argument, NULL, 'l'},
 		{"threads", no_argument, NULL, 'T'},
+		{"tasks", no_argument, NULL, 'K'},
 		{"recorded", no_argument, NULL, 'r'},
 		{"cpu", no_argument, NULL, 'C'},
 		{"format", required_argument, NULL, 'f'},
+		{"subprocesses", no_argument, NULL, 'S'},
+		{"inject", no_argument, NULL, 'J'},
 		{NULL, 0, NULL, 0},
 	};
 	struct fg_opts o = {.duration_ms = FG_DEFAULT_MS,
@@ -412,11 +311,20 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		case 'T':
 			o.threads = 1;
 			break;
+		case 'K':
+			o.tasks = 1;
+			break;
 		case 'r':
 			o.recorded = 1;
 			break;
 		case 'C':
 			o.cpu = 1;
+			break;
+		case 'S':
+			o.subprocesses = 1;
+			break;
+		case 'J':
+			o.inject = 1;
 			break;
 		case 'f':
 			if (cli_format_parse(optarg, &o.table_fmt))
@@ -446,6 +354,11 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 				"(Chrome trace), or give --as",
 				o.output);
 	}
+	if (o.inject && !o.subprocesses)
+		return cli_usage_error(&cmd_flamegraph_entry,
+				       "--inject goes with --subprocesses");
+	if (o.subprocesses)
+		return subprocesses(ctx, &o, as);
 	rc = cli_connect(ctx, 1);
 	if (rc != CLI_OK)
 		return rc;
@@ -461,7 +374,11 @@ static int cmd_flamegraph_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		since = -o.duration_ms / 1000.0;
 		rc = CLI_OK;
 	} else {
-		rc = record(ctx, &o, &since, &until);
+		struct sampling_opts so = {.duration_ms = o.duration_ms,
+					   .hz = o.hz,
+					   .native = o.native};
+
+		rc = sampling_record(ctx, &so, &since, &until);
 	}
 	if (rc != CLI_OK)
 		return rc;
@@ -472,7 +389,7 @@ const struct cmd_entry cmd_flamegraph_entry = {
 	.name = "flamegraph",
 	.alias = "fg",
 	.usage = "[-d DURATION] [--hz N] [--native] [--idle] [--cpu] "
-		 "[-o FILE] [--top N]",
+		 "[--tasks] [-o FILE] [--top N] [--subprocesses [--inject]]",
 	.summary = "Sample the target's stacks for a while and show where "
 		   "the time goes",
 	.help = "Records every thread's stack DURATION long (default 10s) at "
@@ -509,18 +426,38 @@ const struct cmd_entry cmd_flamegraph_entry = {
 		"  -n, --top N       rows of the table (default 20)\n"
 		"      --lines       a frame per line, not per function\n"
 		"      --threads     a root frame per thread (folded, svg)\n"
+		"      --tasks       in an asyncio program, a sample that ran "
+		"a task: its stack\n"
+		"                    from the task's coroutine on, under a "
+		"root frame \"task NAME\"\n"
+		"                    (docs/asyncio.md; what ran outside tasks "
+		"keeps its stack)\n"
 		"      --recorded    record nothing: use the samples of the "
 		"last DURATION\n"
 		"      --cpu         weigh each sample by the CPU time its "
 		"thread used since\n"
 		"                    the one before (CPU time, not samples)\n"
 		"  -f, --format F    the table as table, json or csv\n"
+		"      --subprocesses  the target's Python children too "
+		"(DataLoader workers,\n"
+		"                    multiprocessing pools) that have an "
+		"agent (PROBING=2), all\n"
+		"                    recorded at once, each stack under a "
+		"frame naming its\n"
+		"                    process (\"process PID (comm)\"); "
+		"children without one are\n"
+		"                    named on stderr\n"
+		"      --inject      with --subprocesses: give those children "
+		"an agent first\n"
+		"                    (probing -t CHILD inject)\n"
 		"\n"
 		"Examples:\n"
 		"  probing -t 1234 flamegraph\n"
 		"  probing -t 1234 flamegraph -d 30s --hz 1000 -o train.svg\n"
 		"  probing -t 1234 flamegraph --native -o "
 		"train.speedscope.json\n"
+		"  probing -t 1234 flamegraph --subprocesses --inject -o "
+		"all.svg\n"
 		"On a process that has ended (its recording: probing runs), "
 		"the samples it\n"
 		"recorded, all of them or the last DURATION of the run.\n",

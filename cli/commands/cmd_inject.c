@@ -1,7 +1,13 @@
 /*
- * cmd_inject: put the agent into a running Python process with ptrace
- * (inject/inject.h), wait until it answers, then apply --listen / -D
- * through probing/config.
+ * cmd_inject: put the agent into a running Python process, wait until it
+ * answers, then apply --listen / -D through probing/config.
+ *
+ * Two ways in (--via): PEP 768 (inject/remote_exec.h: CPython 3.14+ runs
+ * our loader at a safe point, no thread is stopped) and ptrace
+ * (inject/inject.h: one thread stopped, dlopen through a trampoline).
+ * auto, the default, takes PEP 768 where the target has it and it is on,
+ * and ptrace otherwise, or when the main thread reaches no safe point in
+ * --safe-point-wait; it says which way it went and, on a fallback, why.
  *
  * An agent that already answers at @probing-PID is reused: no second
  * copy is loaded.
@@ -18,11 +24,16 @@
 
 #include "cmd.h"
 #include "inject.h"
+#include "remote_exec.h"
 #include "target.h"
 
 #define INJECT_SET_MAX 64     /* -D settings at once */
 #define CONNECT_RETRY_US 3000 /* between connects while the agent starts */
 #define INJECT_BUSY_TRIES 3   /* injections refused for want of a safe point */
+#define SAFE_POINT_WAIT_MAX 600000 /* ms: --safe-point-wait, at most */
+
+/* --via: how the agent goes in. */
+enum via { VIA_AUTO, VIA_PEP768, VIA_PTRACE };
 
 static int64_t now_ms(void)
 {
@@ -110,10 +121,13 @@ static int inject_exit_code(int rc)
 		return CLI_EPERM;
 	case -ENOEXEC:
 	case -EAGAIN:
+	case -ENOSYS: /* --via pep768 where the Python has none */
 		return CLI_ENOTPY;
 	case -ENOENT:
 	case -ELIBBAD:
 		return CLI_ELOAD;
+	case -EINTR:
+		return CLI_EINTR;
 	default:
 		return CLI_EINJECT;
 	}
@@ -275,13 +289,13 @@ static void print_injected(pid_t pid, const char *lib,
 
 	cli_target_cmdline(pid, cmd, sizeof(cmd), CLI_CMDLINE_MAX);
 	if (res->restarted)
-		printf("restarted the agent in process %d (%s): %s was "
-		       "loaded already, its agent stopped (a forked "
+		printf("restarted the agent in process %d (%s) with ptrace: "
+		       "%s was loaded already, its agent stopped (a forked "
 		       "child's)\n",
 		       (int)pid, cmd, res->target_path);
 	else
-		printf("injected %s into process %d (%s)\n", lib, (int)pid,
-		       cmd);
+		printf("injected %s into process %d (%s) with ptrace\n", lib,
+		       (int)pid, cmd);
 	if (res->note[0])
 		printf("  %s\n", res->note);
 	printf("  thread %d was stopped %.2f ms, %s\n", (int)res->tid,
@@ -292,6 +306,132 @@ static void print_injected(pid_t pid, const char *lib,
 	       agent_ms);
 	printf("  loader code left in unused bytes of %s and %s\n",
 	       res->code_file, res->data_file);
+}
+
+static void print_remote(pid_t pid, const struct inject_remote_result *res,
+			 double agent_ms)
+{
+	char cmd[CLI_CMDLINE_MAX + 8];
+
+	cli_target_cmdline(pid, cmd, sizeof(cmd), CLI_CMDLINE_MAX);
+	if (res->restarted)
+		printf("restarted the agent in process %d (%s) through PEP "
+		       "768: %s was loaded already, its agent stopped (a "
+		       "forked child's)\n",
+		       (int)pid, cmd, res->target_path);
+	else
+		printf("injected %s into process %d (%s) through PEP 768\n",
+		       res->target_path, (int)pid, cmd);
+	if (res->note[0])
+		printf("  %s\n", res->note);
+	printf("  the main thread (%d) took the request at a safe point "
+	       "%.1f ms after it was made and ran the loader for %.1f ms, "
+	       "holding the GIL; no thread was stopped\n",
+	       (int)res->tid, res->taken_ms, res->run_ms);
+	printf("  the agent answered %.1f ms after the start\n", agent_ms);
+}
+
+/* Whether, after PEP 768's error rc, the ptrace way may follow in auto:
+ * nothing was loaded and nothing will be. */
+static int may_fall_back(int rc)
+{
+	switch (rc) {
+	case -ENOSYS:  /* no PEP 768 in that Python */
+	case -ENOTSUP: /* turned off there */
+	case -EBUSY:   /* no safe point in time: withdrawn */
+	case -ENOPKG:  /* no ctypes there */
+	case -EROFS:   /* no loader file in its /tmp */
+	case -ENOSPC:
+	case -EDQUOT:
+	case -EACCES:
+	case -ENOTDIR:
+	case -ENAMETOOLONG:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static volatile sig_atomic_t pep768_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	pep768_stop = 1;
+}
+
+/*
+ * The PEP 768 way.  0 once the loader ran (then *done), or its error with
+ * err, saying whether ptrace may follow (*fall_back); -EALREADY as
+ * inject_library's.  Ctrl-C, SIGTERM or SIGHUP while it waits withdraw
+ * the request and remove its files from the target's /tmp (-EINTR): a
+ * request left behind would load the agent after the user gave up.
+ */
+static int via_pep768(struct cmd_ctx *ctx, pid_t pid, const char *lib,
+		      int safe_point_ms, struct inject_remote_result *res,
+		      int *fall_back, char *err, size_t errlen)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct inject_remote_opts ro = {
+		.timeout_ms = ctx->timeout_ms,
+		.safe_point_ms = safe_point_ms,
+		.stop = &pep768_stop,
+	};
+	struct sigaction sa, old[3];
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+	rc = inject_remote_library(pid, lib, &ro, res, err, errlen);
+	for (int i = 0; i < 3; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	*fall_back = rc && may_fall_back(rc);
+	return rc;
+}
+
+/* The ptrace way, tried again while no thread stops at a safe point. */
+static int via_ptrace(struct cmd_ctx *ctx, pid_t pid, const char *lib,
+		      int64_t start, struct inject_result *res, char *err,
+		      size_t errlen)
+{
+	struct inject_opts io = {.timeout_ms = ctx->timeout_ms};
+	const char *delay = getenv("PROBING_INJECT_TEST_DELAY_US");
+	int rc;
+
+	if (delay && *delay) {
+		io.step_delay_us = atoi(delay);
+		io.step = on_step;
+	}
+	rc = inject_library(pid, lib, &io, res, err, errlen);
+	/* -EBUSY: no thread stopped at a safe point in time, and nothing
+	 * was changed (a very busy machine or target).  Trying again is
+	 * safe; a few times, while the timeout allows. */
+	for (int again = 1; rc == -EBUSY && again < INJECT_BUSY_TRIES &&
+			    now_ms() - start < ctx->timeout_ms / 2;
+	     again++) {
+		fprintf(stderr, "probing: %s; trying again (%d of %d)\n", err,
+			again + 1, INJECT_BUSY_TRIES);
+		usleep(100000 * (useconds_t)again);
+		memset(res, 0, sizeof(*res));
+		rc = inject_library(pid, lib, &io, res, err, errlen);
+	}
+	return rc;
+}
+
+static int parse_via(const char *text, enum via *via)
+{
+	if (!strcmp(text, "auto"))
+		*via = VIA_AUTO;
+	else if (!strcmp(text, "pep768"))
+		*via = VIA_PEP768;
+	else if (!strcmp(text, "ptrace"))
+		*via = VIA_PTRACE;
+	else
+		return -1;
+	return 0;
 }
 
 static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
@@ -305,25 +445,59 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{"address", required_argument, NULL, 'l'},
 		{"background", no_argument, NULL, 'b'},
 		{"execute", required_argument, NULL, 'e'},
+		{"via", required_argument, NULL, 'V'},
+		{"safe-point-wait", required_argument, NULL, 'W'},
 		{NULL, 0, NULL, 0},
 	};
 	struct then then = {0};
-	struct inject_opts io = {0};
 	struct inject_result res;
+	struct inject_remote_result rres;
 	char lib[PATH_MAX], err[1536];
 	unsigned version = 0;
-	const char *library = NULL, *delay;
+	const char *library = NULL, *env_via;
+	enum via via = VIA_AUTO;
+	int safe_point_ms = INJECT_REMOTE_SAFE_POINT_DEFAULT, fall_back = 0;
 	cJSON *set = NULL;
 	int64_t start = now_ms();
 	pid_t pid;
 	int c, rc;
 
+	env_via = getenv("PROBING_INJECT_VIA");
+	if (env_via && *env_via && parse_via(env_via, &via))
+		return cli_usage_error(&cmd_inject_entry,
+				       "PROBING_INJECT_VIA must be auto, pep768 "
+				       "or ptrace, not '%s'",
+				       env_via);
 	set = cJSON_CreateObject();
 	while ((c = getopt_long(argc, argv, ":a:L:D:cPbe:", opts,
 				NULL)) != -1) {
-		char *eq;
+		char *eq, *end;
+		long ms;
 
 		switch (c) {
+		case 'V':
+			if (parse_via(optarg, &via)) {
+				cJSON_Delete(set);
+				return cli_usage_error(&cmd_inject_entry,
+						       "--via is auto, pep768 "
+						       "or ptrace, not '%s'",
+						       optarg);
+			}
+			break;
+		case 'W':
+			errno = 0;
+			ms = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || ms < 1 ||
+			    ms > SAFE_POINT_WAIT_MAX) {
+				cJSON_Delete(set);
+				return cli_usage_error(
+					&cmd_inject_entry,
+					"--safe-point-wait is milliseconds, 1 "
+					"to %d, not '%s'",
+					SAFE_POINT_WAIT_MAX, optarg);
+			}
+			safe_point_ms = (int)ms;
+			break;
 		case 'P':
 			then.pprof = 1;
 			break;
@@ -420,25 +594,41 @@ static int cmd_inject_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		cJSON_Delete(set);
 		return rc;
 	}
-	io.timeout_ms = ctx->timeout_ms;
-	delay = getenv("PROBING_INJECT_TEST_DELAY_US");
-	if (delay && *delay) {
-		io.step_delay_us = atoi(delay);
-		io.step = on_step;
+	if (via != VIA_PTRACE) {
+		rc = via_pep768(ctx, pid, lib, safe_point_ms, &rres, &fall_back,
+				err, sizeof(err));
+		if (rc == 0) {
+			rc = wait_agent(ctx, start + ctx->timeout_ms +
+						     (int64_t)rres.total_ms);
+			if (rc != CLI_OK) {
+				fprintf(stderr,
+					"probing: %s was loaded through PEP "
+					"768 (by thread %d, %.1f ms after the "
+					"request)\n",
+					rres.target_path, (int)rres.tid,
+					rres.taken_ms);
+				cJSON_Delete(set);
+				return rc;
+			}
+			print_remote(pid, &rres, (double)(now_ms() - start));
+			return configure_then(ctx, set, &then);
+		}
+		if (rc != -EALREADY && (via == VIA_PEP768 || !fall_back)) {
+			cJSON_Delete(set);
+			return cli_error(inject_exit_code(rc), "PEP 768: %s%s",
+					 err,
+					 fall_back ? "; --via ptrace (or auto) "
+						     "loads it by stopping a "
+						     "thread instead"
+						   : "");
+		}
+		/* Before 3.14 there is nothing to explain. */
+		if (rc != -EALREADY && (rc != -ENOSYS || rres.version >= 0x030e))
+			fprintf(stderr, "probing: PEP 768: %s; using ptrace "
+				"instead\n", err);
 	}
-	rc = inject_library(pid, lib, &io, &res, err, sizeof(err));
-	/* -EBUSY: no thread stopped at a safe point in time, and nothing
-	 * was changed (a very busy machine or target).  Trying again is
-	 * safe; a few times, while the timeout allows. */
-	for (int again = 1; rc == -EBUSY && again < INJECT_BUSY_TRIES &&
-			    now_ms() - start < ctx->timeout_ms / 2;
-	     again++) {
-		fprintf(stderr, "probing: %s; trying again (%d of %d)\n", err,
-			again + 1, INJECT_BUSY_TRIES);
-		usleep(100000 * (useconds_t)again);
-		memset(&res, 0, sizeof(res));
-		rc = inject_library(pid, lib, &io, &res, err, sizeof(err));
-	}
+	if (via == VIA_PTRACE || rc != -EALREADY)
+		rc = via_ptrace(ctx, pid, lib, start, &res, err, sizeof(err));
 	if (rc == -EALREADY) {
 		/* Loaded, but not answering yet: an agent starting up (say,
 		 * from an injection whose CLI was killed after the thread
@@ -470,19 +660,29 @@ const struct cmd_entry cmd_inject_entry = {
 	.name = "inject",
 	.alias = NULL,
 	.usage = "[--listen ADDR] [--crash] [--pprof] [--execute FILE] "
-		 "[-D KEY=VALUE]... [--library PATH]",
-	.summary = "Put the agent into a running Python process (ptrace)",
+		 "[-D KEY=VALUE]... [--library PATH] [--via auto|pep768|ptrace] "
+		 "[--safe-point-wait MS]",
+	.summary = "Put the agent into a running Python process (PEP 768 or "
+		   "ptrace)",
 	.help = "Loads the agent into process TARGET (a pid; "
-		"CPython " PROBING_SUPPORTED ") with ptrace:\n"
-		"one thread is stopped for about a millisecond, calls "
-		"dlopen() through\n"
-		"a small trampoline, and goes on exactly where it was (a "
-		"sleeping system\n"
-		"call is restarted, never interrupted).  Then waits for the "
-		"agent to answer\n"
-		"(--timeout), applies the settings, and prints its address.  "
-		"An agent that\n"
-		"already answers is reused.  See docs/injection.md.\n"
+		"CPython " PROBING_SUPPORTED "), one of two ways:\n"
+		"  PEP 768 (CPython 3.14+): the interpreter's own remote "
+		"debugging support, as\n"
+		"    sys.remote_exec() uses it: the main thread runs a small "
+		"loader at its next\n"
+		"    safe point (it holds the GIL a few ms meanwhile); no "
+		"thread is stopped.\n"
+		"  ptrace: one thread is stopped for about a millisecond, "
+		"calls dlopen()\n"
+		"    through a small trampoline, and goes on exactly where it "
+		"was (a sleeping\n"
+		"    system call is restarted, never interrupted).\n"
+		"The first line of the output says which way it went.  Then "
+		"waits for the\n"
+		"agent to answer (--timeout), applies the settings, and prints "
+		"its address.\n"
+		"An agent that already answers is reused.  See "
+		"docs/injection.md.\n"
 		"\n"
 		"Options:\n"
 		"  -a, --listen ADDR    also listen on TCP (server.listen), "
@@ -516,9 +716,24 @@ const struct cmd_entry cmd_inject_entry = {
 		"program:\n"
 		"                       ../lib/probing/libprobing-cpXY.so or "
 		"../agent/libprobing-cpXY.so)\n"
+		"      --via WAY        auto (default; $PROBING_INJECT_VIA): "
+		"PEP 768 where the\n"
+		"                       target has it and it is on, else "
+		"ptrace, which also\n"
+		"                       follows when the main thread reaches no "
+		"safe point in\n"
+		"                       --safe-point-wait (it waits in C); "
+		"pep768 or ptrace:\n"
+		"                       that way only\n"
+		"      --safe-point-wait MS\n"
+		"                       how long PEP 768 waits for the main "
+		"thread (default\n"
+		"                       2000)\n"
 		"\n"
-		"Needs the right to ptrace the process: the same user (with\n"
-		"kernel.yama.ptrace_scope 0), or CAP_SYS_PTRACE.  Exit codes "
+		"Needs the right to ptrace the process (PEP 768 too: its "
+		"memory is written):\n"
+		"the same user (with kernel.yama.ptrace_scope 0), or "
+		"CAP_SYS_PTRACE.  Exit codes "
 		"3, 5, 8, 9, 10, 11:\n"
 		"see 'probing --help'.\n"
 		"\n"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "job.h"
 #include "target.h"
 
 #define LIST_MAX 4096		  /* agents shown at most */
@@ -104,6 +105,89 @@ static const char *agent_status(struct cmd_ctx *ctx, pid_t pid)
 	return "not answering";
 }
 
+/* What pids[i] is in a torchrun job, as words for the JOB column. */
+static void job_text(const struct cli_job_role *r, char *out, size_t len)
+{
+	switch (r->kind) {
+	case CLI_JOB_LAUNCHER:
+		if (r->first == r->last)
+			snprintf(out, len, "torchrun of rank %d", r->first);
+		else
+			snprintf(out, len, "torchrun of ranks %d-%d", r->first,
+				 r->last);
+		break;
+	case CLI_JOB_RANK:
+		if (r->world > 0)
+			snprintf(out, len, "rank %d of %d (parent %d)",
+				 r->rank, r->world, (int)r->parent);
+		else
+			snprintf(out, len, "rank %d (parent %d)", r->rank,
+				 (int)r->parent);
+		break;
+	case CLI_JOB_CHILD:
+		snprintf(out, len, "child of rank %d (parent %d)", r->rank,
+			 (int)r->parent);
+		break;
+	default:
+		out[0] = '\0';
+	}
+}
+
+/* Places row i, then what hangs under it (a launcher's ranks by rank,
+ * a rank's children), depth first. */
+static void place(const pid_t *pids, const struct cli_job_role *roles,
+		  int n, int i, char *done, int *order, int *k)
+{
+	done[i] = 1;
+	order[(*k)++] = i;
+	for (;;) {
+		int best = -1;
+
+		for (int j = 0; j < n; j++)
+			if (!done[j] &&
+			    (roles[j].kind == CLI_JOB_RANK ||
+			     roles[j].kind == CLI_JOB_CHILD) &&
+			    roles[j].parent == pids[i] &&
+			    (best < 0 || roles[j].rank < roles[best].rank))
+				best = j;
+		if (best < 0)
+			return;
+		place(pids, roles, n, best, done, order, k);
+	}
+}
+
+/* The rows' order: by pid, but a launcher's ranks right after it and a
+ * rank's children right after the rank, where those are listed.  Fills
+ * order[] with indexes into pids[]. */
+static void job_order(const pid_t *pids, const struct cli_job_role *roles,
+		      int n, int *order)
+{
+	char *done = calloc((size_t)n + 1, 1);
+	int k = 0;
+
+	if (!done) {
+		for (int i = 0; i < n; i++)
+			order[i] = i;
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		int under = 0;
+
+		if (done[i])
+			continue;
+		if (roles[i].kind == CLI_JOB_RANK ||
+		    roles[i].kind == CLI_JOB_CHILD)
+			for (int j = 0; j < n; j++)
+				under |= j != i && pids[j] == roles[i].parent;
+		if (!under)
+			place(pids, roles, n, i, done, order, &k);
+	}
+	for (int i = 0; i < n; i++) /* under a parent never placed */
+		if (!done[i])
+			place(pids, roles, n, i, done, order, &k);
+	free(done);
+}
+
 static int cmd_list_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -111,12 +195,13 @@ static int cmd_list_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{NULL, 0, NULL, 0},
 	};
-	static const char *const cols[] = {"pid", "command", "address",
-					   "status"};
+	static const char *const cols[] = {"pid", "command", "job",
+					   "address", "status"};
 	enum cli_format fmt = ctx->format;
 	struct cli_table *t;
+	struct cli_job_role *roles;
 	pid_t *pids;
-	int c, n, status = 0, tty = cli_isatty(stdout);
+	int c, n, status = 0, tty = cli_isatty(stdout), *order;
 
 	while ((c = getopt_long(argc, argv, ":sf:", opts, NULL)) != -1) {
 		switch (c) {
@@ -142,22 +227,31 @@ static int cmd_list_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		free(pids);
 		return cli_error(CLI_EFAIL, "cannot read /proc/net/unix");
 	}
-	t = cli_table_new(status ? 4 : 3, cols);
+	roles = calloc((size_t)n + 1, sizeof(*roles));
+	order = calloc((size_t)n + 1, sizeof(*order));
+	t = roles && order ? cli_table_new(status ? 5 : 4, cols) : NULL;
 	if (!t) {
 		free(pids);
+		free(roles);
+		free(order);
 		return cli_error(CLI_EFAIL, "out of memory");
 	}
+	for (int i = 0; i < n; i++)
+		cli_job_role(pids[i], &roles[i]);
+	job_order(pids, roles, n, order);
 	cli_table_upper_header(t);
 	cli_table_align_right(t, 0);
-	for (int i = 0; i < n; i++) {
-		char pid[16], cmd[LIST_CMDLINE_MAX + 8], addr[32];
-		const char *row[4] = {pid, cmd, addr, NULL};
+	for (int o = 0; o < n; o++) {
+		int i = order[o];
+		char pid[16], cmd[LIST_CMDLINE_MAX + 8], job[96], addr[32];
+		const char *row[5] = {pid, cmd, job, addr, NULL};
 
 		snprintf(pid, sizeof(pid), "%d", (int)pids[i]);
 		cli_target_cmdline(pids[i], cmd, sizeof(cmd), LIST_CMDLINE_MAX);
+		job_text(&roles[i], job, sizeof(job));
 		snprintf(addr, sizeof(addr), "@probing-%d", (int)pids[i]);
 		if (status)
-			row[3] = agent_status(ctx, pids[i]);
+			row[4] = agent_status(ctx, pids[i]);
 		cli_table_add(t, row);
 	}
 	if (n == 0 && tty && fmt <= CLI_FORMAT_TABLE)
@@ -167,6 +261,8 @@ static int cmd_list_exec(struct cmd_ctx *ctx, int argc, char **argv)
 		cli_table_print(t, stdout, fmt, tty);
 	cli_table_free(t);
 	free(pids);
+	free(roles);
+	free(order);
 	return CLI_OK;
 }
 
@@ -177,7 +273,11 @@ const struct cmd_entry cmd_list_entry = {
 	.summary = "Show the Probing agents running on this machine",
 	.help = "Finds every agent listening on its local socket "
 		"(@probing-PID) and\n"
-		"shows its pid, command line and address.  Needs no target.\n"
+		"shows its pid, command line, place in a torchrun job and "
+		"address; a\n"
+		"launcher's ranks follow it, a rank's children (DataLoader "
+		"workers) the\n"
+		"rank.  Needs no target.\n"
 		"Agents that listen only on TCP are not found.\n"
 		"\n"
 		"Options:\n"
@@ -185,6 +285,6 @@ const struct cmd_entry cmd_list_entry = {
 		"--timeout)\n"
 		"                       and show ok, not answering, or gone\n"
 		"  -f, --format FORMAT  table (default), json or csv\n",
-	.flags = 0,
+	.flags = CMD_PAGED,
 	.exec = cmd_list_exec,
 };

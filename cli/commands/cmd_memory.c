@@ -1,7 +1,7 @@
 /*
  * cmd_memory: the target's memory now (probing/memory): the process's
  * figures, Python objects by type, tensors by device and dtype, and
- * torch's CUDA allocator.
+ * torch's CUDA allocator, and each GPU as NVML saw it (or why not).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -122,6 +122,106 @@ static void cuda_table(const cJSON *arr, enum cli_format fmt)
 	cli_table_free(t);
 }
 
+/* A number of o, or "-" where the agent says null (NVML did not say). */
+static const char *numstr(const cJSON *o, const char *key, const char *f,
+			  char *out, size_t len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!cJSON_IsNumber(v))
+		return "-";
+	snprintf(out, len, f, v->valuedouble);
+	return out;
+}
+
+/* MB of o as bytes for people, or "-" where the agent says null. */
+static const char *mbstr(const cJSON *o, const char *key, char *out, size_t len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!cJSON_IsNumber(v))
+		return "-";
+	human(v->valuedouble * 1048576.0, out, len);
+	return out;
+}
+
+/* Each GPU: NVML's figures (gpu.utilization's last row). */
+static void gpu_table(const cJSON *arr, enum cli_format fmt)
+{
+	static const char *const cols[] = {
+		"device",    "name",	     "util",  "mem_util", "used",
+		"total",     "this_process", "power", "temp",	  "sm_clock",
+		"mem_clock", "throttle",     "xid"};
+	enum { N = sizeof(cols) / sizeof(cols[0]) };
+	struct cli_table *t = cli_table_new(N, cols);
+	const cJSON *e;
+
+	if (!t)
+		return;
+	cli_table_upper_header(t);
+	for (int i = 2; i < 11; i++)
+		cli_table_align_right(t, i);
+	cJSON_ArrayForEach(e, arr)
+	{
+		char v[N][48], xid[64];
+		const char *row[N];
+		const cJSON *th =
+			cJSON_GetObjectItemCaseSensitive(e, "throttle");
+		const cJSON *x =
+			cJSON_GetObjectItemCaseSensitive(e, "xidCount");
+		const cJSON *lx =
+			cJSON_GetObjectItemCaseSensitive(e, "lastXid");
+
+		snprintf(v[0], sizeof(v[0]), "%.0f", num(e, "index"));
+		row[0] = v[0];
+		row[1] = str(e, "name");
+		row[2] = numstr(e, "gpuUtil", "%.0f%%", v[2], sizeof(v[2]));
+		row[3] = numstr(e, "memUtil", "%.0f%%", v[3], sizeof(v[3]));
+		row[4] = mbstr(e, "memoryUsed", v[4], sizeof(v[4]));
+		row[5] = mbstr(e, "memoryTotal", v[5], sizeof(v[5]));
+		row[6] = mbstr(e, "processMemory", v[6], sizeof(v[6]));
+		row[7] = numstr(e, "power", "%.0f W", v[7], sizeof(v[7]));
+		row[8] = numstr(e, "temperature", "%.0f C", v[8], sizeof(v[8]));
+		row[9] = numstr(e, "smClock", "%.0f MHz", v[9], sizeof(v[9]));
+		row[10] =
+			numstr(e, "memClock", "%.0f MHz", v[10], sizeof(v[10]));
+		if (!cJSON_IsString(th))
+			row[11] = "-";
+		else
+			row[11] = th->valuestring[0] ? th->valuestring : "none";
+		if (!cJSON_IsNumber(x))
+			snprintf(xid, sizeof(xid), "-");
+		else if (x->valuedouble > 0 && cJSON_IsNumber(lx))
+			snprintf(xid, sizeof(xid), "%.0f (last %.0f)",
+				 x->valuedouble, lx->valuedouble);
+		else
+			snprintf(xid, sizeof(xid), "%.0f", x->valuedouble);
+		row[12] = xid;
+		cli_table_add(t, row);
+	}
+	cli_table_print(t, stdout, fmt, cli_isatty(stdout));
+	cli_table_free(t);
+}
+
+/* The GPU section: a table of the devices, or the one line that says why
+ * there is none.  Nothing from an agent that does not send it. */
+static void show_gpu(const cJSON *gpu, enum cli_format fmt, int *first)
+{
+	const cJSON *devs = cJSON_GetObjectItemCaseSensitive(gpu, "devices");
+
+	if (!cJSON_IsObject(gpu))
+		return;
+	if (cJSON_GetArraySize(devs) > 0) {
+		section("GPU (NVML)", first);
+		gpu_table(devs, fmt);
+	} else {
+		printf("%s%s\n", *first ? "" : "\n",
+		       str(gpu, "message")[0] ? str(gpu, "message")
+					      : "GPU: no device");
+		*first = 0;
+	}
+}
+
 static int show(const cJSON *b, enum cli_format fmt)
 {
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(b, "process");
@@ -148,6 +248,7 @@ static int show(const cJSON *b, enum cli_format fmt)
 		       "%.0f threads\n",
 		       v[0], v[1], v[2], v[3], v[4], num(p, "threads"));
 	}
+	show_gpu(cJSON_GetObjectItemCaseSensitive(b, "gpu"), fmt, &first);
 	if (!cJSON_IsObject(py)) {
 		fprintf(stderr, "probing: %s\n", str(b, "message"));
 		return CLI_OK;
@@ -267,12 +368,19 @@ const struct cmd_entry cmd_memory_entry = {
 		"  - torch tensors by device and dtype (count, bytes), and "
 		"torch's CUDA\n"
 		"    allocator (allocated, reserved and their peaks) when "
-		"CUDA is in use.\n"
+		"CUDA is in use;\n"
+		"  - each NVIDIA GPU as NVML last saw it (gpu.interval_ms): "
+		"utilization,\n"
+		"    memory used and total, this process's memory on it, "
+		"power,\n"
+		"    temperature, clocks, throttle reasons, Xid errors; or one "
+		"line that\n"
+		"    says why there is none (no driver library, no device).\n"
 		"When the GIL does not come in time, only the process's "
 		"figures are shown.\n"
 		"The same figures over time: 'probing query \"SELECT * FROM "
-		"process.memory\"';\n"
-		"tensor by tensor: python.tensors.\n"
+		"process.memory\"'\n"
+		"and gpu.utilization; tensor by tensor: python.tensors.\n"
 		"\n"
 		"Options:\n"
 		"  -n, --top N        types in each list (default 15)\n"
@@ -283,6 +391,6 @@ const struct cmd_entry cmd_memory_entry = {
 		"\n"
 		"Example:\n"
 		"  probing -t 1234 memory --top 5\n",
-	.flags = CMD_TARGET | CMD_RECORDED,
+	.flags = CMD_TARGET | CMD_RECORDED | CMD_PAGED,
 	.exec = cmd_memory_exec,
 };

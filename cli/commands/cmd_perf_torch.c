@@ -13,49 +13,16 @@
 #include "cmd.h"
 
 #define DRAIN_MS 400 /* the agent writes the rows every 100 ms */
+#define STATUS_WAIT_MS 3000 /* for torch.status to show a change */
 
 static const char summary_sql[] =
-	"SELECT module, stage, count(*) AS calls, "
+	"SELECT module, stage, clock, count(*) AS calls, "
 	"round(sum(duration) * 1e3, 3) AS total_ms, "
 	"round(avg(duration) * 1e3, 3) AS mean_ms, "
 	"round(max(duration) * 1e3, 3) AS max_ms, "
 	"round(max(max_allocated), 1) AS max_allocated_mb "
 	"FROM python.torch_trace WHERE rowid > %lld "
-	"GROUP BY module, stage ORDER BY sum(duration) DESC LIMIT %d";
-
-/* Sends probing/config with set (owned; NULL: read only).  *resp on
- * CLI_OK, else the exit code after saying why. */
-static int config(struct cmd_ctx *ctx, cJSON *set, struct dap_message **resp)
-{
-	cJSON *args = cJSON_CreateObject();
-	int rc;
-
-	if (set)
-		cJSON_AddItemToObject(args, "set", set);
-	rc = cli_request(ctx, "probing/config", args, ctx->timeout_ms, resp);
-	if (rc == CLI_OK && !(*resp)->success) {
-		rc = cli_error(CLI_EFAIL, "%s", cli_resp_message(*resp));
-		dap_message_free(*resp);
-		*resp = NULL;
-	}
-	return rc;
-}
-
-static const char *setting(const struct dap_message *resp, const char *name)
-{
-	const cJSON *s,
-		*arr = cJSON_GetObjectItemCaseSensitive(resp->body, "settings");
-
-	cJSON_ArrayForEach(s, arr)
-	{
-		const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "name");
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "value");
-		if (cJSON_IsString(n) && !strcmp(n->valuestring, name) &&
-		    cJSON_IsString(v))
-			return v->valuestring;
-	}
-	return "";
-}
+	"GROUP BY module, stage, clock ORDER BY sum(duration) DESC LIMIT %d";
 
 static int show_settings(const struct dap_message *resp, enum cli_format fmt)
 {
@@ -158,19 +125,29 @@ static int show_rows(const struct dap_message *resp, enum cli_format fmt)
 	return CLI_OK;
 }
 
-static void sleep_ms(int ms)
+/* torch.status as the change just made left it: the agent applies a
+ * change at its next tick, so the reply to the change still shows the
+ * state before it.  Asks again (every 100 ms, STATUS_WAIT_MS at most)
+ * until the status agrees with on; *resp is replaced by the last
+ * answer.  CLI_OK (a status that never agreed is shown as it is). */
+static int settle(struct cmd_ctx *ctx, int on, struct dap_message **resp)
 {
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	for (int waited = 0;; waited += 100) {
+		const char *st = cli_setting(*resp, "torch.status");
+		struct dap_message *again = NULL;
+		int rc;
 
-	nanosleep(&ts, NULL);
-}
-
-/* Waits ms, or until Ctrl-C. */
-static void wait_or_interrupt(int ms)
-{
-	for (int left = ms; left > 0 && !cli_sigint; left -= 100)
-		sleep_ms(left < 100 ? left : 100);
-	cli_sigint = 0;
+		if (on ? strncmp(st, "off", 3) != 0 : strcmp(st, "off") == 0)
+			return CLI_OK;
+		if (waited >= STATUS_WAIT_MS)
+			return CLI_OK;
+		cli_sleep_ms(100);
+		rc = cli_config(ctx, NULL, 0, &again);
+		if (rc != CLI_OK)
+			return rc;
+		dap_message_free(*resp);
+		*resp = again;
+	}
 }
 
 int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
@@ -251,16 +228,18 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 	if (stop) {
 		set = cJSON_CreateObject();
 		cJSON_AddStringToObject(set, "torch.profiling", "off");
-		rc = config(ctx, set, &resp);
+		rc = cli_config(ctx, set, 0, &resp);
+		if (rc == CLI_OK)
+			rc = settle(ctx, 0, &resp);
 		if (rc == CLI_OK)
 			rc = show_settings(resp, fmt);
 		dap_message_free(resp);
 		return rc;
 	}
-	rc = config(ctx, NULL, &resp);
+	rc = cli_config(ctx, NULL, 0, &resp);
 	if (rc != CLI_OK)
 		return rc;
-	was_on = !strcmp(setting(resp, "torch.profiling"), "on");
+	was_on = !strcmp(cli_setting(resp, "torch.profiling"), "on");
 	dap_message_free(resp);
 	resp = NULL;
 	before = 0;
@@ -285,11 +264,17 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 		cJSON_AddNumberToObject(set, "torch.module_rate", module_rate);
 	if (watch)
 		cJSON_AddStringToObject(set, "torch.watch", watch);
-	rc = config(ctx, set, &resp);
+	/* For the duration only, when tracing was off: should this CLI
+	 * die, the agent puts it back (config_lease.h). */
+	rc = cli_config(ctx, set,
+			duration && !was_on ? CLI_LEASE_MS(duration) : 0,
+			&resp);
 	if (rc != CLI_OK)
 		return rc;
 	if (!duration) {
-		rc = show_settings(resp, fmt);
+		rc = settle(ctx, 1, &resp);
+		if (rc == CLI_OK)
+			rc = show_settings(resp, fmt);
 		dap_message_free(resp);
 		return rc;
 	}
@@ -301,17 +286,17 @@ int cmd_perf_torch(struct cmd_ctx *ctx, int argc, char **argv)
 			"(Ctrl-C ends early)...\n",
 			duration / 1000.0);
 	cli_sigint_catch();
-	wait_or_interrupt(duration);
+	cli_wait_ms(duration);
 	if (!was_on) {
 		set = cJSON_CreateObject();
 		cJSON_AddStringToObject(set, "torch.profiling", "off");
-		rc = config(ctx, set, &resp);
+		rc = cli_config(ctx, set, 0, &resp);
 		dap_message_free(resp);
 		resp = NULL;
 		if (rc != CLI_OK)
 			return rc;
 	}
-	sleep_ms(DRAIN_MS);
+	cli_sleep_ms(DRAIN_MS);
 	snprintf(sql, sizeof(sql), summary_sql, before, top);
 	rc = query(ctx, sql, &resp);
 	if (rc != CLI_OK)

@@ -282,6 +282,6 @@ const struct cmd_entry cmd_query_entry = {
 		"  probing -t 1234 query 'SELECT func, file, lineno FROM "
 		"python.backtrace\n"
 		"                         ORDER BY depth LIMIT 5'\n",
-	.flags = CMD_TARGET | CMD_RECORDED,
+	.flags = CMD_TARGET | CMD_RECORDED | CMD_PAGED,
 	.exec = cmd_query_exec,
 };

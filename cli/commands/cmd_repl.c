@@ -28,7 +28,7 @@
 
 #define REPL_BLOCK_MAX (1u << 20) /* bytes of one statement */
 #define REPL_HISTORY_MAX 1000	  /* lines kept in the history file */
-#define REPL_SIGINT_MAX 3 /* Ctrl-Cs before giving up on a statement */
+#define REPL_SIGINT_MAX 2 /* Ctrl-Cs before giving up on a statement */
 
 struct repl {
 	struct cmd_ctx *ctx;
@@ -343,10 +343,13 @@ const struct cmd_entry cmd_repl_entry = {
 		"\n"
 		"Ctrl-C while a statement runs interrupts it in the target "
 		"(a\n"
-		"KeyboardInterrupt there); a third Ctrl-C stops waiting for "
-		"it.  Ctrl-C at\n"
-		"the prompt drops the line.  Ctrl-D leaves; the target keeps "
-		"running.\n"
+		"KeyboardInterrupt there); one blocked in C (a sleep, a lock) "
+		"is given up\n"
+		"on 2 s later and runs on in the target.  A second Ctrl-C "
+		"stops waiting at\n"
+		"once.  What was typed meanwhile runs next.  Ctrl-C at the "
+		"prompt drops\n"
+		"the line.  Ctrl-D leaves; the target keeps running.\n"
 		"\n"
 		"When stdin is not a terminal, lines are read as they come, "
 		"without\n"

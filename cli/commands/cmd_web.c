@@ -17,7 +17,7 @@
 static int cmd_web_exec(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"listen", required_argument, NULL, 'l'},
+		{"listen", required_argument, NULL, 'a'},
 		{"web-token", required_argument, NULL, 'W'},
 		{NULL, 0, NULL, 0},
 	};
@@ -25,11 +25,16 @@ static int cmd_web_exec(struct cmd_ctx *ctx, int argc, char **argv)
 	char err[512];
 	int c;
 
-	while ((c = getopt_long(argc, argv, ":l:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":a:l", opts, NULL)) != -1) {
 		switch (c) {
-		case 'l':
+		case 'a':
 			o.listen = optarg;
 			break;
+		case 'l': /* was --listen here; -l is locals elsewhere */
+			return cli_usage_error(&cmd_web_entry,
+					       "-l is not web's: where to listen "
+					       "is -a HOST:PORT (--listen), as "
+					       "for inject and launch");
 		case 'W':
 			o.token = optarg;
 			if (strlen(optarg) < 16)
@@ -55,7 +60,7 @@ static int cmd_web_exec(struct cmd_ctx *ctx, int argc, char **argv)
 const struct cmd_entry cmd_web_entry = {
 	.name = "web",
 	.alias = NULL,
-	.usage = "[--listen HOST:PORT] [--web-token TOKEN]",
+	.usage = "[-a|--listen HOST:PORT] [--web-token TOKEN]",
 	.summary = "A local web page: stacks, SQL, flamegraphs, memory, "
 		   "cluster",
 	.help = "Serves a web page over the agents on this machine (and "
@@ -76,7 +81,7 @@ const struct cmd_entry cmd_web_entry = {
 		"stops it.\n"
 		"\n"
 		"Options:\n"
-		"  -l, --listen HOST:PORT  where to listen (default "
+		"  -a, --listen HOST:PORT  where to listen (default "
 		"127.0.0.1:0, a free port on\n"
 		"                          loopback); beyond loopback anyone "
 		"with the address\n"

@@ -3,10 +3,14 @@
  */
 #include "diagnose/dx.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "render/frames.h"
 #include "render/output.h"
@@ -16,12 +20,120 @@
 #define OUT_MAX (64u << 20)
 #define LOOK_MS 60000 /* one look, past its own duration */
 
+/* ---- progress on a terminal ---------------------------------------------- */
+
+#define PROGRESS_MS 200
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	int on, stop;
+	char playbook[32], step[96];
+	struct timespec t0;
+} pg = {.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER};
+
+static double since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - t0->tv_sec) +
+	       (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void *progress_loop(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&pg.lock);
+	while (!pg.stop) {
+		struct timespec dl;
+		struct winsize ws;
+		char line[192], fit[600];
+		size_t cols = ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1
+				      ? (size_t)ws.ws_col - 1
+				      : 79;
+
+		/* One line, narrower than the terminal: a wrapped one
+		 * would leave a copy behind at every redraw. */
+		snprintf(line, sizeof(line), "probing: diagnose %s: %s, %.1f s",
+			 pg.playbook, pg.step, since(&pg.t0));
+		fprintf(stderr, "\r%s\033[K",
+			cli_text_fit(line, cols, fit, sizeof(fit)));
+		fflush(stderr);
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += PROGRESS_MS * 1000000L;
+		dl.tv_sec += dl.tv_nsec / 1000000000L;
+		dl.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&pg.cond, &pg.lock, &dl);
+	}
+	pthread_mutex_unlock(&pg.lock);
+	return NULL;
+}
+
+void dx_progress_start(const char *playbook)
+{
+	if (!isatty(2) || pg.on)
+		return;
+	snprintf(pg.playbook, sizeof(pg.playbook), "%s", playbook);
+	snprintf(pg.step, sizeof(pg.step), "starting");
+	clock_gettime(CLOCK_MONOTONIC, &pg.t0);
+	pg.stop = 0;
+	pg.on = pthread_create(&pg.thread, NULL, progress_loop, NULL) == 0;
+}
+
+void dx_step(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!pg.on)
+		return;
+	pthread_mutex_lock(&pg.lock);
+	va_start(ap, fmt);
+	vsnprintf(pg.step, sizeof(pg.step), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&pg.lock);
+}
+
+void dx_progress_end(void)
+{
+	if (!pg.on)
+		return;
+	pthread_mutex_lock(&pg.lock);
+	pg.stop = 1;
+	pthread_cond_signal(&pg.cond);
+	pthread_mutex_unlock(&pg.lock);
+	pthread_join(pg.thread, NULL);
+	pg.on = 0;
+	fputs("\r\033[K", stderr);
+	fflush(stderr);
+}
+
+/* ---- the looks ------------------------------------------------------------- */
+
+/* What words ask, for the progress line: "asking backtrace", "asking
+ * cluster hang". */
+static void say_step(const char *const *words)
+{
+	for (int i = 0; words[i]; i++) {
+		if (words[i][0] == '-' || (i && !strcmp(words[i - 1], "-f")))
+			continue;
+		if (!strcmp(words[i], "cluster") && words[i + 1])
+			dx_step("asking cluster %s", words[i + 1]);
+		else
+			dx_step("asking %s", words[i]);
+		return;
+	}
+}
+
 static int run(struct dx *d, const char *const *words, int extra_ms,
 	       struct selfrun_result *r)
 {
 	const char *argv[WORDS_MAX + 3];
 	int n = 0, rc;
 
+	say_step(words);
 	argv[n++] = "-t";
 	argv[n++] = d->target;
 	for (int i = 0; words[i]; i++) {

@@ -24,6 +24,8 @@ struct dx {
 	const char *target; /* -t, as given */
 	int window_ms;	    /* how long to watch (sampling, the leak's
 			     * second look); the playbook's default when 0 */
+	int history_ms;	    /* leak: the RSS series a verdict needs (its
+			     * later half); the playbook's default when 0 */
 	char verdict[DX_TEXT_MAX];
 	char *evidence[DX_LINES_MAX]; /* owned */
 	int nevidence;
@@ -39,6 +41,13 @@ int dx_hang(struct dx *d);
 int dx_leak(struct dx *d);
 int dx_slow(struct dx *d);
 int dx_loader(struct dx *d);
+
+/* A progress line on stderr, where it is a terminal: "probing: diagnose
+ * hang: asking backtrace, 1.4 s", redrawn every 200 ms from start to end
+ * (then erased); dx_step says what the playbook does now. */
+void dx_progress_start(const char *playbook);
+void dx_step(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dx_progress_end(void);
 
 void dx_free(struct dx *d);
 

@@ -18,7 +18,8 @@
 #define WINDOW_MS 10000
 #define GROWS_MB_MIN 1.0 /* slower than this is not called a leak, */
 #define GROWN_MB_MIN 5.0 /* nor less than this in all */
-#define SPAN_MIN 5.0	 /* seconds of series (its later half) to tell */
+#define SPAN_MIN_MS 60000 /* series (its later half) to tell, by default:
+			   * a process's warm-up grows it for a minute */
 #define TOP 3
 
 #define HOLDERS_SQL                                                            \
@@ -182,6 +183,7 @@ static const cJSON *by_count(const cJSON *mem)
 int dx_leak(struct dx *d)
 {
 	int window = d->window_ms > 0 ? d->window_ms : WINDOW_MS, rc = -1;
+	double need = (d->history_ms > 0 ? d->history_ms : SPAN_MIN_MS) / 1000.0;
 	struct snap a = {0}, b = {0};
 	struct growth types[TOP], holders[TOP];
 	int ntypes, nholders = 0;
@@ -189,14 +191,18 @@ int dx_leak(struct dx *d)
 	cJSON *series = NULL;
 	char what[DX_TEXT_MAX] = "";
 
-	if (take(d, &a))
-		goto out;
-	usleep((useconds_t)window * 1000);
-	if (take(d, &b))
-		goto out;
+	/* The series first: the snapshots below make the agent walk every
+	 * object and tensor, which raises the RSS it would then read as
+	 * growth (its own, not the program's). */
 	if (dx_query(d, &series,
 		     "SELECT ts, rss FROM process.memory WHERE ts > ago('15m') "
 		     "ORDER BY ts"))
+		goto out;
+	if (take(d, &a))
+		goto out;
+	dx_step("watching memory for %.1f s", window / 1000.0);
+	usleep((useconds_t)window * 1000);
+	if (take(d, &b))
 		goto out;
 	rate = slope(series, &first, &last, &span);
 	if (span > 0)
@@ -231,17 +237,22 @@ int dx_leak(struct dx *d)
 		snprintf(what, sizeof(what),
 			 "; growing: %s objects (%+.0f in %.0f s)",
 			 types[0].name, types[0].n, window / 1000.0);
-	if (rate >= GROWS_MB_MIN && last - first >= GROWN_MB_MIN &&
-	    span >= SPAN_MIN)
+	if (span < need)
+		dx_verdict(d,
+			   "too early to tell: %.0f s of RSS history past the "
+			   "start, a verdict needs %.0f s (--history)%s",
+			   span, need, what);
+	else if (rate >= GROWS_MB_MIN && last - first >= GROWN_MB_MIN)
 		dx_verdict(d,
 			   "memory grows: RSS %+.1f MB/min (%.0f -> %.0f MB "
 			   "over %.1f min)%s",
 			   rate, first, last, span / 60, what);
-	else if (span < SPAN_MIN)
+	else if (rate >= GROWS_MB_MIN)
 		dx_verdict(d,
-			   "not enough history to tell (%.0f s of "
-			   "process.memory)%s",
-			   span, what);
+			   "not clear yet: RSS rises %+.1f MB/min but by %+.1f "
+			   "MB in all over %.1f min (%.0f -> %.0f MB); ask "
+			   "again in a few minutes%s",
+			   rate, last - first, span / 60, first, last, what);
 	else
 		dx_verdict(d,
 			   "no leak seen: RSS %+.1f MB/min over %.1f min "

@@ -112,28 +112,47 @@ int dx_slow(struct dx *d)
 		snprintf(top_leaf, sizeof(top_leaf), "%.0f%% in %s",
 			 100.0 * leaf[0].n / total, leaf[0].name);
 	if (torch) {
-		char dur[32], *text = NULL, *line, *save = NULL;
-		const char *words[] = {"perf", "--torch", dur, NULL};
-		int rows = 0;
+		char dur[32];
+		const char *words[] = {"perf", "--torch", dur, "-f", "json",
+				       NULL};
+		cJSON *rows = NULL, *row;
+		int n = 0;
 
 		snprintf(dur, sizeof(dur), "--duration=%dms", TORCH_MS);
-		if (!dx_text(d, &text, words)) {
-			for (line = strtok_r(text, "\n", &save);
-			     line && rows <= TOP;
-			     line = strtok_r(NULL, "\n", &save), rows++) {
-				char mod[256], stage[32];
-				double calls, ms, mean;
+		/* perf --torch's rows: [module, stage, clock, calls,
+		 * total_ms, mean_ms, max_ms, max_allocated_mb] (module
+		 * names may hold spaces: "Net [compiled]"). */
+		if (!dx_json(d, &rows, words)) {
+			cJSON_ArrayForEach(row, rows)
+			{
+				const cJSON *mod = cJSON_GetArrayItem(row, 0);
+				const cJSON *st = cJSON_GetArrayItem(row, 1);
+				const cJSON *clk = cJSON_GetArrayItem(row, 2);
+				const cJSON *calls = cJSON_GetArrayItem(row, 3);
+				const cJSON *ms = cJSON_GetArrayItem(row, 4);
+				const cJSON *mean = cJSON_GetArrayItem(row, 5);
 
-				if (sscanf(line, "%255s %31s %lf %lf %lf", mod,
-					   stage, &calls, &ms, &mean) == 5)
-					dx_evidence(d,
-						    "torch module %s %s: %.0f "
-						    "calls, %.3f ms each "
-						    "(%.0f ms in %.0f s)",
-						    mod, stage, calls, mean, ms,
-						    TORCH_MS / 1000.0);
+				if (n++ >= TOP)
+					break;
+				if (!cJSON_IsString(mod) || !cJSON_IsString(st) ||
+				    !cJSON_IsNumber(calls) ||
+				    !cJSON_IsNumber(ms) || !cJSON_IsNumber(mean))
+					continue;
+				dx_evidence(d,
+					    "torch module %.255s %.31s%s: %.0f "
+					    "calls, %.3f ms each (%.0f ms in "
+					    "%.0f s)",
+					    mod->valuestring, st->valuestring,
+					    cJSON_IsString(clk) &&
+						    !strcmp(clk->valuestring,
+							    "cuda")
+						    ? " (GPU time)"
+						    : "",
+					    calls->valuedouble,
+					    mean->valuedouble, ms->valuedouble,
+					    TORCH_MS / 1000.0);
 			}
-			free(text);
+			cJSON_Delete(rows);
 		} else {
 			dx_evidence(d, "torch module times: %s", d->err);
 			dx_forgive(d);

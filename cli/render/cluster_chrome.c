@@ -11,46 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct jbuf {
-	char *p;
-	size_t len, cap;
-	int err;
-};
-
-static void jput(struct jbuf *b, const char *s, size_t n)
-{
-	if (b->err)
-		return;
-	if (b->len + n + 1 > CLUSTER_CHROME_MAX) {
-		b->err = -E2BIG;
-		return;
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 65536;
-		char *p;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->err = -ENOMEM;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void jputs(struct jbuf *b, const char *s)
-{
-	jput(b, s, strlen(s));
-}
+#include "outbuf.h"
 
 /* Appends ev (compact), after a separator when not the first. */
-static void jevent(struct jbuf *b, const cJSON *ev, size_t *nev)
+static void jevent(struct outbuf *b, const cJSON *ev, size_t *nev)
 {
 	char *text = cJSON_PrintUnformatted(ev);
 
@@ -58,8 +22,8 @@ static void jevent(struct jbuf *b, const cJSON *ev, size_t *nev)
 		b->err = -ENOMEM;
 		return;
 	}
-	jputs(b, (*nev)++ ? ",\n" : "\n");
-	jputs(b, text);
+	outbuf_puts(b, (*nev)++ ? ",\n" : "\n");
+	outbuf_puts(b, text);
 	free(text);
 }
 
@@ -82,7 +46,7 @@ static double pid_of(const cJSON *doc)
 }
 
 /* One rank's events into b: pid replaced by newpid, times shifted. */
-static void join_one(struct jbuf *b, const cJSON *doc, int64_t rank,
+static void join_one(struct outbuf *b, const cJSON *doc, int64_t rank,
 		     const char *host, double newpid, double shift_us,
 		     size_t *nev)
 {
@@ -90,9 +54,15 @@ static void join_one(struct jbuf *b, const cJSON *doc, int64_t rank,
 	char name[512];
 	cJSON *ev;
 
-	snprintf(name, sizeof(name), "rank %lld (%s%spid %.0f)",
-		 (long long)rank, host && *host ? host : "",
-		 host && *host ? ", " : "", pid_of(doc));
+	/* The viewers add " (pid N)" of the event's pid themselves; the
+	 * process's own pid only where the trace's had to change. */
+	if (newpid == pid_of(doc))
+		snprintf(name, sizeof(name), "rank %lld%s%s", (long long)rank,
+			 host && *host ? " on " : "", host ? host : "");
+	else
+		snprintf(name, sizeof(name), "rank %lld%s%s, pid %.0f",
+			 (long long)rank, host && *host ? " on " : "",
+			 host ? host : "", pid_of(doc));
 	cJSON_ArrayForEach(ev, evs)
 	{
 		cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
@@ -118,8 +88,8 @@ static void join_one(struct jbuf *b, const cJSON *doc, int64_t rank,
 		 "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":"
 		 "%.0f,\"tid\":0,\"args\":{\"sort_index\":%lld}}",
 		 newpid, (long long)rank);
-	jputs(b, *nev ? ",\n" : "\n");
-	jputs(b, name);
+	outbuf_puts(b, *nev ? ",\n" : "\n");
+	outbuf_puts(b, name);
 	(*nev)++;
 }
 
@@ -129,7 +99,7 @@ int cluster_chrome_join(const int64_t *ranks, const char *const *hosts,
 {
 	cJSON **parsed = calloc(n ? n : 1, sizeof(*parsed));
 	double *pids = calloc(n ? n : 1, sizeof(*pids));
-	struct jbuf b = {0};
+	struct outbuf b = {.max = CLUSTER_CHROME_MAX};
 	double t0 = INFINITY;
 	size_t nev = 0;
 	char head[256];
@@ -167,14 +137,14 @@ int cluster_chrome_join(const int64_t *ranks, const char *const *hosts,
 			 "\"exporter\":\"probing\",\"startTime\":%.6f,"
 			 "\"ranks\":%zu},\"traceEvents\":[",
 			 isinf(t0) ? 0.0 : t0, n);
-		jputs(&b, head);
+		outbuf_puts(&b, head);
 		for (size_t i = 0; i < n; i++)
 			if (parsed[i])
 				join_one(&b, parsed[i], ranks[i],
 					 hosts ? hosts[i] : NULL, pids[i],
 					 (start_of(parsed[i]) - t0) * 1e6,
 					 &nev);
-		jputs(&b, "\n]}\n");
+		outbuf_puts(&b, "\n]}\n");
 		rc = b.err;
 		if (rc == -E2BIG)
 			snprintf(err, errlen,

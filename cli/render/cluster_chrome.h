@@ -20,7 +20,8 @@
  * Joins n Chrome traces (the text of each rank's, docs[i]; NULL: skipped)
  * into one: every event of rank ranks[i] keeps its pid and tid (a pid
  * an earlier rank has, on another host, becomes 2^30 + rank), its
- * process is named "rank N (host H, pid P)" (hosts[i]) and sorted by
+ * process is named "rank N on H" (hosts[i]; the viewers add its pid;
+ * "rank N on H, pid P" where the pid had to change) and sorted by
  * rank, and its times move onto the earliest trace's clock (by each
  * trace's otherData.startTime, Unix seconds: ranks line up as their
  * clocks do).  *out: a heap string the caller frees.  0, or -EINVAL (a

@@ -19,6 +19,7 @@ enum role {
 	R_FAILED,
 	R_BEHIND,
 	R_ELSEWHERE,
+	R_AHEAD,
 	R_PAST
 };
 
@@ -139,6 +140,10 @@ static enum role role_of(const struct hv_rank *r, const struct hv_call *f)
 		return R_ELSEWHERE;
 	if (c && same_or_later(c, f))
 		return R_PAST;
+	/* Behind by its records; torch's own count says whether it went
+	 * on through calls made in C++. */
+	if (c && f->pg_seq && c->torch_last >= f->pg_seq)
+		return R_AHEAD;
 	return R_BEHIND;
 }
 
@@ -239,7 +244,7 @@ static void say_none(const struct hv_rank *ranks, size_t n, struct out *o,
 }
 
 /* The members not waiting in f, in the order that explains most first:
- * missing, failed, behind, elsewhere, past. */
+ * missing, failed, behind, elsewhere, ahead, past. */
 static void say_others(const struct hv_rank *ranks, size_t n, const int *roles,
 		       const struct hv_call *f, struct out *o)
 {
@@ -257,6 +262,22 @@ static void say_others(const struct hv_rank *ranks, size_t n, const int *roles,
 		case R_BEHIND:
 			put(o, "; rank %lld has not reached it",
 			    (long long)r->rank);
+			if (r->where)
+				put(o, " (it is in %s)", r->where);
+			break;
+		case R_AHEAD:
+			put(o, "; rank %lld skipped it and went on: torch has "
+			       "started call %lld on group %s there (the "
+			       "waiters' call is its %lld)",
+			    (long long)r->rank, (long long)c->torch_last, c->pg,
+			    (long long)f->pg_seq);
+			if (c->torch_last_op[0])
+				put(o, ", which torch's Flight Recorder names %s",
+				    c->torch_last_op);
+			put(o, ", after %s #%lld, through no call of "
+			       "torch.distributed's Python API (one made in "
+			       "C++, such as DDP's broadcast of its buffers)",
+			    c->op, (long long)c->seq);
 			if (r->where)
 				put(o, " (it is in %s)", r->where);
 			break;
@@ -327,7 +348,9 @@ int hangverdict(const struct hv_rank *ranks, size_t n, struct hv_verdict *v)
 	}
 	say_others(ranks, n, roles, f, &o);
 	if (v->kind == HV_NONE) {
-		if (count[R_MISSING])
+		if (count[R_AHEAD])
+			v->kind = HV_AHEAD;
+		else if (count[R_MISSING])
 			v->kind = HV_MISSING;
 		else if (count[R_BEHIND])
 			v->kind = HV_BEHIND;

@@ -15,6 +15,11 @@
  *   missing     did not answer (dead, or unreachable)
  *   mismatched  waits in another op with the same sequence number
  *   elsewhere   waits in another call of the group (another seq)
+ *   ahead       its last recorded call on the group is earlier, but
+ *               torch has started that call's number or a later one
+ *               there (torch_last): a call not made through the Python
+ *               API (C++: DDP's broadcasts) — it skipped the waiters'
+ *               call and went on
  *   behind      has not reached it (its last call on the group is
  *               earlier, or it has none): where it is instead
  *   past        finished that call and went on
@@ -47,6 +52,11 @@ struct hv_call {
 	char op[HV_TEXT_MAX];
 	int64_t seq;	/* the rank's own count of calls on the group */
 	int64_t pg_seq; /* torch's number for the call, 0: none */
+	int64_t torch_last; /* torch's number of the last call started on
+			       the group on this rank, from Python or C++
+			       (python.comm_groups); 0: unknown */
+	char torch_last_op[HV_TEXT_MAX]; /* that call's op, as torch's
+					    Flight Recorder names it; "" */
 	int running;
 	int failed;
 	double waited;	 /* s, when running */
@@ -70,11 +80,14 @@ enum hv_kind {
 	HV_FAILED,   /* members whose call failed (alone: none waits) */
 	HV_ALL_WAIT, /* every member waits in it */
 	HV_OTHER,    /* members elsewhere or past it */
+	HV_AHEAD,    /* members that skipped it (after HV_MISMATCH in the
+			order: it explains the others) */
 };
 
 struct hv_verdict {
 	enum hv_kind kind; /* the first that applies, in the order above
-			      (mismatch first: it explains the others);
+			      (mismatch first: it explains the others;
+			      then ahead);
 			      HV_FAILED also when no rank waits */
 	char text[4096];
 };

@@ -10,6 +10,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#define TABLE_FLOOR 10     /* columns a cell keeps when the table is cut */
+#define TABLE_FLOOR_LAST 7 /* ... where that is not enough */
 #define CELL_BUF 1024 /* bytes of one fitted cell: CLI_CELL_MAX * 6 + … */
 #define BAD_CP 0xFFFFFFFFu
 
@@ -18,9 +20,12 @@ struct cli_table {
 	char **names;
 	char **cells; /* nrows * ncols, row-major; NULL cells allowed */
 	size_t nrows, cap;
-	unsigned char *right;
+	unsigned char *right; /* per column: COL_RIGHT, COL_KEY */
 	int upper;
 };
+
+#define COL_RIGHT 1 /* right-aligned on a TTY */
+#define COL_KEY 2   /* never cut to fit the terminal: the first column */
 
 struct cli_table *cli_table_new(int ncols, const char *const *names)
 {
@@ -36,6 +41,7 @@ struct cli_table *cli_table_new(int ncols, const char *const *names)
 	t->right = calloc(ncols, 1);
 	if (!t->names || !t->right)
 		goto fail;
+	t->right[0] = COL_KEY; /* the first column names the row */
 	for (int i = 0; i < ncols; i++) {
 		t->names[i] = strdup(names[i] ? names[i] : "");
 		if (!t->names[i])
@@ -96,7 +102,7 @@ int cli_table_rows(const struct cli_table *t)
 void cli_table_align_right(struct cli_table *t, int col)
 {
 	if (col >= 0 && col < t->ncols)
-		t->right[col] = 1;
+		t->right[col] |= COL_RIGHT;
 }
 
 void cli_table_upper_header(struct cli_table *t)
@@ -104,15 +110,33 @@ void cli_table_upper_header(struct cli_table *t)
 	t->upper = 1;
 }
 
+/* The terminal behind a pager (cli_term_keep): its width, or 0. */
+static int kept_width;
+
+void cli_term_keep(int width)
+{
+	kept_width = width > 0 ? width : 80;
+}
+
 int cli_isatty(FILE *f)
 {
-	return isatty(fileno(f));
+	return (f == stdout && kept_width) || isatty(fileno(f));
+}
+
+int cli_color(void)
+{
+	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	return cli_isatty(stdout) && !(no && *no) &&
+	       !(term && !strcmp(term, "dumb"));
 }
 
 int cli_term_width(void)
 {
 	struct winsize ws;
 
+	if (kept_width)
+		return kept_width;
 	if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
 		return ws.ws_col;
 	return 80;
@@ -403,13 +427,18 @@ static void print_json(const struct cli_table *t, FILE *f)
 	fputs(t->nrows ? "\n]\n" : "]\n", f);
 }
 
-static void rule(FILE *f, const size_t *w, int ncols, const char *l,
-		 const char *m, const char *r)
+static void rule(FILE *f, const size_t *w, const unsigned char *hide,
+		 int ncols, const char *l, const char *m, const char *r)
 {
+	int first = 1;
+
 	fputs(l, f);
 	for (int c = 0; c < ncols; c++) {
-		if (c)
+		if (hide[c])
+			continue;
+		if (!first)
 			fputs(m, f);
+		first = 0;
 		for (size_t i = 0; i < w[c] + 2; i++)
 			fputs("\xE2\x94\x80", f); /* ─ */
 	}
@@ -428,16 +457,93 @@ static void boxed_cell(FILE *f, const char *text, size_t width, int right)
 		fprintf(f, "%s%*s ", text, (int)pad, "");
 }
 
+/* Fits columns of natural widths nat into cols terminal columns (with the box's
+ * "│ " and " " around each), hidden ones left out: the widest column
+ * gives up a column at a time, down to its floor, until the table fits
+ * or none can give (-1).  The widths into w. */
+static int fit_widths(size_t *w, const size_t *nat, const size_t *floor,
+		      const unsigned char *hide, int ncols, size_t cols)
+{
+	size_t total = 1;
+
+	memcpy(w, nat, (size_t)ncols * sizeof(*w));
+	for (int c = 0; c < ncols; c++)
+		if (!hide[c])
+			total += w[c] + 3;
+	while (total > cols) {
+		int widest = -1;
+
+		for (int c = 0; c < ncols; c++)
+			if (!hide[c] && w[c] > floor[c] &&
+			    (widest < 0 || w[c] > w[widest]))
+				widest = c;
+		if (widest < 0)
+			return -1;
+		w[widest]--;
+		total--;
+	}
+	return 0;
+}
+
+/* Does column c say nothing: rows, and every cell empty or "-"?  (NULL
+ * says something: SQL's NULL.) */
+static int blank_column(const struct cli_table *t, int c)
+{
+	for (size_t r = 0; r < t->nrows; r++) {
+		const char *v = cell(t, r, c);
+
+		if (!v || (*v && strcmp(v, "-")))
+			return 0;
+	}
+	return t->nrows > 0;
+}
+
+/* "(to fit 80 columns, not shown: RANK, JOB (empty), MB; -f json shows
+ * all)", cut to the terminal. */
+static void say_hidden(const struct cli_table *t, FILE *f,
+		       const unsigned char *hide, size_t cols)
+{
+	char line[CELL_BUF], name[CELL_BUF], fit[CELL_BUF];
+	size_t len;
+	int n = 0;
+
+	len = (size_t)snprintf(line, sizeof(line),
+			       "(to fit %zu columns, not shown:", cols);
+	for (int c = 0; c < t->ncols && len < sizeof(line); c++) {
+		if (!hide[c])
+			continue;
+		header_text(t, c, name, sizeof(name), CLI_CELL_MAX);
+		len += (size_t)snprintf(line + len, sizeof(line) - len,
+					"%s %s%s", n++ ? "," : "", name,
+					hide[c] == 1 ? " (empty)" : "");
+	}
+	if (len < sizeof(line))
+		snprintf(line + len, sizeof(line) - len,
+			 "; -f json shows all)");
+	fprintf(f, "%s\n", cli_text_fit(line, cols, fit, sizeof(fit)));
+}
+
 static void print_boxed(const struct cli_table *t, FILE *f)
 {
 	size_t *w = calloc(t->ncols, sizeof(size_t));
+	size_t *floor = calloc(t->ncols, sizeof(size_t));
+	size_t *nat = calloc(t->ncols, sizeof(size_t));
+	unsigned char *hide = calloc(t->ncols, 1);
+	size_t cols = (size_t)cli_term_width();
 	char buf[CELL_BUF];
 
-	if (!w)
+	if (!w || !floor || !nat || !hide) {
+		free(w);
+		free(floor);
+		free(nat);
+		free(hide);
 		return;
+	}
 	for (int c = 0; c < t->ncols; c++) {
 		header_text(t, c, buf, sizeof(buf), CLI_CELL_MAX);
 		w[c] = cli_text_width(buf, strlen(buf));
+		/* A column keeps TABLE_FLOOR columns, or its name's. */
+		floor[c] = w[c] > TABLE_FLOOR ? w[c] : TABLE_FLOOR;
 	}
 	for (size_t r = 0; r < t->nrows; r++)
 		for (int c = 0; c < t->ncols; c++) {
@@ -449,26 +555,64 @@ static void print_boxed(const struct cli_table *t, FILE *f)
 			if (cw > w[c])
 				w[c] = cw;
 		}
-	rule(f, w, t->ncols, "\xE2\x94\x8C", "\xE2\x94\xAC", "\xE2\x94\x90");
+	for (int c = 0; c < t->ncols; c++)
+		if (floor[c] > w[c] || (t->right[c] & COL_KEY))
+			floor[c] = w[c];
+	memcpy(nat, w, (size_t)t->ncols * sizeof(*w));
+	/* Still too wide: all but the key columns go down to
+	 * TABLE_FLOOR_LAST (a pid, a rank, a small number stay whole). */
+	if (fit_widths(w, nat, floor, hide, t->ncols, cols) < 0) {
+		for (int c = 0; c < t->ncols; c++)
+			if (!(t->right[c] & COL_KEY) &&
+			    floor[c] > TABLE_FLOOR_LAST)
+				floor[c] = TABLE_FLOOR_LAST;
+		/* And a column that says nothing (every cell empty, "-"
+		 * or NULL) gives its place up. */
+		if (fit_widths(w, nat, floor, hide, t->ncols, cols) < 0)
+			for (int c = 0; c < t->ncols; c++)
+				hide[c] = !(t->right[c] & COL_KEY) &&
+					  blank_column(t, c);
+		/* Then the last columns go, named below the table. */
+		for (int c = t->ncols - 1;
+		     fit_widths(w, nat, floor, hide, t->ncols, cols) < 0 && c > 0;
+		     c--)
+			if (!hide[c] && !(t->right[c] & COL_KEY))
+				hide[c] = 2;
+	}
+	rule(f, w, hide, t->ncols, "\xE2\x94\x8C", "\xE2\x94\xAC",
+	     "\xE2\x94\x90");
 	for (int c = 0; c < t->ncols; c++) {
-		header_text(t, c, buf, sizeof(buf), CLI_CELL_MAX);
+		if (hide[c])
+			continue;
+		header_text(t, c, buf, sizeof(buf), w[c]);
 		boxed_cell(f, buf, w[c], 0);
 	}
 	fputs("\xE2\x94\x82\n", f);
 	if (t->nrows)
-		rule(f, w, t->ncols, "\xE2\x94\x9C", "\xE2\x94\xBC",
+		rule(f, w, hide, t->ncols, "\xE2\x94\x9C", "\xE2\x94\xBC",
 		     "\xE2\x94\xA4");
 	for (size_t r = 0; r < t->nrows; r++) {
 		for (int c = 0; c < t->ncols; c++) {
 			const char *v = cell(t, r, c);
-			cli_text_fit(v ? v : "NULL", CLI_CELL_MAX, buf,
-				     sizeof(buf));
-			boxed_cell(f, buf, w[c], t->right[c]);
+
+			if (hide[c])
+				continue;
+			cli_text_fit(v ? v : "NULL", w[c], buf, sizeof(buf));
+			boxed_cell(f, buf, w[c], t->right[c] & COL_RIGHT);
 		}
 		fputs("\xE2\x94\x82\n", f);
 	}
-	rule(f, w, t->ncols, "\xE2\x94\x94", "\xE2\x94\xB4", "\xE2\x94\x98");
+	rule(f, w, hide, t->ncols, "\xE2\x94\x94", "\xE2\x94\xB4",
+	     "\xE2\x94\x98");
+	for (int c = 0; c < t->ncols; c++)
+		if (hide[c]) {
+			say_hidden(t, f, hide, cols);
+			break;
+		}
 	free(w);
+	free(floor);
+	free(nat);
+	free(hide);
 }
 
 void cli_table_print(const struct cli_table *t, FILE *f, enum cli_format fmt,

@@ -7,7 +7,14 @@
  *
  *   table (TTY)   boxed with Unicode box-drawing characters; control
  *                 characters shown as escapes; cells wider than
- *                 CLI_CELL_MAX columns cut with "…".
+ *                 CLI_CELL_MAX columns cut with "…"; and the whole fit
+ *                 to the terminal's width (cli_term_width): the widest
+ *                 columns cut first, each down to 10 columns (or its
+ *                 name's width), then where that is not enough to 7,
+ *                 and then columns that say nothing (every cell empty
+ *                 or "-") are left out, then the last ones, named in a
+ *                 line below; the first column (it names the row)
+ *                 never.
  *   table (pipe)  the header and the rows as tab-separated lines;
  *                 backslashes and control characters in cells escaped
  *                 (\\ \t \n \r \x1b \u009b), bytes that are not UTF-8
@@ -80,7 +87,15 @@ void cli_csv_field(FILE *f, const char *s);
 /* True when f is a terminal. */
 int cli_isatty(FILE *f);
 
+/* Colour on stdout: a terminal (behind a pager too), NO_COLOR unset or
+ * empty (https://no-color.org), TERM not "dumb". */
+int cli_color(void);
+
 /* The width of the terminal on stdout in columns (80 when unknown). */
 int cli_term_width(void);
+
+/* stdout is a pipe into a pager with a terminal of width columns behind
+ * it: cli_isatty(stdout) answers true, cli_term_width() width. */
+void cli_term_keep(int width);
 
 #endif

@@ -61,11 +61,21 @@ static int64_t first_rank(const struct sg_stack *s, const struct sg_group *g)
 
 static const struct sg_stack *group_stacks;
 
+static int group_leads(const struct sg_group *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (group_stacks[g->members[i]].lead)
+			return 1;
+	return 0;
+}
+
 static int cmp_group(const void *pa, const void *pb)
 {
 	const struct sg_group *a = pa, *b = pb;
 	int64_t ra, rb;
 
+	if (group_leads(a) != group_leads(b))
+		return group_leads(a) ? -1 : 1;
 	if (a->n != b->n)
 		return a->n < b->n ? -1 : 1;
 	ra = first_rank(group_stacks, a);

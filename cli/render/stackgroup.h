@@ -5,7 +5,9 @@
  * Two ranks are in one group when their stacks have the same frames,
  * frame by frame: the same function in the same file, and with lines on
  * the same line too.  Groups come out smallest first (the odd one out
- * leads), then by their lowest rank; members in rank order.
+ * leads), then by their lowest rank; members in rank order.  A group with
+ * a stack marked `lead` (what a verdict named: the rank others wait for)
+ * comes before the others whatever its size.
  *
  * Pure; caps: STACKGROUP_DEPTH_MAX frames of a stack are compared.
  */
@@ -26,6 +28,7 @@ struct sg_stack {
 	int64_t rank;
 	const struct sg_frame *frames; /* innermost first; borrowed */
 	size_t n;
+	int lead; /* its group first */
 };
 
 struct sg_group {

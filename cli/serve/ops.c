@@ -260,6 +260,8 @@ static int build_backtrace(const cJSON *args, struct op_words *w, char *err,
 	(void)err, (void)errlen;
 	return target(args, w) || add(w, "backtrace") ||
 	       (bool_arg(args, "locals") && add(w, "--locals")) ||
+	       (bool_arg(args, "native") && add(w, "--native")) ||
+	       (bool_arg(args, "tasks") && add(w, "--tasks")) ||
 	       (thread && (add(w, "--thread") || add(w, thread)));
 }
 
@@ -330,7 +332,8 @@ static int build_flamegraph(const cJSON *args, struct op_words *w, char *err,
 	return target(args, w) || add(w, "-f") || add(w, "json") ||
 	       add(w, "flamegraph") || add_fmt(w, "--duration=%dms", ms) ||
 	       add_fmt(w, "--top=%d", top) ||
-	       (bool_arg(args, "native") && add(w, "--native"));
+	       (bool_arg(args, "native") && add(w, "--native")) ||
+	       (bool_arg(args, "tasks") && add(w, "--tasks"));
 }
 
 static int build_torch(const cJSON *args, struct op_words *w, char *err,
@@ -408,6 +411,16 @@ static const struct op_param backtrace_params[] = {
 	 "also each frame's local variables (name = repr, tensors as "
 	 "shape/dtype/device); costs the GIL for a moment",
 	 NULL},
+	{"native", OP_BOOL, 0,
+	 "also the C/C++ frames (a thread stuck in a collective, a lock or "
+	 "a CUDA call shows where), with the Python frames where the "
+	 "interpreter runs them; each thread gets a signal for an instant",
+	 NULL},
+	{"tasks", OP_BOOL, 0,
+	 "also each asyncio event loop's tasks, as trees of who awaits "
+	 "whom, with what each waits for (a cycle of awaits named as a "
+	 "deadlock)",
+	 NULL},
 	{"thread", OP_STR, 0,
 	 "only this thread (its kernel id or Python ident)", NULL},
 	END_PARAMS};
@@ -431,6 +444,10 @@ static const struct op_param sample_params[] = {
 	{"native", OP_BOOL, 0, "C/C++ frames too (torch's kernels, libc)",
 	 NULL},
 	{"top", OP_INT, 0, "rows (functions) to show, default 30", NULL},
+	{"tasks", OP_BOOL, 0,
+	 "asyncio programs: each task a row (\"task NAME\", its samples "
+	 "across its awaits)",
+	 NULL},
 	END_PARAMS};
 static const struct op_param torch_params[] = {
 	TARGET_PARAM,
@@ -487,7 +504,8 @@ const struct op ops_all[] = {
 	 "Every thread's Python stack now, innermost frame first, without "
 	 "pausing the process: what a stuck or slow program is doing.  "
 	 "Threads stuck in C (a collective, a lock, I/O) are read too.  Ask "
-	 "for locals to see the values in each frame.",
+	 "for locals to see the values in each frame, for native to see "
+	 "the C/C++ frames too.",
 	 backtrace_params, 0, RUN_MS, build_backtrace},
 	{"query", "SQL over what the agent sees and recorded",
 	 "Runs one SQL statement (SQLite) over the agent's tables and returns "

@@ -17,6 +17,7 @@
 
 #include <microhttpd.h>
 
+#include "serve/listen.h"
 #include "serve/ops.h"
 #include "serve/webassets.h"
 #include "serve/webroutes.h"
@@ -427,39 +428,6 @@ static int make_token(char *out)
 	return 0;
 }
 
-/* "HOST:PORT" (or "[V6]:PORT") into host and port. */
-static int split(const char *listen, char *host, size_t hostlen, char *port,
-		 size_t portlen)
-{
-	const char *colon = strrchr(listen, ':');
-	size_t n;
-
-	if (!colon || !colon[1] || strlen(colon + 1) >= portlen)
-		return -1;
-	n = (size_t)(colon - listen);
-	if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']') {
-		listen++;
-		n -= 2;
-	}
-	if (!n || n >= hostlen)
-		return -1;
-	memcpy(host, listen, n);
-	host[n] = '\0';
-	snprintf(port, portlen, "%s", colon + 1);
-	return 0;
-}
-
-static int loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)
-				      ->sin_addr.s_addr) >>
-			24) == 127;
-	return sa->sa_family == AF_INET6 &&
-	       IN6_IS_ADDR_LOOPBACK(
-		       &((const struct sockaddr_in6 *)sa)->sin6_addr);
-}
-
 int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
@@ -473,7 +441,7 @@ int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen)
 	sigset_t stop;
 	int rc, sig, bound;
 
-	if (split(o->listen, host, sizeof(host), port, sizeof(port))) {
+	if (listen_split(o->listen, host, sizeof(host), port, sizeof(port))) {
 		snprintf(err, errlen, "--listen %s: give HOST:PORT", o->listen);
 		return -1;
 	}
@@ -516,13 +484,13 @@ int web_serve(const struct web_opts *o, FILE *say, char *err, size_t errlen)
 	snprintf(shown, sizeof(shown), "%s%s%s:%d",
 		 ai->ai_family == AF_INET6 ? "[" : "", host,
 		 ai->ai_family == AF_INET6 ? "]" : "", bound);
-	w.loopback = loopback(ai->ai_addr);
+	w.loopback = listen_loopback(ai->ai_addr);
 	/* Cookies do not tell ports apart: a server on another port keeps
 	 * its own cookie, never this one's. */
 	snprintf(w.cookie, sizeof(w.cookie), COOKIE "%d", bound);
 	fprintf(say, "probing web: http://%s/?token=%s%s%s\n", shown, w.token,
 		o->target ? "&target=" : "", o->target ? o->target : "");
-	if (!loopback(ai->ai_addr))
+	if (!listen_loopback(ai->ai_addr))
 		fprintf(say, "probing web: listening beyond loopback: anyone "
 			     "with the address above (and its token) reaches "
 			     "every agent you can\n");

@@ -45,7 +45,8 @@ static int build_backtrace(const cJSON *args, struct op_words *w, char *err,
 {
 	(void)err, (void)errlen;
 	W(json_cmd(args, w, "backtrace"));
-	return ops_bool(args, "locals") && op_words_add(w, "--locals");
+	return (ops_bool(args, "locals") && op_words_add(w, "--locals")) ||
+	       (ops_bool(args, "native") && op_words_add(w, "--native"));
 }
 
 static int build_query(const cJSON *args, struct op_words *w, char *err,
@@ -91,15 +92,16 @@ static int build_series(const cJSON *args, struct op_words *w, char *err,
 			   "SELECT ts, rss, py_blocks FROM process.memory "
 			   "WHERE ts > ago('1h') ORDER BY ts");
 	if (!strcmp(what, "steps"))
-		/* A step's time: from its start to the next traced step's,
-		 * per step between them (tracing may skip steps). */
-		return sql(
-			args, w,
-			"SELECT step, ts, (lead(ts) OVER w - ts) * 1000 / "
-			"(lead(step) OVER w - step) AS ms FROM (SELECT step, "
-			"min(ts) AS ts FROM python.torch_trace WHERE ts > "
-			"ago('1h') GROUP BY step) WINDOW w AS (ORDER BY step) "
-			"ORDER BY step");
+		/* A traced step's time: from the end of the optimizer step
+		 * before it to the end of its own (its optimizer step row's
+		 * offset and CPU time), data loading included.  Not the gap
+		 * to the next traced step: across time tracing was off
+		 * that gap is the time off (an 11 s "step"). */
+		return sql(args, w,
+			   "SELECT step, min(ts) AS ts, max(CASE WHEN stage = "
+			   "'step' THEN time_offset + cpu_duration END) * 1000 "
+			   "AS ms FROM python.torch_trace WHERE ts > ago('1h') "
+			   "GROUP BY step ORDER BY step");
 	snprintf(err, errlen, "what: memory or steps");
 	return -1;
 }
@@ -197,6 +199,7 @@ static int build_svg(const cJSON *args, struct op_words *w, char *err,
 	       (ops_bool(args, "recorded") && op_words_add(w, "--recorded")) ||
 	       (ops_bool(args, "native") && op_words_add(w, "--native")) ||
 	       (ops_bool(args, "idle") && op_words_add(w, "--idle")) ||
+	       (ops_bool(args, "tasks") && op_words_add(w, "--tasks")) ||
 	       op_words_add(w, "--as") || op_words_add(w, "svg") ||
 	       op_words_add(w, "-o") || op_words_add(w, "/dev/stdout");
 }
@@ -216,7 +219,8 @@ static const char *const playbooks[] = {"hang", "leak", "slow", "dataloader",
 static const struct op_param none[] = {END};
 static const struct op_param target[] = {TARGET, END};
 static const struct op_param bt[] = {
-	TARGET, {"locals", OP_BOOL, 0, "with locals", NULL}, END};
+	TARGET, {"locals", OP_BOOL, 0, "with locals", NULL},
+	{"native", OP_BOOL, 0, "with native frames", NULL}, END};
 static const struct op_param query[] = {
 	TARGET, {"sql", OP_STR, 1, "SQL", NULL}, END};
 static const struct op_param series[] = {
@@ -237,6 +241,7 @@ static const struct op_param svg[] = {
 	{"recorded", OP_BOOL, 0, "the samples already recorded", NULL},
 	{"native", OP_BOOL, 0, "C/C++ frames too", NULL},
 	{"idle", OP_BOOL, 0, "waiting threads too", NULL},
+	{"tasks", OP_BOOL, 0, "rooted at their asyncio task", NULL},
 	END};
 
 #define JSON "application/json"

@@ -3,7 +3,7 @@
 // an agent, and nothing is fetched from anywhere else.
 'use strict';
 
-const S = { target: null, tab: 'stacks', token: null, timer: null, frame: null };
+const S = { target: null, tab: 'stacks', token: null, timer: null, frame: null, native: false, reading: false };
 
 // ---- small helpers --------------------------------------------------------
 
@@ -47,7 +47,7 @@ async function api(path, params = {}, post = false) {
 
 function table(rows, cols, opts = {}) {
 	cols = cols || (rows.length ? Object.keys(rows[0]) : []);
-	return el('table', { class: opts.class },
+	return el('table', { class: opts.class, id: opts.id },
 		el('tr', {}, cols.map((c) => el('th', {}, c))),
 		rows.map((r) => el('tr', { class: opts.rowClass ? opts.rowClass(r) : null,
 			on: opts.click ? { click: () => opts.click(r) } : {} },
@@ -56,6 +56,24 @@ function table(rows, cols, opts = {}) {
 			const num = typeof v === 'number' || (typeof v === 'string' && /^-?[\d.]+$/.test(v));
 			return el('td', { class: num ? 'num' : null }, v === null || v === undefined ? '' : v);
 		}))));
+}
+
+// Each GPU as NVML last saw it (probing memory's "gpu"), or the one line
+// that says why there is none; nothing from an agent that does not send it.
+function gpuView(g) {
+	if (!g) return null;
+	const devs = g.devices || [];
+	if (!devs.length) return [el('h2', {}, 'GPU'), el('p', { class: 'muted', id: 'gpu-why' }, g.message || 'GPU: no device')];
+	const f = (v, d, unit) => (v === null || v === undefined ? '-' : v.toFixed(d) + unit);
+	const rows = devs.map((d) => ({
+		device: d.index, name: d.name, util: f(d.gpuUtil, 0, '%'), mem_util: f(d.memUtil, 0, '%'),
+		used: f(d.memoryUsed, 0, ' MiB'), total: f(d.memoryTotal, 0, ' MiB'),
+		this_process: f(d.processMemory, 0, ' MiB'), power: f(d.power, 0, ' W'),
+		temp: f(d.temperature, 0, ' C'), sm_clock: f(d.smClock, 0, ' MHz'), mem_clock: f(d.memClock, 0, ' MHz'),
+		throttle: d.throttle === null || d.throttle === undefined ? '-' : (d.throttle || 'none'),
+		xid: d.xidCount === null || d.xidCount === undefined ? '-' : (d.xidCount ? `${d.xidCount} (last ${d.lastXid})` : '0'),
+	}));
+	return [el('h2', {}, 'GPU (NVML; gpu.utilization over time)'), el('div', { id: 'gpu' }, table(rows))];
 }
 
 function error(e) { return el('p', { class: 'error' }, String(e.message || e)); }
@@ -69,6 +87,24 @@ function own(file) {
 
 function fmtTime(ts) { return new Date(ts * 1000).toLocaleTimeString(); }
 
+// A moment (Unix seconds, a number or its text) as a local date and time.
+function fmtWhen(ts) {
+	const t = Number(ts);
+	if (ts === null || ts === undefined || ts === '' || !Number.isFinite(t)) return '';
+	const d = new Date(t * 1000);
+	return d.toLocaleDateString() + ' ' + d.toLocaleTimeString();
+}
+
+// A byte count in the unit that reads best: 512 B, 25.3 KiB, 1.8 MiB.
+function fmtBytes(n) {
+	const v = Number(n);
+	if (n === null || n === undefined || !Number.isFinite(v)) return '';
+	const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+	let i = 0, x = v;
+	while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+	return i ? x.toFixed(1) + ' ' + units[i] : v + ' B';
+}
+
 // A line chart of rows' y over ts on a canvas: the axes' ends labelled.
 function chart(rows, y, unit) {
 	const c = el('canvas', { class: 'chart', 'data-points': rows.length });
@@ -79,6 +115,10 @@ function chart(rows, y, unit) {
 		g.font = '12px sans-serif';
 		g.fillStyle = '#6b7385';
 		if (pts.length < 2) { g.fillText('not enough points yet', 10, 20); return; }
+		// A gap in the series (nothing recorded for a while: tracing was
+		// off) is a gap in the line, not a line drawn across it.
+		const steps = pts.slice(1).map((p, i) => p.ts - pts[i].ts).sort((a, b) => a - b);
+		const gap = Math.max(10 * steps[steps.length >> 1], 1);
 		const x0 = pts[0].ts, x1 = pts[pts.length - 1].ts;
 		let lo = Math.min(...pts.map((p) => p[y])), hi = Math.max(...pts.map((p) => p[y]));
 		if (hi === lo) { hi += 1; lo = Math.max(0, lo - 1); }
@@ -94,7 +134,7 @@ function chart(rows, y, unit) {
 		g.strokeStyle = '#2457c5';
 		g.lineWidth = 1.5;
 		g.beginPath();
-		pts.forEach((p, i) => (i ? g.lineTo : g.moveTo).call(g, px(p.ts), py(p[y])));
+		pts.forEach((p, i) => (i && p.ts - pts[i - 1].ts <= gap ? g.lineTo : g.moveTo).call(g, px(p.ts), py(p[y])));
 		g.stroke();
 	});
 	return c;
@@ -153,25 +193,49 @@ async function report(file) {
 
 function threadView(t, withLocals) {
 	const frames = t.frames || [];
-	return el('div', { class: 'thread' },
-		el('div', {}, `Thread ${t.nativeId} "${t.name}" (${[t.isMain ? 'main' : null, t.state].filter(Boolean).join(', ')})`),
-		frames.map((f, i) => [
+	// With native frames: mixedFrames, the C/C++ frames with the Python
+	// ones where the interpreter runs them; a Python frame's locals are
+	// those of the same frame in frames (found by position, checked by
+	// name and line).
+	const mixed = S.native && t.mixedFrames && t.mixedFrames.length ? t.mixedFrames : null;
+	let k = 0;
+	const rows = (mixed || frames).map((f, i) => {
+		if (mixed && f.kind === 'native')
+			return el('div', { class: 'frame native muted' },
+				`#${i}  ${f.func || '??'} (${f.object}${f.func ? '' : '+0x' + f.offset.toString(16)})`);
+		const p = mixed ? frames[k++] : f;
+		const same = p && p.func === f.func && p.line === f.line ? p : null;
+		const open = withLocals && S.frame && S.frame.tid === t.nativeId && S.frame.i === i;
+		return [
 			el('div', { class: 'frame' + (own(f.file) ? ' own' : ''), 'data-func': f.func,
 				on: { click: () => { S.frame = S.frame && S.frame.tid === t.nativeId && S.frame.i === i ? null : { tid: t.nativeId, i }; views.stacks(true); } } },
 			`#${i}  ${f.func} (${f.file}:${f.line})`),
-			withLocals && S.frame && S.frame.tid === t.nativeId && S.frame.i === i
-				? el('div', { class: 'locals' }, f.locals && f.locals.length
-					? table(f.locals, ['name', 'type', 'value']) : el('span', { class: 'muted' }, 'no locals'))
+			open
+				? el('div', { class: 'locals' }, same && same.locals && same.locals.length
+					? table(same.locals, ['name', 'type', 'value']) : el('span', { class: 'muted' }, 'no locals'))
 				: null,
-		]));
+		];
+	});
+	return el('div', { class: 'thread' },
+		el('div', {}, `Thread ${t.nativeId} "${t.name}" (${[t.isMain ? 'main' : null, t.state].filter(Boolean).join(', ')})`),
+		S.native && t.nativeError ? el('div', { class: 'muted' }, `no native frames: ${t.nativeError}`) : null,
+		rows,
+		mixed && t.mixedExact === false
+			? el('div', { class: 'muted' }, 'the thread ran while its stacks were read: its Python frames may sit at the wrong native ones')
+			: null);
 }
 
 const views = {
 	async stacks(withLocals) {
-		const bt = await api('/api/backtrace', { target: S.target, locals: withLocals && S.frame ? 1 : undefined }, true);
+		const bt = await api('/api/backtrace', { target: S.target, locals: withLocals && S.frame ? 1 : undefined,
+			native: S.native ? 1 : undefined }, true);
 		const threads = bt.threads || [];
 		threads.sort((a, b) => (b.isMain ? 1 : 0) - (a.isMain ? 1 : 0));
-		return [el('p', { class: 'muted' }, `${threads.length} threads, read at ${new Date().toLocaleTimeString()}; refreshes every 2 s; click a frame for its locals`),
+		const box = el('input', { type: 'checkbox', id: 'native',
+			on: { change: () => { S.native = box.checked; S.frame = null; views.stacks(true); } } });
+		box.checked = S.native;
+		return [el('p', { class: 'muted' }, `${threads.length} threads, read at ${new Date().toLocaleTimeString()}; refreshes every 2 s; click a frame for its locals; `,
+			el('label', {}, box, ' native frames')),
 			threads.map((t) => threadView(t, withLocals))];
 	},
 
@@ -199,6 +263,7 @@ const views = {
 		const frame = el('div', { id: 'flame' });
 		const native = el('input', { type: 'checkbox', id: 'native' });
 		const idle = el('input', { type: 'checkbox', id: 'idle' });
+		const tasks = el('input', { type: 'checkbox', id: 'tasks' });
 		const state = el('span', { class: 'muted' });
 		let started = null;
 		const load = async (params) => {
@@ -206,6 +271,7 @@ const views = {
 			const q = { target: S.target, ...params };
 			if (native.checked) q.native = 1;
 			if (idle.checked) q.idle = 1;
+			if (tasks.checked) q.tasks = 1;
 			// Sampling acts on the target: a POST, whose answer the
 			// server keeps; the SVG is the project's own, with its own
 			// script: in a frame, which reads that answer.
@@ -235,7 +301,8 @@ const views = {
 			el('button', { id: 'record5', on: { click: () => load({ duration: '5s' }) } }, 'Record 5 s'),
 			el('button', { id: 'start', on: { click: start } }, 'Start sampling'),
 			el('button', { id: 'stop', on: { click: stop } }, 'Stop and show'),
-			el('label', {}, native, ' native frames '), el('label', {}, idle, ' waiting threads '), state),
+			el('label', {}, native, ' native frames '), el('label', {}, idle, ' waiting threads '),
+			el('label', {}, tasks, ' by asyncio task '), state),
 		el('p', { class: 'muted' }, 'Click a frame to zoom in; Ctrl-F searches.'), frame];
 	},
 
@@ -246,9 +313,11 @@ const views = {
 		return [el('p', { class: 'verdict', id: 'rss' }, `RSS ${p.rss?.toFixed(1)} MiB, peak ${p.peak?.toFixed(1)} MiB, ${p.threads} threads`),
 			el('h2', {}, 'RSS over the last hour (process.memory)'), chart(series, 'rss', 'MB'),
 			el('h2', {}, `Python objects: ${py.objects} tracked, ${((py.bytes || 0) / 1048576).toFixed(1)} MiB`),
-			table((py.byCount || []).slice(0, 15), ['type', 'count', 'bytes']),
+			table((py.byCount || []).slice(0, 15).map((r) => ({ ...r, bytes: fmtBytes(r.bytes) })), ['type', 'count', 'bytes'], { id: 'py-types' }),
 			el('h2', {}, 'Tensors'),
-			(t.tensors || []).length ? table(t.tensors) : el('p', { class: 'muted' }, t.error || 'none (or torch not imported)')];
+			(t.tensors || []).length ? table(t.tensors.map((r) => ({ ...r, bytes: fmtBytes(r.bytes) })), null, { id: 'tensors' })
+				: el('p', { class: 'muted' }, t.error || 'none (or torch not imported)'),
+			gpuView(m.gpu)];
 	},
 
 	async torch() {
@@ -267,7 +336,16 @@ const views = {
 		const list = await api('/api/hangs', { target: S.target });
 		const detail = el('div', {});
 		if (!list.length) return [el('p', { class: 'muted' }, 'No hangs recorded (the watchdog is on with hang.timeout).')];
-		return [table(list, null, { click: async (r) => {
+		// As `probing hangs` shows them: a hang the watchdog found in
+		// place began then or before (<=) and lasted at least that (>=).
+		const rows = list.map((r) => {
+			const known = r.started_known !== '0';
+			return { id: r.id, started: (known ? '' : '<= ') + fmtWhen(r.started),
+				'stuck for': (known ? '' : '>= ') + Number(r.seconds).toFixed(1) + ' s',
+				state: r.resumed ? 'moved on at ' + fmtWhen(r.resumed) : 'stuck', thread: r.native_id,
+				where: r.func ? `${r.func} (${r.file}:${r.lineno})` : '(no Python frame)', report: r.path || '' };
+		});
+		return [table(rows, null, { id: 'hang-list', click: async (r) => {
 			try { put(detail, ...reportView(await api('/api/hangs', { target: S.target, id: r.id })).flat(Infinity)); } catch (e) { put(detail, error(e)); }
 		} }), detail];
 	},
@@ -320,7 +398,12 @@ async function agent(target, tab) {
 	if (S.tab === 'stacks') {
 		S.timer = setInterval(async () => {
 			if (S.frame) return; // a frame's locals are open: hold still
+			// One read at a time: with native frames one may take longer
+			// than the interval, and they would pile up on the agent.
+			if (S.reading) return;
+			S.reading = true;
 			try { put(document.getElementById('main'), ...[await views.stacks()].flat(Infinity)); } catch (e) { /* next time */ }
+			S.reading = false;
 		}, 2000);
 	}
 }

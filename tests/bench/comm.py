@@ -7,7 +7,9 @@ through a file store):
   none     no agent
   off      the agent, comm.record=off (nothing wrapped, DDP untouched)
   on       the agent, recording (the default): wrapped functions, DDP's
-           all-reduces through Probing's communication hook
+           all-reduces through Probing's communication hook; on torch
+           2.x also a functional all_reduce and its wait_tensor against
+           their originals, paired in one process
 
 Each process times, with its own clock, after a warm-up:
   call     CALLS calls of dist.all_reduce on a 1-element tensor (the
@@ -48,7 +50,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 calls, steps, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 if kind == "on" and calls:  # the wrappers come within the agent's first ticks
     for _ in range(400):
-        if type(dist.all_reduce).__name__ == "CommWrapper":
+        if type(dist.isend).__name__ == "CommWrapper":  # all_reduce: a shim on torch 2.x
             break
         time.sleep(0.01)
     else:
@@ -81,6 +83,38 @@ if kind == "on" and calls:
         c = time.perf_counter()
         diffs.append(((b - a) - (c - b)) / 500)
     paired = sorted(diffs)[len(diffs) // 2]
+# torch 2.x: a functional all_reduce and the wait for its result, the
+# recorded pair against the originals (its wrappers come within a second
+# of the module's import).
+funcol_paired = None
+try:
+    import torch.distributed._functional_collectives as fc
+except ImportError:
+    fc = None
+if kind == "on" and calls and fc:
+    def shimmed():
+        return getattr(fc.all_reduce, "__code__", None) and \
+            fc.all_reduce.__code__.co_filename == "<probing>"
+    for _ in range(500):
+        if shimmed():
+            break
+        time.sleep(0.01)
+    else:
+        sys.exit("functional collectives not recording")
+    W = dist.group.WORLD
+    fa, fw = fc.all_reduce, fc.wait_tensor
+    oa, ow = fa.__wrapped__, fw.__wrapped__
+    diffs = []
+    for _ in range(40):
+        a = time.perf_counter()
+        for _ in range(500):
+            fw(fa(t, "sum", W).elem)
+        b = time.perf_counter()
+        for _ in range(500):
+            ow(oa(t, "sum", W).elem)
+        c = time.perf_counter()
+        diffs.append(((b - a) - (c - b)) / 500)
+    funcol_paired = sorted(diffs)[len(diffs) // 2]
 torch.manual_seed(0)
 model = DDP(nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 1)))
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -98,8 +132,8 @@ for _ in range(steps):
     step()
 step_s = (time.perf_counter() - t0) / steps
 if dist.get_rank() == 0:
-    print(json.dumps({"call": call_s, "step": step_s, "paired": paired}),
-          flush=True)
+    print(json.dumps({"call": call_s, "step": step_s, "paired": paired,
+                      "funcol_paired": funcol_paired}), flush=True)
 dist.barrier()
 """
 
@@ -120,8 +154,14 @@ def run(kind, calls, steps, ranks=0):
             f.write(WORKLOAD)
         # --redirects/--tee: torch 1.13's torchrun needs them on 3.11
         # ("0" does not parse); rank 0's lines come back "[default0]:".
+        logs = tempfile.mkdtemp(prefix="probing-bench-")
+        # A torch without libuv (Debian's 2.6) needs USE_LIBUV=0 and
+        # the e2e tests' sitecustomize (tests/e2e/torchenv.py says why).
+        sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+        from torchenv import torch_env
+        env.update(torch_env(logs))
         cmd = ["/usr/bin/torchrun", "--redirects", "1", "--tee", "1",
-               "--log_dir", tempfile.mkdtemp(prefix="probing-bench-"),
+               "--log_dir", logs,
                "--nproc_per_node", str(ranks), "--master_port", "29577",
                script]
     out = subprocess.run(cmd + [str(calls), str(steps), kind], env=env,
@@ -161,6 +201,12 @@ def main():
           "blocks of 500 calls)"
           % (statistics.median(x["paired"] for x in got["on"]) * 1e6,
              a.rounds))
+    fp = [x["funcol_paired"] for x in got["on"] if x.get("funcol_paired")]
+    if fp:
+        print("a functional all_reduce and its wait_tensor, recorded against "
+              "the originals, paired in one process: %.2f us a call (median "
+              "of %d rounds, each the median of 40 blocks of 500)"
+              % (statistics.median(fp) * 1e6, len(fp)))
     print("DDP step: on/none %.4f, off/none %.4f (median of %d rounds)"
           % (med["on"]["step"] / med["none"]["step"],
              med["off"]["step"] / med["none"]["step"], a.rounds))

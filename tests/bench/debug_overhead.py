@@ -257,7 +257,10 @@ def run_plain(py, d, rounds):
 def run_probing(py, d, rounds):
     work, helpers, other = setup(d)
     port = free_port()
-    t = Target([py, work], env({"PROBING": "1", "PROBING_PORT": str(port)}), d)
+    # Loopback without a token (PROBING_TOKEN=none): debugpy's client
+    # sends none either.
+    t = Target([py, work], env({"PROBING": "1", "PROBING_PORT": str(port),
+                                "PROBING_TOKEN": "none"}), d)
     r = {"probing idle (attached never)": t.rounds(rounds)}
     c = Client(port)
     c.attach_with_breakpoint(other, 3)

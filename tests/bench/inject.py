@@ -48,22 +48,26 @@ while True:
 
 
 class Target:
-    def __init__(self, tmp, i):
+    """A target running `code` (TARGET: this benchmark's) under python,
+    started once it printed READY and `settle` seconds more (0.2: well
+    inside a sleep).  tests/bench/attach.py's targets are these too."""
+
+    def __init__(self, tmp, i, python=PY, code=TARGET, settle=0.2):
         self.script = os.path.join(tmp, "t%d.py" % i)
         self.out = os.path.join(tmp, "t%d.out" % i)
         with open(self.script, "w") as f:
-            f.write(TARGET)
+            f.write(code)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("PROBING", None)
         with open(self.out, "w") as f:
-            self.p = subprocess.Popen([PY, self.script], stdout=f,
+            self.p = subprocess.Popen([python, self.script], stdout=f,
                                       stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 30
         while "READY" not in self.text():
             if time.time() > deadline or self.p.poll() is not None:
                 raise RuntimeError("target did not start: " + self.text())
             time.sleep(0.01)
-        time.sleep(0.2)  # well inside a sleep
+        time.sleep(settle)
 
     def text(self):
         with open(self.out, errors="replace") as f:

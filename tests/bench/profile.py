@@ -7,8 +7,10 @@
    the other jobs.
      train: examples/train.py's train() loop (torch, one intra-op thread)
      pure:  a CPU-bound pure-Python function, 20 frames deep
-   Modes: the profiler off, sampling at 100 Hz, at 1 kHz, and at 100 Hz
-   with native stacks.  One process per workload runs rounds; a round runs
+   Modes: the profiler off, sampling at 100 Hz, at 1 kHz, at 100 Hz
+   with native stacks, and `probing top` watching (100 Hz, the last
+   second's window read back every second: give chunks of a second or
+   more, --steps 10000 --calls 400000, for its refreshes to fall in them).  One process per workload runs rounds; a round runs
    one chunk of the workload per mode, in a shuffled order, switching the
    profiler through the agent's socket between chunks.  The overhead of a
    mode is the median over the rounds of its chunk's CPU time divided by
@@ -92,8 +94,50 @@ class Agent:
 
 rounds, chunk = int(sys.argv[1]), int(sys.argv[2])
 modes = {"off": None, "100 Hz": {"hz": 100}, "1 kHz": {"hz": 1000},
-         "100 Hz native": {"hz": 100, "native": True}}
+         "100 Hz native": {"hz": 100, "native": True},
+         "top": "top", "exporter 1 s": "exporter"}
 agent = Agent()
+
+def top_start():
+    # probing top on a pipe, as it runs by default: the sampler at
+    # 100 Hz plus the last second's window read back every second.
+    # Running once its profile runs.
+    import subprocess
+    p = subprocess.Popen([os.environ["PROBING_CLI"], "-t", str(os.getpid()),
+                          "top"], stdout=subprocess.DEVNULL)
+    while not agent.req("probing/profile", {"action": "status"})["running"]:
+        time.sleep(0.01)
+    return p
+
+def top_stop(p):
+    import signal
+    p.send_signal(signal.SIGINT)
+    p.wait()
+
+def exporter_start():
+    # probing exporter for this process, scraped every second (15 times
+    # Prometheus's default interval) by a thread of a process of its own.
+    import socket, subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    e = subprocess.Popen([os.environ["PROBING_CLI"], "-t", str(os.getpid()),
+                          "exporter", "--listen", "127.0.0.1:%%d" %% port],
+                         stdout=subprocess.PIPE)
+    e.stdout.readline()
+    scraper = subprocess.Popen([sys.executable, "-c",
+        "import time, urllib.request\\n"
+        "while True:\\n"
+        "    urllib.request.urlopen('http://127.0.0.1:%%d/metrics').read()\\n"
+        "    print('scraped', flush=True)\\n"
+        "    time.sleep(1)\\n" %% port], stdout=subprocess.PIPE)
+    scraper.stdout.readline()  # its start is not the exporter's cost
+    return (e, scraper)
+
+def exporter_stop(ps):
+    for p in ps[::-1]:
+        p.terminate()
+        p.wait()
 agent.req("initialize", {})
 run(chunk)                                      # warm-up
 res = []
@@ -101,13 +145,22 @@ for r in range(rounds):
     order = list(modes)
     random.shuffle(order)
     for m in order:
-        if modes[m]:
+        top = exp = None
+        if modes[m] == "top":
+            top = top_start()
+        elif modes[m] == "exporter":
+            exp = exporter_start()
+        elif modes[m]:
             agent.req("probing/profile", dict(action="start", **modes[m]))
         t0, w0 = time.thread_time(), time.perf_counter()
         run(chunk)
         t, w = time.thread_time() - t0, time.perf_counter() - w0
-        own = tasks() / w if modes[m] else 0.0
-        if modes[m]:
+        own = tasks() / w if modes[m] and not exp else 0.0
+        if top:
+            top_stop(top)
+        elif exp:
+            exporter_stop(exp)
+        elif modes[m]:
             agent.req("probing/profile", {"action": "stop"})
         res.append({"round": r, "mode": m, "cpu": t, "sampler": own})
 print("RESULT", json.dumps(res), flush=True)
@@ -154,6 +207,7 @@ def env():
     e["PYTHONUSERBASE"] = os.path.join(BUILD, "userbase")
     e["PROBING"] = "1"
     e["PYTHONUNBUFFERED"] = "1"
+    e["PROBING_CLI"] = CLI  # the top mode runs it
     return e
 
 
@@ -217,7 +271,7 @@ def sample_cost(runs):
         for hz in (100, 1000):
             us = []
             for _ in range(runs):
-                cli(p.pid, "perf", "--start", "--hz", str(hz), "--duration", "2000")
+                cli(p.pid, "perf", "--start", "--hz", str(hz), "--duration", "2s")
                 time.sleep(2.3)
                 st = json.loads(cli(p.pid, "perf", "-f", "json"))
                 assert st["running"] is False, st
@@ -262,14 +316,14 @@ def main():
         "" if has_torch else " (no torch: the pure workload only)",
         time.strftime("%Y-%m-%d"), a.rounds))
     print()
-    modes = ["off", "100 Hz", "1 kHz", "100 Hz native"]
+    modes = ["off", "100 Hz", "1 kHz", "100 Hz native", "top", "exporter 1 s"]
     if work:
         print("| workload | " + " | ".join(modes) + " |")
-        print("|---|---|---|---|---|")
+        print("|---" * (len(modes) + 1) + "|")
     for label, o in work:
         print("| %s: CPU s of the working thread per chunk (median) | %s |" % (
             label, " | ".join("%.3f s" % o[m]["cpu"] for m in modes)))
-        print("| ratio to off, median of the rounds' ratios (goal: <= 1.01 at 100 Hz, <= 1.05 at 1 kHz) | %s |" % (
+        print("| ratio to off, median of the rounds' ratios (goal: <= 1.01 at 100 Hz, for top and the exporter, <= 1.05 at 1 kHz) | %s |" % (
             " | ".join("%.4f" % o[m]["ratio"] for m in modes)))
         print("| the sampler thread's CPU, share of one core (on another core) | - | %s |" % (
             " | ".join("%.1f%%" % (100 * o[m]["sampler"]) for m in modes[1:])))

@@ -8,7 +8,8 @@
    thread much less; an agent that stole cycles from the training thread
    (signals, GIL traffic, cache) would still show.
 2. Latency: `probing -t PID backtrace` (the whole CLI: exec, connect,
-   initialize, request, print) and a `python.backtrace` query, both against
+   initialize, request, print), the same with --native (every thread
+   signalled for its C frames) and a `python.backtrace` query, all against
    the training loop while it runs; plus the bare DAP round trip of each
    request over an open socket.  Median of 20.
 
@@ -111,6 +112,7 @@ def latency(n):
         res = {}
         for name, argv in [
             ("probing backtrace (CLI)", ["backtrace"]),
+            ("probing backtrace --native (CLI)", ["backtrace", "--native"]),
             ("probing query python.backtrace (CLI)",
              ["query", "SELECT func, file, lineno FROM python.backtrace ORDER BY depth"]),
         ]:
@@ -126,6 +128,8 @@ def latency(n):
         dap_request(s, 1, "initialize", {})
         for name, cmd, args in [
             ("probing/backtrace request (DAP round trip)", "probing/backtrace", {}),
+            ("probing/backtrace {native: true} (DAP round trip)",
+             "probing/backtrace", {"native": True}),
             ("python.backtrace query (DAP round trip)", "probing/query",
              {"sql": "SELECT func, file, lineno FROM python.backtrace ORDER BY depth"}),
         ]:

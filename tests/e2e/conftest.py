@@ -3,10 +3,13 @@ agent, driven through the real `probing` CLI.
 
 PROBING_BUILD names the build directory (default: build/ at the top).
 Every test that takes `python` runs once per Python: /usr/bin/python3
-(3.11, static libpython), pyenv's 3.11 (shared libpython), and every
-other CPython version the build has an agent for (BUILD/pythons.txt:
-3.9, 3.10, 3.12, 3.13 here).  PROBING_E2E_VERSIONS=3.11,3.12 keeps
-those versions only.
+(whatever version it is: 3.11 with a static libpython on Debian 12, 3.13
+on Debian 13), a second build of that same version ("pyenv": python3 on
+PATH or under ~/.pyenv, shared libpython; skipped, with the reason, where
+the machine has none), and every other CPython version the build has an
+agent for (BUILD/pythons.txt).  PROBING_E2E_VERSIONS=3.11,3.12 keeps
+those versions only.  The modules of ONCE_MODULES run on one Python only,
+and those of TWIN_MODULES on the second build too (below).
 """
 import atexit
 import glob
@@ -27,9 +30,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.path.abspath(os.environ.get("PROBING_BUILD", os.path.join(ROOT, "build")))
 CLI = os.path.join(BUILD, "cli", "probing")
 USERBASE = os.path.join(BUILD, "userbase")
-SITE = os.path.join(USERBASE, "lib", "python3.11", "site-packages")  # /usr/bin/python3's
 
 SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _version(exe):
+    """("3.X", the real executable) of a Python, or None where it does not run."""
+    try:
+        out = subprocess.run(
+            [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2], sys.executable)"],
+            capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 2:
+        return None
+    return parts[0], parts[1]
+
+
+# /usr/bin/python3's version ("3.11", "3.13"): everything named after it
+# (site-packages, libprobing-cpXY.so) follows from it.
+SYSTEM_VERSION = (_version(SYSTEM_PYTHON) or ("3.11", SYSTEM_PYTHON))[0]
+SITE = os.path.join(USERBASE, "lib", "python" + SYSTEM_VERSION, "site-packages")
 
 # Every agent the tests start records to disk (data.dir): into this
 # session's own directory, not the user's ~/.local/state/probing.  Tests of
@@ -61,36 +83,38 @@ SANITIZED_TARGETS = bool(os.environ.get("PROBING_TARGET_PRELOAD"))
 
 
 def _pyenv_python():
-    """The shared-libpython 3.11 under pyenv, if the machine has it."""
-    cands = []
-    which = shutil.which("python3")
-    if which and os.path.realpath(which) != os.path.realpath(SYSTEM_PYTHON):
-        cands.append(which)
-    cands += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.11*/bin/python3.11")))
-    cands += sorted(glob.glob("/root/.pyenv/versions/3.11*/bin/python3.11"))
+    """(executable, None) of another build of SYSTEM_VERSION than
+    /usr/bin/python3 (pyenv's, with a shared libpython), found as python3
+    or python3.X on PATH or under ~/.pyenv/versions; (None, why) where the
+    machine has none."""
+    v = SYSTEM_VERSION
+    cands = [c for c in (shutil.which("python3"), shutil.which("python" + v)) if c]
+    for home in (os.path.expanduser("~"), "/root"):
+        cands += sorted(glob.glob(os.path.join(home, ".pyenv", "versions", v + ".*",
+                                               "bin", "python" + v)))
+    system = os.path.realpath(SYSTEM_PYTHON)
     for c in cands:
-        try:
-            out = subprocess.run([c, "-c", "import sys, sysconfig; print(sys.version_info[:2] == (3, 11), sys.executable)"],
-                                 capture_output=True, text=True, timeout=30)
-        except OSError:
+        if os.path.realpath(c) == system:
             continue
-        ok, exe = (out.stdout.split() + ["", ""])[:2]
-        if ok == "True" and os.path.realpath(exe) != os.path.realpath(SYSTEM_PYTHON):
-            return exe
-    return None
+        got = _version(c)
+        if got and got[0] == v and os.path.realpath(got[1]) != system:
+            return got[1], None
+    return None, ("no second build of Python %s on this machine (looked for python3 "
+                  "and python%s on PATH and ~/.pyenv/versions/%s.*/bin/python%s)"
+                  % (v, v, v, v))
 
 
-PYENV_PYTHON = _pyenv_python()
+PYENV_PYTHON, NO_PYENV = _pyenv_python()
 
 
 def _other_versions():
-    """{executable: "3.X"} of the build's CPythons other than 3.11."""
+    """{executable: "3.X"} of the build's CPythons other than SYSTEM_VERSION."""
     out = {}
     try:
         with open(os.path.join(BUILD, "pythons.txt")) as f:
             for line in f:
                 parts = line.split()
-                if len(parts) == 3 and parts[1] != "3.11":
+                if len(parts) == 3 and parts[1] != SYSTEM_VERSION:
                     out[parts[2]] = parts[1]
     except OSError:
         pass
@@ -98,10 +122,10 @@ def _other_versions():
 
 
 # {executable: version}, and the test id of each.
-VERSIONS = {SYSTEM_PYTHON: "3.11"}
+VERSIONS = {SYSTEM_PYTHON: SYSTEM_VERSION}
 IDS = {SYSTEM_PYTHON: "system"}
 if PYENV_PYTHON:
-    VERSIONS[PYENV_PYTHON] = "3.11"
+    VERSIONS[PYENV_PYTHON] = SYSTEM_VERSION
     IDS[PYENV_PYTHON] = "pyenv"
 for _exe, _v in _other_versions().items():
     VERSIONS[_exe] = _v
@@ -113,7 +137,12 @@ PYTHONS = [p for p in VERSIONS
 
 def version_of(python):
     """(major, minor) of one of PYTHONS."""
-    return tuple(int(x) for x in VERSIONS.get(python, "3.11").split("."))
+    return tuple(int(x) for x in VERSIONS.get(python, SYSTEM_VERSION).split("."))
+
+
+def agent_lib(python):
+    """The build's agent for python's version: BUILD/agent/libprobing-cpXY.so."""
+    return os.path.join(BUILD, "agent", "libprobing-cp%d%d.so" % version_of(python))
 
 
 def qualified(python, name):
@@ -122,15 +151,99 @@ def qualified(python, name):
     return name if version_of(python) >= (3, 11) else name.rsplit(".", 1)[-1]
 
 
+def has_symtab(path):
+    """Does the ELF file at path keep its full symbol table (.symtab), so
+    that static functions have names in native stacks?  Debian strips its
+    interpreters (/usr/bin/python3.X: exported names only, the rest in
+    its -dbgsym package); pyenv's builds keep theirs."""
+    import struct
+    try:
+        with open(path, "rb") as f:
+            ident = f.read(64)
+            if ident[:4] != b"\x7fELF" or ident[4] != 2:     # 64-bit only
+                return False
+            end = "<" if ident[5] == 1 else ">"
+            shoff, = struct.unpack(end + "Q", ident[40:48])
+            shentsize, shnum = struct.unpack(end + "HH", ident[58:62])
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+    except OSError:
+        return False
+    return any(struct.unpack(end + "I", table[i + 4:i + 8])[0] == 2   # SHT_SYMTAB
+               for i in range(0, len(table), shentsize))
+
+
+def frame_object(frame):
+    """The file a native frame of a report is in ("/usr/bin/python3.13"
+    of "/usr/bin/python3.13+0x55cf2c")."""
+    return frame.get("object", "").rsplit("+", 1)[0]
+
+
 def site_for(python):
     """The build's site-packages directory for python's version."""
     return os.path.join(USERBASE, "lib", "python%d.%d" % version_of(python),
                         "site-packages")
 
 
+# The second build of the system's version (pyenv's: a shared libpython
+# with its full symbol table, site directories of its own, no Debian
+# patches) differs from Debian's in how the agent gets in, finds the
+# interpreter and names native frames, not in what the agent does once
+# running: it runs the modules where that shows, the others once per
+# version (CI's time).  PROBING_E2E_TWIN=all runs every module on it,
+# PROBING_E2E_TWIN=none none (CI's ASan pass: the same agent).
+TWIN_MODULES = {"test_backtrace", "test_crash", "test_eval", "test_gil",
+                "test_hang", "test_inject", "test_install", "test_lifecycle",
+                "test_profile", "test_unwind_pipe"}
+
+
+def _twin_runs(module):
+    twin = os.environ.get("PROBING_E2E_TWIN")
+    return twin == "all" or twin != "none" and \
+        module.__name__.rsplit(".", 1)[-1] in TWIN_MODULES
+
+
+# What these modules test is the agent's own C (its server, SQL, recorder,
+# the CLI's commands and terminal) once it runs, the same on every version:
+# they run on one Python of the system (its python3: 3.11 here, 3.14 in
+# sid) and the other modules on every one (CI's time).  The hostile suite
+# runs on every version.  PROBING_E2E_EVERY=all runs every module on every
+# version; PROBING_E2E_ONCE=skip skips their tests that take a Python
+# (CI's trixie stage: those run here and in sid).
+ONCE_MODULES = {"test_auth", "test_cluster", "test_completion", "test_config",
+                "test_diagnose", "test_errors", "test_exporter",
+                "test_gpu_nvml", "test_mcp", "test_original_words",
+                "test_protocol", "test_python_app", "test_record",
+                "test_repl_tty", "test_subprocesses", "test_target_fds",
+                "test_top", "test_web"}
+
+
+def _once(module):
+    return os.environ.get("PROBING_E2E_EVERY") != "all" and \
+        module.__name__.rsplit(".", 1)[-1] in ONCE_MODULES
+
+
 def pytest_generate_tests(metafunc):
     if "python" in metafunc.fixturenames:
-        metafunc.parametrize("python", PYTHONS, ids=[IDS[p] for p in PYTHONS])
+        if _once(metafunc.module):
+            # The system's python3, or the first version asked for.
+            one = SYSTEM_PYTHON if SYSTEM_PYTHON in PYTHONS else \
+                next(iter(PYTHONS), None)
+            marks = [pytest.mark.skip(reason="run on the other systems' "
+                                             "python3 (PROBING_E2E_ONCE=skip)")] \
+                if os.environ.get("PROBING_E2E_ONCE") == "skip" else []
+            metafunc.parametrize("python", [pytest.param(p, id=IDS[p], marks=marks)
+                                            for p in PYTHONS if p == one])
+            return
+        twin = _twin_runs(metafunc.module)
+        params = [pytest.param(p, id=IDS[p]) for p in PYTHONS
+                  if twin or p != PYENV_PYTHON]
+        if twin and not PYENV_PYTHON and \
+                (not _only or SYSTEM_VERSION in _only.split(",")):
+            # The second build is missing: said, not silently left out.
+            params.insert(1, pytest.param(None, id="pyenv",
+                                          marks=pytest.mark.skip(reason=NO_PYENV)))
+        metafunc.parametrize("python", params)
 
 
 def agent_listening(pid):
@@ -193,7 +306,7 @@ class Target:
     def wait_agent(self, timeout=30.0):
         def up():
             if self.proc.poll() is not None:
-                raise AssertionError("target exited early:\n" + self.output())
+                raise AssertionError(self.exit_text())
             return agent_listening(self.pid)
         wait_for(up, timeout, "the agent of pid %d" % self.pid)
         return self
@@ -203,7 +316,7 @@ class Target:
         path = self.proc.args_out
         def seen():
             if self.proc.poll() is not None:
-                raise AssertionError("target exited early:\n" + self.output())
+                raise AssertionError(self.exit_text())
             with open(path, errors="replace") as f:
                 return text in f.read()
         wait_for(seen, timeout, repr(text))
@@ -212,25 +325,58 @@ class Target:
         with open(self.proc.args_out, errors="replace") as f:
             return f.read()
 
+    def exit_text(self):
+        """Why the target is gone, the cause on the first line (a test
+        summary shows only that one): its exit status or signal and its
+        last line; then its whole output."""
+        rc = self.proc.returncode
+        how = ("killed by %s" % signal.Signals(-rc).name if rc < 0
+               else "exit status %d" % rc)
+        out = self.output()
+        last = out.strip().splitlines()[-1:] or ["(no output)"]
+        return "target exited early (%s), its last line: %s\n%s" % (
+            how, last[0][:300], out)
+
     def alive(self):
         return self.proc.poll() is None
 
     def stop(self):
+        # Its descendants first, while they are still its: a killed
+        # program's multiprocessing forkserver (3.14's default) and the
+        # DataLoader workers it forked outlive it otherwise.
+        for pid in descendants(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
 
 
-@pytest.fixture
-def spawn(tmp_path):
-    """spawn(python, code, agent="env"|"init"|None, env={}) -> Target
+def descendants(pid, depth=0):
+    """pid's child processes, theirs, and so on (a few levels)."""
+    out = []
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                kids = [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            out.append(k)
+            if depth < 4:
+                out += descendants(k, depth + 1)
+    return out
 
-    agent="env": PROBING=1 through the installed-like .pth (PYTHONUSERBASE);
-    agent="init": the code is preceded by `import probing; probing.init()`;
-    agent=None: no agent (for injection and error tests).
-    """
-    targets = []
 
+def spawner(tmp_path, targets):
+    """The spawn fixture's function, starting its targets in tmp_path and
+    listing them in targets (tests/gpu's fixture uses it too)."""
     def _spawn(python, code, agent="env", env=None, args=()):
         script = tmp_path / ("target%d.py" % len(targets))
         body = textwrap.dedent(code)
@@ -262,7 +408,19 @@ def spawn(tmp_path):
         targets.append(t)
         return t
 
-    yield _spawn
+    return _spawn
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """spawn(python, code, agent="env"|"init"|None, env={}) -> Target
+
+    agent="env": PROBING=1 through the installed-like .pth (PYTHONUSERBASE);
+    agent="init": the code is preceded by `import probing; probing.init()`;
+    agent=None: no agent (for injection and error tests).
+    """
+    targets = []
+    yield spawner(tmp_path, targets)
     for t in targets:
         t.stop()
     reports = glob.glob(str(tmp_path / "sanitizer*"))

@@ -344,3 +344,87 @@ def test_backtraces_while_c_threads_make_thread_states(spawn, python):
     made = [int(l.split()[1]) for l in t.output().splitlines()
             if l.startswith("MADE")]
     assert made and made[-1] > 100, made
+
+
+# The main thread asleep in C (time.sleep) inside key(), which sorted()
+# (C) calls from caller(): Python, C, Python, C on one stack.  A thread
+# that blocks the native signal (SIGURG) cannot be asked for its native
+# stack.
+MIXED = """\
+import os, signal, threading, time
+
+def key(v):
+    if v == 3:
+        time.sleep(3600)
+    return v
+
+def caller():
+    return sorted(range(5), key=key)
+
+def deaf():
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGURG})
+    while True:
+        time.sleep(0.05)
+
+threading.Thread(target=deaf, name="deaf", daemon=True).start()
+print("READY", flush=True)
+caller()
+"""
+
+
+def mixed_of(r, name):
+    th = [t for t in r.json()["threads"] if t["name"] == name][0]
+    return th, th.get("mixedFrames", [])
+
+
+def test_native_backtrace_merges_python_frames_where_they_run(spawn,
+                                                              python):
+    """`backtrace --native`: every thread's C frames with its Python
+    frames where the interpreter runs them, innermost first (py-spy's
+    dump --native): the sleep's system call in libc, then key(), then
+    sorted()'s C frames, then caller() and <module>, then the
+    interpreter's main; with --locals, key's v; a thread that blocks the
+    signal keeps its Python frames and says why it has no native ones."""
+    t = spawn(python, MIXED)
+    t.wait_line("READY")
+    t.wait_agent()
+    r = probing("backtrace", "--native", "-f", "json", target=t.pid)
+    assert r.rc == 0, r
+    main, mixed = mixed_of(r, "MainThread")
+    assert main["mixedExact"] is True, main
+    kinds = [f["kind"] for f in mixed]
+    py = [(i, f["func"]) for i, f in enumerate(mixed) if f["kind"] == "python"]
+    assert [f for _, f in py] == ["key", "caller", "<module>"], py
+    (k, _), (c, _), (m, _) = py
+    # Innermost: the C library's sleep (select() before 3.11; newer
+    # libcs wrap the system call in functions of their own, unnamed),
+    # no Python frame before key.
+    assert any("sleep" in f["func"] or "select" in f["func"]
+               for f in mixed[:k]), mixed[:k + 1]
+    # sorted() runs key from C: native frames between key and caller;
+    # and the interpreter's own below <module>.
+    assert "native" in kinds[k + 1:c], mixed[k:c + 1]
+    assert kinds[-1] == "native" and m < len(mixed) - 1, mixed[m:]
+    line = [f["line"] for f in mixed if f["func"] == "key"][0]
+    assert line == 5, mixed
+    # The text: the same order, one frame a line, locals under key.
+    r = probing("backtrace", "--native", "--locals", target=t.pid)
+    assert r.rc == 0, r
+    block = r.out.split('"MainThread"', 1)[1].split("\n\n")[0]
+    lines = block.splitlines()[1:]
+    at = {name: next(i for i, l in enumerate(lines)
+                     if (" %s (" % name) in l and ".py:" in l)
+          for name in ("key", "caller", "<module>")}
+    assert at["key"] < at["caller"] < at["<module>"], block
+    assert "        v = 3" in lines[at["key"] + 1], block
+    assert any("sleep" in l or "select" in l for l in lines[:at["key"]]), \
+        block
+    # The deaf thread: its Python frames, and why no native ones.
+    deaf = r.out.split('"deaf"', 1)[1].split("\n\n")[0]
+    assert "(no native frames: the thread did not answer (it blocks " \
+        "signals))" in deaf, deaf
+    assert " deaf (" in deaf, deaf
+    # debug --dump --native is the same view.
+    r = probing("debug", "--dump", "--native", target=t.pid)
+    assert r.rc == 0 and "        v = 3" in r.out and " key (" in r.out, r
+    assert t.alive()

@@ -9,6 +9,7 @@ Python processes listening on TCP and `cluster add` / node files.
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +23,8 @@ from conftest import (ROOT, SANITIZED_TARGETS, SYSTEM_PYTHON, USERBASE,
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "profile"))
 import formats  # noqa: E402
+# What this torch needs and shows (libuv, the backward's frames).
+from torchenv import backward_top, lacks_libuv, torch_env  # noqa: E402,F401
 
 TORCHRUN = "/usr/bin/torchrun"
 EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
@@ -37,7 +40,6 @@ def have_torch():
 
 needs_torch = pytest.mark.skipif(not have_torch(),
                                  reason="needs torchrun and python3-torch")
-
 
 class Job:
     """A torchrun job of examples/ddp_train.py, killed at the end.
@@ -57,6 +59,7 @@ class Job:
                  PYTHONUNBUFFERED="1")
         e.pop("PROBING_PORT", None)
         e.pop("PROBING_LISTEN", None)
+        e.update(torch_env(tmp))
         e.update(env or {})
         if os.environ.get("PROBING_TARGET_PRELOAD"):
             # The ASan build: the runtime preloaded into torchrun and its
@@ -85,6 +88,10 @@ class Job:
                                      stderr=subprocess.STDOUT, env=e,
                                      cwd=tmp, start_new_session=True)
         self.pids = {}
+        # {pid: start time} of every process of the job seen so far:
+        # torchrun 2.x starts each rank in a session of its own, out of
+        # reach of torchrun's process group, so stop() kills each.
+        self.procs = {}
 
     def text(self):
         with open(self.out, errors="replace") as f:
@@ -98,6 +105,7 @@ class Job:
             if " of %d: pid " % self.world in line:
                 rank = int(line.split("rank ")[1].split()[0])
                 self.pids[rank] = int(line.rsplit(" ", 1)[1])
+        self._remember()
         return self.pids
 
     def wait_ranks(self, timeout=240):
@@ -112,15 +120,71 @@ class Job:
         wait_for(registered, 120, "%d ranks in cluster.nodes" % self.world)
         return self
 
+    def _remember(self):
+        """Adds torchrun, the ranks and their children (DataLoader
+        workers) to self.procs; returns the live ones, {pid: start}."""
+        live = {}
+        todo = [self.proc.pid, *self.pids.values(), *self.procs]
+        while todo:
+            pid = todo.pop()
+            start = _started(pid)
+            if pid in live or start is None or \
+                    self.procs.get(pid, start) != start:
+                continue  # seen, gone, or another process by now
+            self.procs[pid] = live[pid] = start
+            todo += _children(pid)
+        return live
+
     def stop(self):
+        """Kills every process of the job, each by pid (and the group
+        each leads), and checks that none is left."""
+        for _ in range(20):
+            live = self._remember()
+            if not live:
+                break
+            for pid, start in live.items():
+                for kill in (os.kill, os.killpg):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            time.sleep(0.05)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=60)
+
+        def left():
+            return {p: s for p, s in self.procs.items()
+                    if _started(p) == s}
+        wait_for(lambda: not left(), 30, lambda: "the job's processes to "
+                 "end: %s left" % sorted(left()))
         reports = glob.glob(self.sanitizer + "*")
         assert not reports, "sanitizer reports:\n" + "\n".join(
             open(r, errors="replace").read()[:4000] for r in reports)
+
+
+def _started(pid):
+    """pid's start time (clock ticks since boot), or None when no such
+    process runs (gone, or a zombie)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _children(pid):
+    kids = []
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                kids += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return kids
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +198,8 @@ def hung_job(tmp_path_factory):
     try:
         job.wait_ranks()
         # Ranks 0, 1, 3 reach backward() of the step rank 2 never joins.
+        top = backward_top()
+
         def stuck():
             r = probing("cluster", "backtrace", "-f", "json",
                         target=job.pids[0])
@@ -141,8 +207,8 @@ def hung_job(tmp_path_factory):
                 return False
             groups = r.json()
             return len(groups) == 2 and groups[0]["ranks"] == [2] and \
-                groups[1]["frames"][0]["func"] == "backward"
-        wait_for(stuck, 120, "rank 2 stuck, the others in backward")
+                groups[1]["frames"][0]["func"] == top
+        wait_for(stuck, 120, "rank 2 stuck, the others in " + top)
         yield job
     finally:
         job.stop()
@@ -169,8 +235,14 @@ def test_torchrun_loader_workers_listed_under_their_rank(hung_job):
     """Each rank's DataLoader worker follows it in cluster.nodes as a
     worker (pid its own, rank its rank's, no address), on every rank's
     list; the fan-out commands never ask it."""
-    want = [(rank, children(pid)[0]) for rank, pid in
-            sorted(hung_job.pids.items())]
+    def workers():
+        return {rank: children(pid) for rank, pid in hung_job.pids.items()}
+    # Each rank's worker is up before its first batch; the forkserver's
+    # children list (3.14) may lag a moment behind.
+    wait_for(lambda: all(workers().values()), 30,
+             lambda: "a worker under every rank: %s\n%s" % (
+                 workers(), tree(hung_job.proc.pid)))
+    want = [(rank, kids[0]) for rank, kids in sorted(workers().items())]
     last = {}
 
     def listed():
@@ -192,9 +264,38 @@ def test_torchrun_loader_workers_listed_under_their_rank(hung_job):
     assert r.rc == 0 and len(r.json()) == 4, r
 
 
+def tree(pid, depth=0):
+    """pid and its descendants with their command lines, one a line (for
+    a failure's message)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        cmd = "(gone)"
+    out = "%s%d %s\n" % ("  " * depth, pid, cmd[:160])
+    for c in _children(pid):
+        out += tree(c, depth + 1)
+    return out
+
+
 def children(pid):
-    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-        return [int(c) for c in f.read().split()]
+    """pid's DataLoader workers: its children, or where multiprocessing
+    starts them through a forkserver (the default from 3.14), the
+    forkserver's; its resource tracker is none."""
+    kids = _children  # of every thread: a forkserver started by any
+
+
+    def cmdline(p):
+        with open("/proc/%d/cmdline" % p, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    out = []
+    for c in kids(pid):
+        cmd = cmdline(c)
+        if "multiprocessing.forkserver" in cmd:
+            out += kids(c)
+        elif "multiprocessing.resource_tracker" not in cmd:
+            out.append(c)
+    return sorted(out)
 
 
 @needs_torch
@@ -224,6 +325,41 @@ def test_torchrun_loader_worker_is_not_the_rank(hung_job):
 
 
 @needs_torch
+def test_torchrun_launcher_leads_to_its_ranks(hung_job):
+    """Under PROBING=2 torchrun has an agent too, in no job: `list` shows
+    its ranks under it, and the cluster commands and diagnose given the
+    launcher's pid ask the job through its first rank (issue 30: `cluster
+    hang` said "not in a torch.distributed job", `diagnose hang` judged
+    torchrun's own loop)."""
+    launcher = hung_job.proc.pid
+    r = probing("list", "-f", "json")
+    assert r.rc == 0, r
+    rows = [x for x in r.json() if int(x["pid"]) in
+            {launcher, *hung_job.pids.values()}]
+    assert [int(x["pid"]) for x in rows] == \
+        [launcher] + [hung_job.pids[k] for k in range(4)], rows
+    assert rows[0]["job"] == "torchrun of ranks 0-3", rows
+    for k in range(4):
+        assert rows[1 + k]["job"] == "rank %d of 4 (parent %d)" % (
+            k, launcher), rows
+    # Each rank's listed children come right after it.
+    everything = [int(x["pid"]) for x in r.json()]
+    for x in r.json():
+        if x["job"].startswith("child of rank "):
+            rank = int(x["job"].split()[3])
+            at = everything.index(int(x["pid"]))
+            assert at > everything.index(hung_job.pids[rank]), r.out
+    note = "%d is torchrun's launcher (ranks 0-3): asking rank 0 (pid %d)" \
+        % (launcher, hung_job.pids[0])
+    r = probing("cluster", "backtrace", target=launcher)
+    assert r.rc == 0 and r.out.startswith("rank 2 (1 of 4): load_batch"), r
+    assert note in r.err, r
+    r = probing("diagnose", "hang", target=launcher, timeout=120)
+    assert r.rc == 0 and note in r.err, r
+    assert "rank 2" in r.out.splitlines()[0], r
+
+
+@needs_torch
 def test_torchrun_any_rank_knows_all(hung_job):
     lists = []
     for rank in range(4):
@@ -246,7 +382,7 @@ def test_torchrun_query(hung_job):
     assert all(x["host"] == HOST for x in rows)
     funcs = {int(x["rank"]): x["func"] for x in rows}
     assert funcs[2] == "load_batch"
-    assert funcs[0] == funcs[1] == funcs[3] == "backward"
+    assert funcs[0] == funcs[1] == funcs[3] == backward_top()
 
 
 @needs_torch
@@ -272,7 +408,8 @@ def test_torchrun_backtrace_names_the_odd_rank(hung_job):
     assert len(blocks) == 2, r.out
     assert blocks[0].startswith("rank 2 (1 of 4): load_batch"), r.out
     assert "load_batch (" in blocks[0] and "ddp_train.py" in blocks[0]
-    assert blocks[1].startswith("ranks 0-1,3 (3 of 4): backward"), r.out
+    assert blocks[1].startswith("ranks 0-1,3 (3 of 4): %s"
+                                % backward_top()), r.out
     assert "Tensor.backward" in blocks[1]
 
 
@@ -332,13 +469,16 @@ def test_torchrun_flamegraph_formats(hung_job, tmp_path):
     r = probing("cluster", "flamegraph", "1s", "--idle", "-o", str(out),
                 target=pids[0])
     assert r.rc == 0, r
+    # Said, as flamegraph -o says it.
+    assert "probing: wrote %s (chrome, %d of %d ranks' traces)" % (
+        out, len(pids), len(pids)) in r.err, r
     doc = json.loads(out.read_text())
     by_thread = formats.check_chrome(doc)
     procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_name"}
     assert sorted(procs) == sorted(pids.values()), procs
     for rank, pid in pids.items():
-        assert procs[pid] == "rank %d (%s, pid %d)" % (rank, HOST, pid)
+        assert procs[pid] == "rank %d on %s" % (rank, HOST)
     order = {e["pid"]: e["args"]["sort_index"] for e in doc["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_sort_index"}
     assert order == {pid: rank for rank, pid in pids.items()}
@@ -660,3 +800,65 @@ def test_cluster_child_of_a_rank_is_not_the_rank(spawn, python):
     with open("/proc/%d/maps" % kids[rank]) as f:
         agents = {l.split()[-1] for l in f if "libprobing" in l}
     assert len(agents) == 1, agents
+
+
+LAUNCHER = """\
+import os, subprocess, sys, time
+# A launcher as a scheduler starts it (torchrun --node_rank=$RANK): a RANK
+# of its own (its node's), and ranks 2 and 3 of the job as its children,
+# each of which starts a child of its own (a DataLoader worker's place).
+# Each ends when its parent does (nothing left behind for other tests).
+LIVE = "import os, time\\np = os.getppid()\\nwhile os.getppid() == p: time.sleep(0.2)\\n"
+RANK_CODE = (
+    "import os, subprocess, sys, time\\n"
+    "subprocess.Popen([sys.executable, '-c', %r])\\n"
+    # one write: the two ranks share the launcher's stdout, unbuffered
+    "os.write(1, ('rank %%s %%d\\\\n' %% (os.environ['RANK'], os.getpid()))"
+    ".encode())\\n" % LIVE
+    + LIVE)
+kids = [subprocess.Popen([sys.executable, "-c", RANK_CODE],
+                         env=dict(os.environ, RANK=str(r),
+                                  LOCAL_RANK=str(r - 2), WORLD_SIZE="4"))
+        for r in (2, 3)]
+print("READY", flush=True)
+time.sleep(600)
+"""
+
+
+def test_launcher_with_a_rank_of_its_own(spawn, python):
+    """A launcher with RANK in its environment (a scheduler's node rank)
+    is still the launcher of its children's ranks, and what a rank starts
+    (the same RANK) is the rank's child (review: it was called rank 1 and
+    its ranks its children).  PROBING=2: every process has an agent."""
+    t = spawn(python, LAUNCHER, agent=None,
+              env={"PROBING": "2", "RANK": "1", "WORLD_SIZE": "2"})
+    t.wait_line("READY")
+    def ranks():
+        return {int(l.split()[1]): int(l.split()[2])
+                for l in t.output().splitlines()
+                if re.match(r"rank \d+ \d+$", l)}
+    wait_for(lambda: len(ranks()) == 2, 60, lambda: "the two ranks: %r"
+             % t.output())
+    ranks = ranks()
+
+    def listed():
+        r = probing("list", "-f", "json")
+        return {int(x["pid"]): x["job"] for x in r.json()} \
+            if r.rc == 0 else {}
+    def kids_in(jobs):
+        # (what other tests left: the hung job's, not ours)
+        return [p for p, j in jobs.items() if j.startswith("child of rank") and
+                any(j.endswith("(parent %d)" % q) for q in ranks.values())]
+    # Each rank's child starts after its rank: listed a moment later.
+    wait_for(lambda: all(p in listed() for p in [t.pid, *ranks.values()]) and
+             len(kids_in(listed())) >= 2, 60, lambda: "every agent listed: %r"
+             % listed())
+    jobs = listed()
+    assert jobs[t.pid] == "torchrun of ranks 2-3", jobs
+    for r, pid in ranks.items():
+        assert jobs[pid] == "rank %d of 4 (parent %d)" % (r, t.pid), jobs
+    kids = kids_in(jobs)
+    assert len(kids) == 2 and all(
+        jobs[k] in ("child of rank 2 (parent %d)" % ranks[2],
+                    "child of rank 3 (parent %d)" % ranks[3])
+        for k in kids), jobs

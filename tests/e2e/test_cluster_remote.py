@@ -23,7 +23,7 @@ import subprocess
 import pytest
 
 from conftest import CLI, SYSTEM_PYTHON, probing, wait_for
-from test_cluster import Job, needs_torch
+from test_cluster import Job, lacks_libuv, needs_torch
 
 AUTH = 12
 NET = "10.213.77."  # the test's own subnet between the namespaces
@@ -64,10 +64,13 @@ def token_of(dirs):
 
 def store_get(host, port, key):
     """A key of the job's store, read by torch itself."""
+    # use_libuv=False where this torch lacks libuv but asks for it by
+    # default (test_cluster.lacks_libuv); torch 1.13 has no such argument.
+    nolibuv = ", use_libuv=False" if lacks_libuv() else ""
     code = ("import datetime, sys, torch.distributed as d\n"
             "s = d.TCPStore(sys.argv[1], int(sys.argv[2]), is_master=False,"
-            " timeout=datetime.timedelta(seconds=20))\n"
-            "print(s.get(sys.argv[3]).decode())\n")
+            " timeout=datetime.timedelta(seconds=20)%s)\n"
+            "print(s.get(sys.argv[3]).decode())\n" % nolibuv)
     r = subprocess.run([SYSTEM_PYTHON, "-c", code, host, str(port), key],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -122,6 +125,10 @@ def test_torchrun_token_beyond_loopback(tmp_path):
                     target=job.pids[3], env=dirs)
         assert r.rc == 0, r
         assert {int(x["rank"]): int(x["pid"]) for x in r.json()} == job.pids
+        # Once every rank lingers (torch 2.x's first steps import sympy
+        # and more for a while), all four are in one place.
+        wait_for(lambda: job.text().count("done, lingering") == 4, 120,
+                 "the ranks to finish training")
         r = probing("cluster", "backtrace", target=job.pids[1],
                     env=dict(dirs, PROBING_TOKEN=token))
         assert r.rc == 0 and r.out.startswith("ranks 0-3 (4 of 4)"), r
@@ -135,6 +142,8 @@ def netns_unavailable():
     """Why namespaces cannot be made here, or None."""
     if shutil.which("ip") is None:
         return "no ip(8) (Debian's iproute2)"
+    if shutil.which("nsenter") is None:
+        return "no nsenter(1) (util-linux)"
     if os.geteuid() != 0:
         return "making network namespaces needs root"
     name = "probing-check-%d" % os.getpid()
@@ -151,6 +160,15 @@ def netns_unavailable():
     subprocess.run(["ip", "link", "del", "pbrcheck%d" % (os.getpid() %
                     10000)], capture_output=True)
     return None
+
+
+def inside_ns(ns):
+    """A command prefix that runs a command in network namespace ns.
+    nsenter rather than `ip netns exec` or `ip -n`: those also make a
+    mount namespace and `mount --make-rslave /`, which fails where / is
+    not a mount point (a chroot, as scripts/sysroot's); only the network
+    is wanted here."""
+    return ("nsenter", "--net=/run/netns/" + ns)
 
 
 def sh(*cmd):
@@ -179,11 +197,11 @@ def two_hosts():
             sh("ip", "link", "add", outside, "type", "veth", "peer", "name",
                inside)
             sh("ip", "link", "set", inside, "netns", ns)
-            sh("ip", "-n", ns, "link", "set", inside, "name", "eth0")
-            sh("ip", "-n", ns, "addr", "add", NET + "%d/24" % (i + 1), "dev",
-               "eth0")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh(*inside_ns(ns), "ip", "link", "set", inside, "name", "eth0")
+            sh(*inside_ns(ns), "ip", "addr", "add", NET + "%d/24" % (i + 1),
+               "dev", "eth0")
+            sh(*inside_ns(ns), "ip", "link", "set", "eth0", "up")
+            sh(*inside_ns(ns), "ip", "link", "set", "lo", "up")
             sh("ip", "link", "set", outside, "master", br)
             sh("ip", "link", "set", outside, "up")
         yield hosts
@@ -195,7 +213,7 @@ def two_hosts():
 
 def in_ns(ns, *args, target=None, env=None, timeout=60):
     """The CLI run inside namespace ns."""
-    cmd = ["ip", "netns", "exec", ns, CLI]
+    cmd = [*inside_ns(ns), CLI]
     if target is not None:
         cmd += ["-t", str(target)]
     e = dict(os.environ)
@@ -217,7 +235,7 @@ def test_torchrun_two_hosts_netns(two_hosts, tmp_path):
     try:
         for i, ns in enumerate(two_hosts):
             jobs.append(Job(tmp, "--steps", "3", "--linger", "600",
-                            prefix=("ip", "netns", "exec", ns), nproc=2,
+                            prefix=inside_ns(ns), nproc=2,
                             nnodes=2, node_rank=i, master_addr=NET + "1",
                             master_port=port, name="host%d" % i,
                             env=dict(dirs[i], GLOO_SOCKET_IFNAME="eth0")))
@@ -253,7 +271,11 @@ def test_torchrun_two_hosts_netns(two_hosts, tmp_path):
                   target=pids[0], env=dirs[0])
         assert r.rc == 0, r.stderr
         assert {int(x["rank"]): int(x["pid"]) for x in r.json()} == pids
-        # From the root namespace, through any rank's address.
+        # From the root namespace, through any rank's address, once
+        # every rank lingers (test_torchrun_token_beyond_loopback).
+        wait_for(lambda: sum(j.text().count("done, lingering")
+                             for j in jobs) == 4, 120,
+                 "the ranks to finish training")
         stranger = private_dirs(tmp, "root")
         r = probing("cluster", "backtrace", target=nodes[3]["addr"],
                     env=dict(stranger, PROBING_TOKEN=token))

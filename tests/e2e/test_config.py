@@ -1,5 +1,7 @@
 """probing config: read and change the agent's settings."""
-from conftest import probing
+import time
+
+from conftest import probing, wait_for
 
 IDLE = """\
 import time
@@ -35,3 +37,33 @@ def test_list_set_and_reject(spawn, python):
     assert r.rc == 1 and "unknown setting" in r.err
     r = probing("config", "agent.pid=1", target=t.pid)
     assert r.rc == 1 and "read-only" in r.err
+
+
+def setting(pid, name):
+    r = probing("config", "-f", "json", name, target=pid)
+    assert r.rc == 0, r
+    return {s["name"]: s["value"] for s in r.json()}[name]
+
+
+def test_for_a_while(spawn, python):
+    """--for D: the agent puts the values from before back after D,
+    unless they were changed meanwhile (then the new ones stay)."""
+    t = spawn(python, IDLE)
+    t.wait_line("READY")
+    t.wait_agent()
+    before = setting(t.pid, "query.max_rows")
+    r = probing("config", "--for", "1s", "query.max_rows=123",
+                "python.repr_max=99", target=t.pid)
+    assert r.rc == 0, r
+    assert setting(t.pid, "query.max_rows") == "123"
+    # Changed again for good meanwhile: that one stays.
+    assert probing("config", "python.repr_max=77", target=t.pid).rc == 0
+    wait_for(lambda: setting(t.pid, "query.max_rows") == before, 10,
+             "query.max_rows back to %s" % before)
+    time.sleep(0.5)
+    assert setting(t.pid, "python.repr_max") == "77"
+    r = probing("config", "--for", "1s", target=t.pid)
+    assert r.rc == 2 and "give the KEY=VALUE settings" in r.err, r
+    r = probing("config", "--for", "1s", "server.listen=127.0.0.1:9",
+                target=t.pid)
+    assert r.rc == 1 and "never for a while" in r.err, r

@@ -175,3 +175,81 @@ def test_eval_captures_only_its_own_output(spawn, python):
         assert seen == list(range(len(seen))) and len(seen) > 200, \
             (tag, len(seen), [s for i, s in enumerate(seen) if s != i][:5])
     assert "mine" not in t.output()
+
+
+FRAMES = """\
+import os, threading, time
+class Model:
+    training = True
+def worker(n):
+    depth = n * 2
+    while True:
+        time.sleep(0.05)
+class Tracked:
+    def __del__(self):
+        print("FREED", flush=True)
+def holder():
+    obj = Tracked()
+    while not os.path.exists("go"):
+        time.sleep(0.02)
+    del obj              # the last reference: FREED now, not later
+    while True:
+        time.sleep(0.05)
+def main():
+    model = Model()
+    lr = 0.1
+    t = threading.Thread(target=worker, args=(21,), daemon=True, name="w")
+    t.start()
+    h = threading.Thread(target=holder, daemon=True, name="h")
+    h.start()
+    print("READY", t.native_id, h.native_id, flush=True)
+    while True:
+        time.sleep(0.05)
+main()
+"""
+
+
+def test_eval_in_a_frame_of_a_running_thread(spawn, python, tmp_path):
+    """`eval 'model.training'` where model is a local (examples/train.py's
+    is train()'s): --frame by number or function, --thread by id."""
+    t = spawn(python, FRAMES)
+    t.wait_line("READY")
+    t.wait_agent()
+    worker, held = (int(x) for x in t.output().split("READY ")[1].split()[:2])
+    r = probing("eval", "model", target=t.pid)
+    assert r.rc == 1 and "NameError" in r.err, r
+    r = probing("eval", "--frame", "main", "model.training, lr", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "(True, 0.1)", r
+    r = probing("eval", "--frame", "0", "lr * 10", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "1.0", r
+    r = probing("eval", "--thread", str(worker), "--frame", "worker",
+                "depth", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "42", r
+    r = probing("eval", "--thread", str(worker), "n + 1", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "22", r
+    # A copy of the locals: the running frame is not changed.
+    r = probing("eval", "--frame", "main", "lr = 5; print(lr)", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "5", r
+    r = probing("eval", "--frame", "main", "lr", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "0.1", r
+    r = probing("eval", "--frame", "main", "fresh = 1", target=t.pid)
+    assert r.rc == 0, r
+    r = probing("eval", "--frame", "main", "fresh", target=t.pid)
+    assert r.rc == 1 and "NameError" in r.err, r
+    # Nothing of the frame's is kept: its object goes when it lets go.
+    r = probing("eval", "--thread", str(held), "--frame", "holder",
+                "type(obj).__name__", target=t.pid)
+    assert r.rc == 0 and r.out.strip() == "'Tracked'", r
+    (tmp_path / "go").write_text("")
+    t.wait_line("FREED", timeout=10)
+    # What is not there, said.
+    r = probing("eval", "--frame", "7", "lr", target=t.pid)
+    assert r.rc == 1 and "has 2 frames now: #0 to #1" in r.err, r
+    r = probing("eval", "--frame", "nosuch", "lr", target=t.pid)
+    assert r.rc == 1 and "no frame of nosuch on thread %d's stack" % t.pid \
+        in r.err, r
+    r = probing("eval", "--thread", "1", "lr", target=t.pid)
+    assert r.rc == 1 and "no Python thread 1" in r.err, r
+    r = probing("eval", "--frame", "-2", "lr", target=t.pid)
+    assert r.rc == 2, r
+    assert t.alive()

@@ -119,18 +119,9 @@ def test_evals_stuck_in_c_never_starve_the_agent(spawn, python):
     assert t.alive()
 
 
-# 3.13 publishes the offsets debuggers need (_PyRuntime.debug_offsets);
-# the agent compares those it uses with its own at start-up.  Moving one
-# (thread_state.next, at 168 in the 3.13 struct) makes this interpreter
-# look like one whose layout differs from the agent's headers: the
-# check must turn GIL-free reading off and say why everywhere it is
-# needed, while everything that reads with the GIL goes on working.
-SKEWED = """\
-import ctypes, time
-rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
-assert ctypes.string_at(rt, 8) == b"xdebugpy"
-nxt = ctypes.c_uint64.from_address(rt + 168)
-nxt.value += 8
+# The agent started after the layout was changed; then a thread that
+# holds the GIL in C when told ("go"), read without it.
+STARTED_THEN_HOG = """\
 import probing; probing.init()
 def crunch():
     print("HOGGING", flush=True)
@@ -146,17 +137,45 @@ wait()
 """
 
 
+# 3.13 publishes the offsets debuggers need (_PyRuntime.debug_offsets);
+# the agent compares those it uses with its own at start-up.  Moving one
+# (thread_state.next: where it lies in the struct, by version, below)
+# makes this interpreter
+# look like one whose layout differs from the agent's headers: the
+# check must turn GIL-free reading off and say why everywhere it is
+# needed, while everything that reads with the GIL goes on working.
+SKEWED = """\
+import ctypes, time
+rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+assert ctypes.string_at(rt, 8) == b"xdebugpy"
+nxt = ctypes.c_uint64.from_address(rt + NEXT_AT)
+nxt.value += 8
+""" + STARTED_THEN_HOG
+
+
+# offsetof(_Py_DebugOffsets, thread_state.next), from each version's
+# internal/pycore_debug_offsets.h (pycore_runtime.h in 3.13).
+NEXT_AT = {(3, 13): 168, (3, 14): 192, (3, 15): 192}
+
+
 def test_a_layout_mismatch_turns_the_reader_off_and_says_so(spawn, python,
                                                             tmp_path):
     from conftest import version_of
     if version_of(python) < (3, 13):
         pytest.skip("_PyRuntime.debug_offsets is 3.13's")
+    if version_of(python) not in NEXT_AT:
+        pytest.skip("where thread_state.next lies in %d.%d's "
+                    "_Py_DebugOffsets: not known to this test"
+                    % version_of(python))
     from test_crash import crash_env, the_report, wait_exit
     env = crash_env(tmp_path, PYTHONPATH=site_for(python))
-    t = spawn(python, SKEWED, agent=None, env=env)
+    t = spawn(python, SKEWED.replace("NEXT_AT", str(NEXT_AT[version_of(python)])),
+              agent=None, env=env)
     t.wait_line("READY")
     t.wait_agent()
-    why = "thread_state.next is at"
+    # Read where it says (the reader follows a published layout), the
+    # list is not one: off, with the move named.
+    why = "thread_state.next at"
     wait_for(lambda: why in probing("config", target=t.pid).out, 30, "the check")
     r = probing("config", target=t.pid)
     assert re.search(r"agent\.stack_reader\s+reading stacks without the GIL is off", r.out), r
@@ -186,4 +205,111 @@ def test_a_layout_mismatch_turns_the_reader_off_and_says_so(spawn, python,
     first = rep["threads"][0]
     assert first["tid"] == t.pid and "crashed" in first["flags"], first
     assert first["python"] == [] and why in " ".join(first["pythonNotes"]), first
-    assert any(f.get("func", "").startswith("builtin_sum+") for f in first["native"]), first
+    # builtin_sum is static: named only where the interpreter kept its
+    # symbol table (not Debian's stripped /usr/bin/python3.X); there, the
+    # interpreter's exported functions under it.
+    from conftest import frame_object, has_symtab
+    native = first["native"]
+    shown = " ".join(f.get("func", "") + "@" + f.get("object", "") for f in native)
+    evals = [f for f in native if f.get("func", "").startswith("PyEval_EvalCode+")]
+    assert evals, shown
+    if has_symtab(frame_object(evals[0])):
+        assert any(f.get("func", "").startswith("builtin_sum+") for f in native), shown
+    else:
+        assert any(f.get("func", "").startswith("_PyEval_EvalFrameDefault+")
+                   for f in native), shown
+
+
+# A published offset that differs from the headers, both ways.
+# Followed and right: runtime_state.interpreters_head said to be where
+# _PyRuntime.interpreters.main is (the next word; with one interpreter
+# the two hold the same pointer, found by value in _PyRuntime as
+# PyInterpreterState_Main() gives it, and its offset by value in
+# _Py_DebugOffsets): the reader lists threads through the moved place
+# from start-up on, the check agrees, stacks are read without the GIL.
+# Followed and wrong: code_object.qualname said to be where co_name is
+# (their triple filename, name, qualname found by value): the reader
+# reads a method's frame by its name where the C API has its qualified
+# name — the check runs inside a method of its own — and turns the
+# reader off, naming both.
+LAYOUT = """\
+import ctypes, sys, time
+rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+assert ctypes.string_at(rt, 8) == b"xdebugpy"
+d = ctypes.cast(rt, ctypes.POINTER(ctypes.c_uint64))
+def one(found, what):
+    assert len(found) == 1, (what, found)
+    return found[0]
+if sys.argv[1] == "interpreters_head":
+    ctypes.pythonapi.PyInterpreterState_Main.restype = ctypes.c_void_p
+    main = ctypes.pythonapi.PyInterpreterState_Main()
+    head = 8 * one([i for i in range(4096) if d[i] == main == d[i + 1]],
+                   "head and main in _PyRuntime")
+    i = one([i for i in range(2, 64) if d[i] == head], "its offset")
+    d[i] = head + 8
+else:
+    class Some:
+        def method(self):
+            pass
+    co = Some.method.__code__
+    words = ctypes.cast(id(co), ctypes.POINTER(ctypes.c_uint64))
+    def offset(obj):
+        return 8 * [words[i] for i in range(48)].index(id(obj))
+    triple = (offset(co.co_filename), offset(co.co_name),
+              offset(co.co_qualname))
+    i = one([i for i in range(1, 400) if (d[i], d[i + 1], d[i + 2]) == triple],
+            "filename, name, qualname")
+    d[i + 2] = triple[1]
+""" + STARTED_THEN_HOG
+
+
+def reader_state(pid):
+    r = probing("config", "-f", "json", target=pid)
+    return [x for x in r.json() if x["name"] == "agent.stack_reader"][0]["value"]
+
+
+def layout_moved(spawn, python, field):
+    """A target whose published layout moves field (LAYOUT), its agent
+    up."""
+    from conftest import version_of
+    if version_of(python) < (3, 13):
+        pytest.skip("_PyRuntime.debug_offsets is 3.13's")
+    t = spawn(python, LAYOUT, agent=None, args=[field],
+              env={"PYTHONPATH": site_for(python)})
+    t.wait_line("READY")
+    t.wait_agent()
+    return t
+
+
+def test_a_published_layout_that_differs_is_followed(spawn, python):
+    t = layout_moved(spawn, python, "interpreters_head")
+    wait_for(lambda: reader_state(t.pid).startswith("ok"), 30, "the check")
+    state = reader_state(t.pid)
+    assert state.startswith("ok: read at this interpreter's own layout") and \
+        "runtime_state.interpreters_head at" in state, state
+    open(t.script + ".go", "w").write("go")
+    t.wait_line("HOGGING")
+    time.sleep(0.3)
+    r = probing("backtrace", "-f", "json", target=t.pid)
+    assert r.rc == 0 and r.json()["gil"]["acquired"] is False, r
+    main = [th for th in r.json()["threads"] if th["nativeId"] == t.pid][0]
+    assert [f["func"] for f in main["frames"][:3]] == \
+        ["crunch", "wait", "<module>"], main
+    assert t.alive()
+
+
+def test_a_published_layout_that_is_wrong_is_caught(spawn, python):
+    t = layout_moved(spawn, python, "qualname")
+    wait_for(lambda: "off" in reader_state(t.pid), 30, "the check")
+    state = reader_state(t.pid)
+    assert state.startswith("reading stacks without the GIL is off") and \
+        "read at the places it publishes: code_object.qualname at" in \
+        state, state
+    # The whole reason, in the log (a setting's value is cut).
+    wait_for(lambda: "read as run (" in t.output(), 10, "the log line")
+    line = [x for x in t.output().splitlines() if "read as run (" in x][0]
+    assert "ProbingSelfCheck.run (<probing self check>:3) read as run " \
+        "(<probing self check>:3)" in line, line
+    r = probing("perf", "--start", target=t.pid)
+    assert r.rc != 0 and "code_object.qualname at" in r.err, r
+    assert t.alive()

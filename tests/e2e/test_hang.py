@@ -9,7 +9,7 @@ import json
 import textwrap
 import time
 
-from conftest import probing, wait_for, qualified
+from conftest import probing, wait_for, qualified, version_of
 
 STUCK = """
 import os, threading, time
@@ -99,8 +99,14 @@ def test_main_thread_stuck_on_a_lock(spawn, python, tmp_path):
     assert [fr["func"] for fr in main["python"]] == ["stuck", "<module>"]
     assert main["python"][0]["line"] == line_of(STUCK, "lock.acquire()")
     funcs = [fr.get("func", "") for fr in main["native"]]
-    assert any(fn.startswith("PyThread_acquire_lock_timed+")
-               for fn in funcs), funcs
+    # The lock's wait.  From 3.13 a lock is a PyMutex that waits in the
+    # parking lot, and an optimised build (Debian's, LTO) inlines
+    # PyThread_acquire_lock_timed into the lock's static method.
+    waits = ("PyThread_acquire_lock_timed+",)
+    if version_of(python) >= (3, 13):
+        waits += ("_PyMutex_LockTimed+", "_PyParkingLot_Park+",
+                  "_PySemaphore_Wait+")
+    assert any(fn.startswith(waits) for fn in funcs), " ".join(funcs)
     others = {th["python"][0]["func"]: th for th in rep["threads"][1:]}
     assert set(others) == {"busy", "releaser"}
     for th in others.values():
@@ -121,6 +127,14 @@ def test_main_thread_stuck_on_a_lock(spawn, python, tmp_path):
     wait_for(lambda: "resumed: " in open(path).read(), 30, "resumed: line")
     r = probing("hangs", target=t.pid)
     assert r.rc == 0 and "moved on" in r.out, r
+    # One hang's text: its whole length as the list has it, then the
+    # report written when it was seen (its own, shorter, figure).
+    r = probing("hangs", row["id"], target=t.pid)
+    assert r.rc == 0, r
+    assert r.out.splitlines()[0] == (
+        "hang %s: stuck for %.1f s in all, then it moved on; its report, "
+        "written when the watchdog saw it:" % (row["id"], float(row["seconds"]))), r.out
+    assert "has not changed for " in r.out, r.out
     (tmp_path / "finish").write_text("")
     assert t.proc.wait(timeout=60) == 0
     assert "DONE" in t.output()

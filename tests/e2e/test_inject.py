@@ -18,9 +18,14 @@ import time
 import pytest
 
 from conftest import (BUILD, CLI, SANITIZED_TARGETS, SYSTEM_PYTHON,
-                      agent_listening, probing, version_of, wait_for)
+                      agent_lib, agent_listening, probing, version_of, wait_for)
 
-LIB = os.path.join(BUILD, "agent", "libprobing-cp311.so")  # both test Pythons are 3.11
+
+@pytest.fixture(autouse=True)
+def ptrace_way(monkeypatch):
+    """The ptrace way, on every Python: from 3.14 `inject` goes through
+    PEP 768 unless told otherwise, which test_inject_pep768.py tests."""
+    monkeypatch.setenv("PROBING_INJECT_VIA", "ptrace")
 
 
 def target_env(**extra):
@@ -661,7 +666,7 @@ def test_permission_denied(spawn, tmp_path):
     cli = d / "probing"
     shutil.copy(CLI, cli)
     lib = d / "libprobing.so"
-    shutil.copy(LIB, lib)
+    shutil.copy(agent_lib(SYSTEM_PYTHON), lib)
     os.chmod(cli, 0o755)
     os.chmod(lib, 0o755)
     try:
@@ -682,7 +687,7 @@ def test_other_mount_namespace(spawn, python, tmp_path):
     """The target cannot see the library's path: it is copied in."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("needs root and unshare")
-    hide = os.path.dirname(LIB)
+    hide = os.path.dirname(agent_lib(python))
     script = tmp_path / "ns.py"
     script.write_text(SLEEP)
     out = tmp_path / "ns.out"
@@ -696,7 +701,7 @@ def test_other_mount_namespace(spawn, python, tmp_path):
         wait_for(lambda: "READY" in out.read_text() or p.poll() is not None, 30, "READY")
         if p.poll() is not None:
             pytest.skip("unshare failed: " + out.read_text())
-        assert not os.path.exists("/proc/%d/root%s" % (p.pid, LIB))
+        assert not os.path.exists("/proc/%d/root%s" % (p.pid, agent_lib(python)))
         r = inject(p.pid)
         assert r.rc == 0, r
         assert "copied" in r.out, r

@@ -11,6 +11,7 @@ Bounded: PROBING_SOAK_N processes (default 200; 40 under the ASan pass,
 where every target carries the sanitizer runtime), 4 at a time — about a
 minute on two cores.
 """
+import glob
 import os
 import random
 import re
@@ -219,6 +220,7 @@ def run_one(i, rnd, tmp):
     if ASAN:
         env["LD_PRELOAD"] = os.environ["PROBING_TARGET_PRELOAD"]
     what = "%s/%s #%d" % (state, os.path.basename(python), i)
+    began = time.time()
     with open(out, "w") as f:
         p = subprocess.Popen([python, script], stdout=f, stderr=subprocess.STDOUT, env=env)
     text = lambda: open(out, errors="replace").read()
@@ -288,6 +290,16 @@ def run_one(i, rnd, tmp):
                                                  diagnose(p.pid, inject_out))
         if p.poll() is not None:
             return "%s: target died: %s" % (what, text()[-500:])
+        # The loader's files leave the target's /tmp once it ran, also
+        # for an injector killed while it waited.  One killed in the
+        # instant between writing them and asking leaves them: a note.
+        left = [f for ext in ("py", "out") for f in glob.glob(
+            "/proc/%d/root/tmp/probing-%d-*.%s" % (p.pid, p.pid, ext))]
+        left = [f for f in left if os.path.getmtime(f) >= began - 1]
+        if left and i % 5 != 4:
+            return "%s: the loader's files left in its /tmp: %s" % (what, left)
+        if left:
+            notes.append("%s: the killed injector left %s" % (what, left))
         return None
     finally:
         p.kill()

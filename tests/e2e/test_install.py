@@ -2,7 +2,7 @@
 import os
 import subprocess
 
-from conftest import BUILD, ROOT, agent_listening, wait_for
+from conftest import BUILD, ROOT, SYSTEM_PYTHON, agent_lib, agent_listening, wait_for
 
 
 def test_install_into_a_site_dir_and_autostart(tmp_path):
@@ -11,8 +11,9 @@ def test_install_into_a_site_dir_and_autostart(tmp_path):
                     "/usr/bin/python3"], cwd=ROOT, check=True,
                    env=dict(os.environ, SITE=str(site)), capture_output=True)
     cli = prefix / "bin" / "probing"
-    assert cli.exists() and (prefix / "lib" / "probing" / "libprobing-cp311.so").exists()
-    assert (site / "probing" / "libprobing-cp311.so").exists()
+    lib = os.path.basename(agent_lib(SYSTEM_PYTHON))    # libprobing-cpXY.so
+    assert cli.exists() and (prefix / "lib" / "probing" / lib).exists()
+    assert (site / "probing" / lib).exists()
     assert (site / "probing.pth").exists() and (site / "probing" / "__init__.py").exists()
     # The bash completion, where bash-completion looks (by command name).
     comp = prefix / "share" / "bash-completion" / "completions" / "probing"
@@ -43,3 +44,36 @@ def test_install_into_a_site_dir_and_autostart(tmp_path):
                         "import site, sys; site.addsitedir(sys.argv[1]); print('probing' in sys.modules)",
                         str(site)], capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PROBING"})
     assert r.stdout.strip() == "False"
+
+
+def test_default_install_covers_every_interpreter_of_a_built_version(tmp_path):
+    """`make install` with no Python named: every CPython on the machine of
+    a version the build has an agent for — the python3 first on PATH
+    included (pyenv's 3.11.7 here, which is not the build's) — each
+    site-packages once, and the others named as skipped."""
+    import shutil
+    dest = tmp_path / "dest"
+    r = subprocess.run([os.path.join(ROOT, "scripts", "install"), BUILD, "/usr/local"],
+                       cwd=ROOT, env=dict(os.environ, DESTDIR=str(dest)),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r
+    pythons = [line.split()[2] for line in open(os.path.join(BUILD, "pythons.txt"))]
+    first = shutil.which("python3")
+    if first:
+        pythons.append(first)
+    probe = ("import sys, sysconfig; print('%d%d%s' % (sys.version_info[:2] + "
+             "('t' if 't' in getattr(sys, 'abiflags', '') else '',)), "
+             "sysconfig.get_paths()['purelib'], sys.executable)")
+    for py in pythons:
+        tag, site, exe = subprocess.run([py, "-c", probe], capture_output=True,
+                                        text=True, check=True).stdout.split()
+        lib = "libprobing-cp%s.so" % tag
+        if not os.path.exists(os.path.join(BUILD, "agent", lib)):
+            continue
+        assert (dest / site.lstrip("/") / "probing" / lib).exists(), (py, r.stdout)
+        assert (dest / site.lstrip("/") / "probing.pth").exists(), (py, r.stdout)
+        assert "installed: %s/probing (%s)" % (site, exe) in r.stdout, (py, r.stdout)
+    # Each site once, whatever names its interpreter has.
+    sites = [line.split()[1] for line in r.stdout.splitlines()
+             if line.startswith("installed: ") and line.endswith(")")]
+    assert len(sites) == len(set(sites)), r.stdout

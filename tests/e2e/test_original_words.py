@@ -3,7 +3,7 @@ accepted, or answered with the exact command to use here — never a bare
 "unknown"."""
 import json
 
-from conftest import probing, wait_for
+from conftest import free_port, probing, wait_for
 
 IDLE = """\
 import time
@@ -103,6 +103,27 @@ def test_probe_env_is_probing(spawn, python):
     assert r.rc == 0 and r.out.strip() == "'None'", r
 
 
+def test_probing_port_alone_starts_a_listening_agent(spawn, python):
+    """The original's `PROBING_PORT=8080 python x.py`: an agent listening
+    on 127.0.0.1:8080, this process only; nothing listening is answered
+    with what makes an agent listen."""
+    port = free_port()
+    r = run("127.0.0.1:%d" % port, "eval", "1")
+    assert r.rc == 6 and "nothing listens at 127.0.0.1:%d" % port in r.err \
+        and "PROBING_PORT=N" in r.err, r
+    t = spawn(python, IDLE, agent=None, env={"PROBING_PORT": str(port)})
+    t.wait_line("READY")
+    t.wait_agent()
+    r = run("127.0.0.1:%d" % port, "eval", "6*7")
+    assert r.rc == 0 and r.out.strip() == "42", r
+    # A Python child of it runs without an agent (nor takes the port).
+    r = run(str(t.pid), "eval", "import os, subprocess, sys; "
+            "subprocess.run([sys.executable, '-c', 'import sys; "
+            "print(\"probing._probing\" in sys.modules)'], "
+            "capture_output=True, text=True).stdout.strip()")
+    assert r.rc == 0 and r.out.strip() == "'False'", r
+
+
 def test_inject_with_the_originals_options(spawn, python, tmp_path):
     t = spawn(python, IDLE, agent=None)
     t.wait_line("READY")
@@ -140,6 +161,9 @@ def test_the_originals_settings_map_to_ours(spawn, python):
     pid = str(t.pid)
     r = run(pid, "config", "probing.sample_rate=0.05", "probing.max_memory=1GB")
     assert r.rc == 0, r
+    # What they set is shown, as setting ours shows ours.
+    assert "torch.step_rate\t20" in r.out and "torch.max_mb\t954" in r.out \
+        and "retention.max_mb\t954" in r.out, r
     s = settings_of(t.pid)
     assert s["torch.step_rate"] == "20", s
     assert s["profile.retention_bytes"] == "1000000000" and s["torch.max_mb"] == "954", s
@@ -200,6 +224,17 @@ def test_sql_says_it_is_sqlite_and_hints_the_fix(spawn, python):
     assert r.rc == 7 and "time column is ts" in r.err, r
     r = query("SELEC 1")
     assert r.rc == 7 and "syntax error (SQLite's SQL)" in r.err and "hint" not in r.err, r
+    # Other dialects' words, and other tools' column names.
+    r = query("SHOW TABLES")
+    assert r.rc == 7 and "SQLite has no SHOW" in r.err and \
+        "FROM probing.tables" in r.err, r
+    r = query("SELECT * FROM information_schema.df_settings")
+    assert r.rc == 7 and "here: probing.config" in r.err, r
+    r = query("SELECT latency_ms FROM python.comm_metrics")
+    assert r.rc == 7 and "the column is latency (of python.comm_metrics), " \
+        "in seconds: latency * 1000 for milliseconds" in r.err, r
+    r = query("SELECT durration FROM python.torch_trace")
+    assert r.rc == 7 and "did you mean duration" in r.err, r
     # now() and ago(): seconds since the epoch, windows that read.
     r = query("SELECT abs(now() - strftime('%s', 'now')) < 2 AS a, "
               "round(now() - ago('5 min')) AS b, round(now() - ago(90)) AS c, "
@@ -261,4 +296,38 @@ def test_one_vocabulary_durations_flags_format(spawn, python):
     assert r.rc == 2, r
     r = run(pid, "debug", "-p")
     assert r.rc == 2, r
+    assert t.alive()
+
+
+def test_the_originals_short_options(spawn, python):
+    """`inject -P -c -l ADDR` and `-p PID d -p -a ADDR`, as the original's
+    users type them: -l and -p mean one thing each here (the locals, the
+    pid), so each is answered with the exact command, which works."""
+    t = spawn(python, IDLE, agent=None)
+    t.wait_line("READY")
+    pid = str(t.pid)
+    port = free_port()
+    r = run(pid, "inject", "-P", "-c", "-l", "127.0.0.1:%d" % port)
+    here = "probing -t %s inject -P -c --listen 127.0.0.1:%d" % (pid, port)
+    assert r.rc == 2 and r.err.rstrip().endswith(here), r
+    r = run(*here.split()[1:])
+    assert r.rc == 0, r
+    assert "agent: @probing-%s,127.0.0.1:%d" % (pid, port) in r.out, r
+    assert "sampler: started" in r.out, r
+    port = free_port()
+    r = run("-p", pid, "d", "-p", "-a", "127.0.0.1:%d" % port, "-w", "30s")
+    here = "probing -t %s debug --pause -a 127.0.0.1:%d -w 30s" % (pid, port)
+    assert r.rc == 2 and r.err.rstrip().endswith(here), r
+    r = run(*here.split()[1:])
+    assert r.rc == 0 and r.out.startswith("Paused:") and \
+        '"port": %d' % port in r.out, r
+    r = run("-p", pid, "d", "--resume")
+    assert r.rc == 0 and "resumed" in r.out, r
+    # Bundled, attached, and words a shell must see quoted.
+    r = run(pid, "debug", "-pr")
+    assert r.rc == 2 and r.err.rstrip().endswith(
+        "probing -t %s debug --pause --resume" % pid), r
+    r = run(pid, "inject", "-l127.0.0.1:9", "-e", "my file.py")
+    assert r.rc == 2 and r.err.rstrip().endswith(
+        "probing -t %s inject --listen 127.0.0.1:9 -e 'my file.py'" % pid), r
     assert t.alive()

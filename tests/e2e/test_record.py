@@ -6,6 +6,7 @@ directory that cannot be written — and the retention of other runs.
 import glob
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, USERBASE, agent_listening, probing, wait_for
+from conftest import CLI, SYSTEM_PYTHON, USERBASE, agent_listening, probing, wait_for
 
 WORK = """
 import os, time
@@ -273,6 +274,19 @@ spin(2.5)
     svg = tmp_path / "last.svg"
     r = probing("flamegraph", "-d", "1s", "-o", str(svg), target=t.pid, env=env)
     assert r.rc == 0 and svg.read_text().startswith("<?xml") and "spin" in svg.read_text(), r
+    # What the line counts is said (the progress line counted all).
+    assert "samples on CPU; --idle adds" in r.err, r
+    # On a terminal: "over" is the run's length, not the Unix time.
+    from test_repl_tty import Tty
+    tty = Tty([CLI, "-t", str(t.pid), "flamegraph"], dict(os.environ, **env))
+    seen = tty.expect("Hz;", timeout=30)
+    over = float(re.search(r"samples on CPU over ([0-9.]+) s", seen).group(1))
+    assert 0 < over < 600, seen
+    tty.wait()
+    # hangs of a run whose watchdog was off: none, as a live agent says.
+    r = probing("hangs", target=t.pid, env=env)
+    assert r.rc == 0 and "(no hangs; hang.timeout enables the watchdog)" in \
+        r.out, r
     # memory: the last figures recorded, said to be that.
     r = probing("memory", target=t.pid, env=env)
     assert r.rc == 0 and "rss" in r.out and "the last figures recorded" in r.err, r
@@ -282,6 +296,20 @@ spin(2.5)
     runs = json.loads(r.out)
     mine = [x for x in runs if x["pid"] == str(t.pid)]
     assert len(mine) == 1 and mine[0]["how"] == "exit 0" and mine[0]["dir"] == run, runs
+    # Filters: its pid, the newest, a window that holds it, one that
+    # does not.
+    def runs_of(*args):
+        r = probing("runs", "-f", "json", *args, env=env)
+        assert r.rc == 0, r
+        return [x["pid"] for x in json.loads(r.out)]
+    assert runs_of("--pid", str(t.pid)) == [str(t.pid)]
+    assert runs_of("--pid", "1") == []
+    assert runs_of("--last", "1") == [runs[-1]["pid"]]
+    assert str(t.pid) in runs_of("--since", "1h")
+    time.sleep(1.5)
+    assert str(t.pid) not in runs_of("--since", "1s")
+    r = probing("runs", "--last", "0", env=env)
+    assert r.rc == 2, r
 
 
 def test_a_killed_process_reads_as_ended_how_unknown(spawn, python, tmp_path):
@@ -298,6 +326,11 @@ def test_a_killed_process_reads_as_ended_how_unknown(spawn, python, tmp_path):
     assert "how is not known" in r.err, r
     r = probing("runs", env=env)
     assert r.rc == 0 and "unknown" in r.out, r
+    # Piped: the columns docs/cli.md shows (the directory and the report
+    # are -f json's and csv's).
+    assert r.out.splitlines()[0].split("\t") == [
+        "RUN", "PID", "RANK", "JOB", "STARTED", "ENDED", "HOW", "MB",
+        "COMMAND"], r.out
 
 
 def test_collectives_are_recorded(spawn, tmp_path):
@@ -426,6 +459,7 @@ def test_cluster_query_on_a_job_that_ended(tmp_path):
              PYTHONUNBUFFERED="1", PROBING_DATA_DIR=str(data))
     for k in ("PROBING_PORT", "PROBING_LISTEN", "PROBING_TARGET"):
         e.pop(k, None)
+    e.update(tc.torch_env(tmp_path))  # where torch lacks libuv
     e = sanitized(e, tmp_path)
     # --redirects/--tee: torch 1.13's torchrun needs them on 3.11
     # (test_cluster.Job says why); its default monitor interval (5 s)

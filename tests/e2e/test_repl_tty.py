@@ -102,14 +102,14 @@ def _session(tty, t, tmp_path):
     assert t.alive()
 
 
-def start_repl(spawn, python, tmp_path):
-    """An idle target with its agent, and `probing repl` on a terminal
-    against it (HOME: tmp_path, for the history file)."""
+def start_repl(spawn, python, tmp_path, *before):
+    """An idle target with its agent, and `probing [before] repl` on a
+    terminal against it (HOME: tmp_path, for the history file)."""
     t = spawn(python, IDLE)
     t.wait_line("READY")
     t.wait_agent()
     env = dict(os.environ, HOME=str(tmp_path), TERM="xterm")
-    return t, Tty([CLI, "-t", str(t.pid), "repl"], env)
+    return t, Tty([CLI, *before, "-t", str(t.pid), "repl"], env)
 
 
 def press_ctrl_d(tty):
@@ -149,6 +149,52 @@ def test_repl_nul_then_ctrl_d(spawn, python, tmp_path):
         tty.expect(">>> ")
         tty.send(b"\x00")
         assert press_ctrl_d(tty) == 0
+    finally:
+        tty.kill()
+    assert t.alive()
+
+
+@pytest.mark.parametrize("timeout", [None, "60s"])
+def test_repl_one_ctrl_c_for_a_statement_blocked_in_c(spawn, python,
+                                                      tmp_path, timeout):
+    """A statement blocked in C (time.sleep) does not see the
+    KeyboardInterrupt until the call returns: one Ctrl-C gives it up 2 s
+    later, with or without a --timeout (issue 30: three were needed; with
+    a 60 s timeout the answer came after 62 s), and the line typed
+    meanwhile runs next."""
+    t, tty = start_repl(spawn, python, tmp_path,
+                        *(["--timeout", timeout] if timeout else []))
+    try:
+        tty.expect(">>> ")
+        tty.send(b"import time; time.sleep(120)\r")
+        time.sleep(1.0)
+        tty.send(b"\x03")
+        time.sleep(0.3)
+        tty.send(b"6 * 7\r")  # typed while the statement runs
+        out = tty.expect("did not stop when cancelled", timeout=15)
+        assert "interrupted; stopped waiting" not in out, out
+        assert "42" in tty.expect(">>> ", timeout=15) + \
+            tty.expect(">>> ", timeout=15)
+    finally:
+        tty.kill()
+    assert t.alive()
+
+
+def test_repl_second_ctrl_c_stops_waiting(spawn, python, tmp_path):
+    """A second Ctrl-C stops waiting at once: the prompt comes back while
+    the statement runs on in the target."""
+    t, tty = start_repl(spawn, python, tmp_path)
+    try:
+        tty.expect(">>> ")
+        tty.send(b"import time; time.sleep(120)\r")
+        time.sleep(1.0)
+        tty.send(b"\x03")
+        time.sleep(0.2)
+        tty.send(b"\x03")
+        out = tty.expect("interrupted; stopped waiting for evaluate",
+                         timeout=15)
+        assert "did not stop when cancelled" not in out, out
+        tty.expect(">>> ", timeout=15)
     finally:
         tty.kill()
     assert t.alive()

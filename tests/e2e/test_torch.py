@@ -120,9 +120,13 @@ def test_every_module_forward_backward_and_steps(spawn):
     t = start(spawn, steps=8)
     t.wait_line("DONE", timeout=60)
     rows = rows_settled(t, "SELECT step, seq, module, stage, duration, "
+                           "cpu_duration, clock, "
                            "allocated, time_offset, rank, ts "
                            "FROM python.torch_trace ORDER BY step, seq")
     assert rows, "no rows"
+    # A CPU model: every duration is the CPU's.
+    assert all(r["clock"] == "cpu" and r["cpu_duration"] == r["duration"]
+               for r in rows), [r for r in rows if r["clock"] != "cpu"][:3]
     # ts: Unix seconds of the stage's start: within a step, ts minus the
     # offset from the step's start is that start, the same for each row.
     now = time.time()
@@ -159,7 +163,8 @@ def test_every_module_forward_backward_and_steps(spawn):
         p, c = by[("encoder.layers.0.ff", "forward")], by[("encoder.layers.0.ff.1", "forward")]
         assert p["time_offset"] <= c["time_offset"]
         assert p["time_offset"] + p["duration"] >= c["time_offset"] + c["duration"]
-    assert status(t).startswith("on: step 8")
+    st = status(t)
+    assert st.startswith("on: step 8") and "0 GPU times lost" in st, st
 
 
 def test_watched_variables_several(spawn):
@@ -338,7 +343,9 @@ def test_perf_torch_cli(spawn):
     got = {(row[0], row[1]) for row in rows}
     assert ("encoder.layers.0.self_attn", "forward") in got
     assert ("head", "backward") in got and ("SGD", "step") in got
-    calls = {(row[0], row[1]): row[2] for row in rows}
+    # Which clock each duration is: the CPU's here (no CUDA).
+    assert {row[2] for row in rows} == {"cpu"}, rows
+    calls = {(row[0], row[1]): row[3] for row in rows}
     # The window may cut one step in two.
     assert abs(calls[("Net", "forward")] - calls[("SGD", "step")]) <= 1
     assert calls[("SGD", "step")] > 5
@@ -351,6 +358,8 @@ def test_perf_torch_cli(spawn):
                 target=t.pid)
     assert r.rc == 0, r
     assert "torch.step_rate\t2" in r.out and "torch.watch\tloss@train" in r.out
+    # The status after the change, not before it (it said off).
+    assert "torch.status\ton: step " in r.out, r
     wait_for(lambda: status(t).startswith("on"), 10, "on")
     wait_for(lambda: query(t, "SELECT count(*) AS n FROM python.variables")[0]["n"] > 2,
              10, "watched loss")
@@ -362,6 +371,7 @@ def test_perf_torch_cli(spawn):
     assert r.rc == 2 and "auto or a positive number" in r.err, r
     r = probing("perf", "--torch", "--stop", target=t.pid)
     assert r.rc == 0 and "torch.profiling\toff" in r.out, r
+    assert "torch.status\toff" in r.out, r
     r = probing("perf", "--torch", "--stop", "--duration", "5ms", target=t.pid)
     assert r.rc == 2
 
@@ -491,6 +501,28 @@ except ValueError as e:
 gm = torch.fx.symbolic_trace(KW())
 facts.append(gm.code.strip())
 facts.append(str(gm(torch.ones(1, 4)).shape))
+# torch.compile (torch 2) reads a function's attributes off
+# Module.__call__ and a bound __call__ (the wrapper shows torch's), and
+# dynamo inlines what inspect.getattr_static finds as _torchdynamo_inline.
+call = nn.Module.__dict__["__call__"]
+func = inspect.unwrap(call)
+bound = m.kw.lin.__call__
+facts.append([bound.__code__ is func.__code__, call.__code__ is func.__code__,
+              call.__defaults__ == func.__defaults__,
+              call.__kwdefaults__ == func.__kwdefaults__,
+              call.__globals__ is func.__globals__,
+              call.__module__, call.__doc__ == func.__doc__,
+              call.__annotations__ == func.__annotations__,
+              inspect.getattr_static(call, "_torchdynamo_inline", call) is func])
+# A module run with FakeTensors (torch's compile-time tracing) is passed
+# straight through: no row for FakeOnly.
+class FakeOnly(nn.Module):
+    def forward(self, x):
+        return x * 2
+from torch._subclasses.fake_tensor import FakeTensorMode
+with FakeTensorMode() as mode:
+    fx = mode.from_tensor(torch.ones(2, 3))
+    facts.append(str(FakeOnly()(fx).shape))
 print("FACTS", json.dumps(facts), flush=True)
 print("WRAPPED", wrapped(), flush=True)
 while True:
@@ -506,11 +538,11 @@ def test_wrapped_module_call_is_transparent(spawn):
         line = [l for l in out.splitlines() if l.startswith("FACTS ")][0]
         return t, json.loads(line[6:]), "WRAPPED True" in out
 
-    t_on, on, wrapped_on = facts({"PROBING_TORCH_PROFILING": "on",
+    t_on, on, wrapped_on = facts({"PROBING_TORCH_PROFILING": "on,step_rate=1",
                                   "WAIT_HOOKS": "1"})
     t_off, off, wrapped_off = facts({})
     assert on == off
-    assert "boom 5" in on[-3] and on[-3].endswith(" forward"), on
+    assert "boom 5" in on[-5] and on[-5].endswith(" forward"), on
     # torch.fx put our wrapper back after tracing; off, nothing wraps.
     assert wrapped_on and not wrapped_off
     t_on.wait_agent()
@@ -519,5 +551,170 @@ def test_wrapped_module_call_is_transparent(spawn):
     got = {(r["module"], r["stage"]) for r in rows}
     for name in ("Outer", "kw", "kw.lin"):
         assert (name, "forward") in got and (name, "backward") in got, got
-    # A call that raised has no row.
-    assert not any(r["module"] == "Boom" for r in rows), rows
+    # A call that raised has no row, nor one run with FakeTensors.
+    assert not any(r["module"] in ("Boom", "FakeOnly") for r in rows), rows
+    assert on[-2][:5] == [True] * 5 and on[-2][6:] == [True] * 3, on[-2]
+    assert on[-2][5] == "torch.nn.modules.module", on[-2]
+
+
+# GPU time (torch_hooks.h) driven through torch's CUDA API faked on this
+# CPU-only torch: the events, streams, memory statistics and capture flag
+# the agent calls, as torch 1.x/2.x name them, on a tensor subclass that
+# says it is on cuda:0.  The fake "GPU" runs everything recorded when the
+# program says so (FakeEventBase.done) and then reports 123 ms for every
+# call.  What the real GPU does is tests/gpu/test_torch_cuda.py's.
+FAKE_CUDA = """\
+import json, os, time, torch
+from torch import nn
+torch.manual_seed(0)
+
+class FakeStream:
+    pass
+
+class FakeEventBase:
+    done = False
+    records = 0
+    def __init__(self, enable_timing=False, **kw):
+        self.timing, self.t = enable_timing, None
+    def record(self, stream):
+        assert isinstance(stream, FakeStream) and self.timing
+        FakeEventBase.records += 1
+        self.t = time.monotonic()
+    def query(self):
+        return FakeEventBase.done
+    def elapsed_time(self, end):
+        assert FakeEventBase.done and self.t is not None and end.t is not None
+        return 123.0
+
+class FakeEvent(FakeEventBase):
+    pass
+
+capturing = [False]
+MB = 2 ** 20
+torch._C._CudaEventBase = FakeEventBase
+torch.cuda.Event = FakeEvent
+torch._C._cuda_getCurrentStream = lambda dev: (7, dev, 1)
+torch.cuda.current_stream = lambda dev=None: FakeStream()
+torch._C._cuda_isCurrentStreamCapturing = lambda: capturing[0]
+torch._C._cuda_memoryStats = lambda dev: {
+    "allocated_bytes": {"all": {"current": 5 * MB, "peak": 6 * MB}},
+    "reserved_bytes": {"all": {"current": 7 * MB, "peak": 8 * MB}}}
+torch._C._cuda_getDevice = lambda: 0
+torch.cuda.is_initialized = lambda: True
+
+class CudaLike(torch.Tensor):
+    @property
+    def is_cuda(self):
+        return True
+    def get_device(self):
+        return 0
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+    def forward(self, x):
+        return self.lin(x).relu()
+
+class CpuOnly(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 1)
+    def forward(self, x):
+        return self.fc(x)
+
+def hooked():
+    return type(nn.Module.__dict__["__call__"]).__name__ == "ModuleCall"
+
+def wait_file(name):
+    print("WAIT", name, flush=True)
+    while not os.path.exists(name):
+        time.sleep(0.01)
+
+net, cpu = Net(), CpuOnly()
+opt = torch.optim.SGD(list(net.parameters()) + list(cpu.parameters()), lr=0.01)
+x = torch.randn(4, 8).as_subclass(CudaLike)
+xc = torch.randn(4, 8)
+print("READY", flush=True)
+while not hooked():
+    time.sleep(0.01)
+
+def step(i):
+    opt.zero_grad()
+    (net(x).sum() + cpu(xc).sum()).backward()
+    opt.step()
+    print("STEP", i, flush=True)
+
+for i in range(3):
+    step(i)
+wait_file("go1")             # steps 0-2: the GPU has not run them yet
+FakeEventBase.done = True
+for i in range(3, 5):
+    step(i)
+wait_file("go2")             # their rows are out, and steps 3-4's
+capturing[0] = True
+before = FakeEventBase.records
+step(5)                      # captured into a CUDA graph
+print("RECORDED", FakeEventBase.records - before, flush=True)
+capturing[0] = False
+FakeEventBase.done = False
+step(6)                      # pending when tracing goes off
+wait_file("go3")
+while hooked():
+    time.sleep(0.01)
+print("OFF", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_gpu_time_through_torchs_cuda_api(spawn, tmp_path):
+    t = spawn(SYSTEM_PYTHON, FAKE_CUDA)
+    t.wait_line("READY", timeout=60)
+    t.wait_agent()
+    r = probing("config", "torch.profiling=on,step_rate=1", target=t.pid)
+    assert r.rc == 0, r
+    t.wait_line("WAIT go1", timeout=60)
+    sql = ("SELECT step, module, stage, duration, cpu_duration, clock, "
+           "allocated, max_allocated, cached, max_cached "
+           "FROM python.torch_trace WHERE stage = 'forward' ORDER BY step, seq")
+    rows = rows_settled(t, sql)
+    # Not run yet on the "GPU": the CUDA modules' rows wait; the CPU
+    # module's are there, on the CPU's clock.
+    assert {r["module"] for r in rows} == {"CpuOnly", "fc"}, rows
+    assert all(r["clock"] == "cpu" for r in rows), rows
+    (tmp_path / "go1").write_text("")
+    t.wait_line("WAIT go2", timeout=60)
+    rows = rows_settled(t, sql)
+    gpu = [r for r in rows if r["module"] in ("Net", "lin")]
+    # Out when a later step or traced call began after the GPU ran them
+    # (step 4's: the CPU module's call after them).
+    assert sorted({r["step"] for r in gpu}) == [0, 1, 2, 3, 4], gpu
+    for r in gpu:
+        assert r["clock"] == "cuda" and r["duration"] == 0.123, r
+        assert 0 < r["cpu_duration"] < 0.123, r
+        # The memory figures of the call's device, from the raw stats.
+        assert (r["allocated"], r["max_allocated"], r["cached"],
+                r["max_cached"]) == (5, 6, 7, 8), r
+    assert all(r["clock"] == "cpu" for r in rows
+               if r["module"] not in ("Net", "lin")), rows
+    bwd = rows_settled(t, "SELECT DISTINCT clock FROM python.torch_trace "
+                          "WHERE stage != 'forward'")
+    assert [r["clock"] for r in bwd] == ["cpu"], bwd
+    (tmp_path / "go2").write_text("")
+    t.wait_line("WAIT go3", timeout=60)
+    # While the stream was being captured nothing was recorded.
+    assert "RECORDED 0" in t.output(), t.output()[-2000:]
+    r = probing("config", "torch.profiling=off", target=t.pid)
+    assert r.rc == 0, r
+    (tmp_path / "go3").write_text("")
+    t.wait_line("OFF", timeout=60)
+    rows = rows_settled(t, sql)
+    late = [r for r in rows if r["module"] in ("Net", "lin") and r["step"] >= 5]
+    # Step 5 (captured) on the CPU's clock; step 6, still pending when
+    # tracing went off, written with the CPU's time rather than lost.
+    assert sorted((r["step"], r["module"]) for r in late) == \
+        [(5, "Net"), (5, "lin"), (6, "Net"), (6, "lin")], late
+    assert all(r["clock"] == "cpu" and r["duration"] == r["cpu_duration"]
+               for r in late), late
+    assert t.alive()

@@ -190,7 +190,10 @@ def test_listen_and_end():
         w.stop()
     r = probing("web", "--web-token", "short")
     assert r.rc == 2, r
-    w = Web(after=("--listen", "127.0.0.1:0"))
+    # -l means locals (backtrace), never listen: web's is -a.
+    r = probing("web", "-l", "127.0.0.1:0")
+    assert r.rc == 2 and "-a HOST:PORT" in r.err, r
+    w = Web(after=("-a", "127.0.0.1:0"))
     h = "127.0.0.1:" + w.port
     st, _, _ = w.get("/?token=" + w.token, cookie=False,
                      headers={"Host": h})

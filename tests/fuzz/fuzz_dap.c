@@ -99,6 +99,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char text[DAP_ADDR_TEXT_MAX + 8];
 	size_t off = 0, i = 0, n;
 
+	/* The whole input as a message cJSON could not read. */
+	{
+		int64_t seq;
+		char cmd[DAP_COMMAND_MAX];
+
+		dap_envelope_scan((const char *)data, size, &seq, cmd,
+				  sizeof(cmd));
+		if (seq < -1 || strlen(cmd) >= sizeof(cmd))
+			__builtin_trap();
+	}
 	/* The whole input as an address. */
 	n = size < sizeof(text) - 1 ? size : sizeof(text) - 1;
 	memcpy(text, data, n);

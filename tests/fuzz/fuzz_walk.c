@@ -13,6 +13,12 @@
  * relocated.  The thread state, when in the arena, is given the thread's
  * ids so the walks get past their first check.
  *
+ * An input whose last byte is 0x5A ends with a layout the interpreter
+ * would have published (pyframes_impl.h: pyl_moves), in the nine bytes
+ * before it: four moves of a frame's and a code object's 8-byte fields
+ * (a pair of word offsets each), and where the thread state's native id
+ * (the leaf's) is, read at their places.
+ *
  * The walkers must return an error or a bounded answer, never fault: a
  * crash here is a target process killed by its sampler.
  */
@@ -20,6 +26,7 @@
 
 #include "internal/pycore_pystate.h"
 
+#include "cpython/pyframes_impl.h"
 #include "cpython/pyframes_mem.h"
 
 #define MAXF 64
@@ -70,6 +77,40 @@ static void walk_all(const struct cpython_thread *t)
 		(void)pyframes_leaf_resolve(scratch, &leaf, raw, MAXF, &n);
 }
 
+/* The layout the input asks for (its last byte 0x5A), or the headers';
+ * the input's size without it. */
+static size_t layout_from(const uint8_t *data, size_t size)
+{
+	const uint8_t *m;
+
+	atomic_store(&pyl_on, 0);
+	memset(pyl_moves, 0, sizeof(pyl_moves));
+	if (size < 56 + 10 || data[size - 1] != 0x5A)
+		return size;
+	size -= 10;
+	m = data + size;
+	for (int i = 0; i < 4; i++) {
+		enum pyl_kind k = i < 2 ? PYL_FRAME : PYL_CODE;
+		size_t ext = k == PYL_FRAME ? FRAME_HEAD : CODE_HEAD;
+		struct pyl_moves *mv = &pyl_moves[k];
+
+		mv->m[mv->n++] = (struct pyl_move){
+			(uint16_t)((size_t)m[2 * i] * 8 % ext),
+			(uint16_t)((size_t)m[2 * i + 1] * 8 % ext), 8};
+	}
+#if PY_VERSION_HEX >= 0x030B0000
+	/* Anywhere up to past the thread state: the leaf refuses what it
+	 * would not have copied. */
+	pyl_moves[PYL_TSTATE].m[0] = (struct pyl_move){
+		(uint16_t)offsetof(PyThreadState, native_thread_id),
+		(uint16_t)((sizeof(PyThreadState) + 64) * m[8] / 255),
+		sizeof(unsigned long)};
+	pyl_moves[PYL_TSTATE].n = 1;
+#endif
+	atomic_store(&pyl_on, 1);
+	return size;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct cpython_thread t;
@@ -78,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 56)
 		return 0;
+	size = layout_from(data, size);
 	if (!scratch) {
 		unsigned char probe;
 

@@ -6,10 +6,17 @@
     check_chrome(doc) -> {tid: [events]}        the Trace Event schema
         (trace_event.schema.json, with jsonschema) and what Perfetto needs
         of complete events: on each thread they nest (one ends before a
-        sibling starts, a child lies inside its parent).
+        sibling starts, a child lies inside its parent); of async events:
+        each begun ("b") once and ended ("e") once, not before it began
+        (per process, category and id).
     speedscope(path) -> dict | None            speedscope's own importer
         (validate.mjs; None when node or the npm package is missing) and
         speedscope's file format schema for speedscope files.
+    trace_view(path, png=None) -> dict | None  the trace viewer that was
+        chrome://tracing (view_trace.mjs: Catapult's, from the Perfetto UI
+        build on npm, in Debian's chromium) opening the file with its Load
+        button: what it shows, its import warnings; None when node, the
+        npm packages or chromium are missing.
     check_svg(text) -> root                    well-formed XML, an <svg>
         with frames that each carry a title, a rect and a text.
     svg_script(path, regex) -> dict | None      the SVG's own script run in
@@ -50,6 +57,20 @@ def check_chrome(doc):
     for ev in doc["traceEvents"]:
         if ev["ph"] == "X":
             by_tid.setdefault((ev["pid"], ev["tid"]), []).append(ev)
+    begun = {}
+    for ev in doc["traceEvents"]:
+        if ev["ph"] not in ("b", "e"):
+            continue
+        ident = ev["id2"].get("local", ev["id2"].get("global")) \
+            if "id2" in ev else ev["id"]
+        key = (ev["pid"], ev["cat"], str(ident))
+        if ev["ph"] == "b":
+            assert key not in begun, "async event begun twice: %r" % ev
+            begun[key] = ev["ts"]
+        else:
+            assert key in begun, "async event ended, never begun: %r" % ev
+            assert ev["ts"] >= begun.pop(key), "async event ends before it begins: %r" % ev
+    assert not begun, "async events begun, never ended: %r" % list(begun)
     eps = 1e-3  # microseconds, the precision written
     for key, evs in by_tid.items():
         evs.sort(key=lambda e: (e["ts"], -e["dur"]))
@@ -78,6 +99,20 @@ def speedscope(path):
     cp = subprocess.run([node, os.path.join(HERE, "validate.mjs"), path],
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 0, "speedscope rejected %s: %s" % (path, cp.stderr[-2000:])
+    return json.loads(cp.stdout)
+
+
+def trace_view(path, png=None):
+    node = shutil.which("node")
+    if not node or not os.path.exists("/usr/bin/chromium") or not os.path.isdir(
+            os.path.join(HERE, "node_modules", "@pinpoint-apm", "perfetto-ui")):
+        return None
+    cmd = [node, os.path.join(HERE, "view_trace.mjs"), path]
+    if png:
+        cmd += ["--png", png]
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert cp.returncode == 0, "the trace viewer failed on %s: %s %s" % (
+        path, cp.stderr[-2000:], cp.stdout[-2000:])
     return json.loads(cp.stdout)
 
 

@@ -172,6 +172,51 @@ static void test_torch_numbers_decide(void)
 	CHECK(v.kind == HV_BEHIND);
 }
 
+/* Issue 28: rank 1 skipped an all_reduce and went on into DDP's C++
+ * broadcast, which nothing records: by its records it is behind; torch's
+ * count of calls started on the group says it is ahead. */
+static void test_skipped_into_cpp_is_ahead(void)
+{
+	struct hv_rank r[3];
+	struct hv_verdict v;
+
+	ranks(r, 3);
+	call(&r[0], "0", "all_reduce", 3, "running", 8);
+	call(&r[2], "0", "all_reduce", 3, "running", 8);
+	call(&r[1], "0", "all_reduce", 2, "done", 0);
+	r[0].last[0].pg_seq = r[2].last[0].pg_seq = 3;
+	r[1].last[0].pg_seq = 2;
+	r[1].last[0].torch_last = 3;
+	r[1].where = "_sync_module_states (distributed.py:998)";
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_AHEAD);
+	CHECK_STR(v.text,
+		  "ranks 0,2 wait in all_reduce #3 on group 0 (for 8.0 s); "
+		  "rank 1 skipped it and went on: torch has started call 3 "
+		  "on group 0 there (the waiters' call is its 3), after "
+		  "all_reduce #2, through no call of torch.distributed's "
+		  "Python API (one made in C++, such as DDP's broadcast of "
+		  "its buffers) (it is in _sync_module_states "
+		  "(distributed.py:998))");
+	/* The call named by torch's Flight Recorder. */
+	snprintf(r[1].last[0].torch_last_op, sizeof(r[1].last[0].torch_last_op),
+		 "allgather");
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(strstr(v.text, "(the waiters' call is its 3), which torch's "
+			     "Flight Recorder names allgather, after "
+			     "all_reduce #2, through no call") != NULL);
+	r[1].last[0].torch_last_op[0] = '\0';
+	/* torch's count not known (the GIL did not come): behind, as the
+	 * records say. */
+	r[1].last[0].torch_last = 0;
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_BEHIND);
+	/* torch's count no further than its last record: behind. */
+	r[1].last[0].torch_last = 2;
+	CHECK(hangverdict(r, 3, &v) == 0);
+	CHECK(v.kind == HV_BEHIND);
+}
+
 /* A rank whose call on the waited-in group failed is named with that
  * call's error, also when its newest call is on another group. */
 static void test_failed_on_the_focus_group(void)
@@ -191,5 +236,6 @@ static void test_failed_on_the_focus_group(void)
 }
 
 TEST_MAIN(test_behind, test_torch_numbers_decide,
+	  test_skipped_into_cpp_is_ahead,
 	  test_failed_on_the_focus_group, test_mismatch, test_missing_and_failed,
 	  test_all_wait_and_none, test_groups_and_members)

@@ -27,7 +27,7 @@ static const struct sg_frame shallow[] = {
 
 static void test_groups(void)
 {
-	struct sg_stack st[16];
+	struct sg_stack st[16] = {{0}};
 	struct sg_group *g;
 	size_t ng, n = 0;
 
@@ -55,6 +55,19 @@ static void test_groups(void)
 	CHECK(g[1].n == 1 && st[g[1].members[0]].rank == 7);
 	CHECK(g[2].n == 14);
 	stackgroup_free(g, ng);
+
+	/* A rank marked lead (the one a verdict names) leads whatever the
+	 * sizes and ranks: rank 7 before rank 3; then the group of 14. */
+	st[15 - 7].lead = 1;
+	CHECK(stackgroup_build(st, n, 1, &g, &ng) == 0);
+	CHECK(ng == 3 && st[g[0].members[0]].rank == 7 &&
+	      st[g[1].members[0]].rank == 3);
+	stackgroup_free(g, ng);
+	/* Two ranks, two stacks (a tie): the lead one first. */
+	CHECK(stackgroup_build(st + 15 - 7, 2, 0, &g, &ng) == 0);
+	CHECK(ng == 2 && st[15 - 7 + g[0].members[0]].rank == 7);
+	stackgroup_free(g, ng);
+	st[15 - 7].lead = 0;
 
 	/* A stack that is a prefix of another is not the same. */
 	st[0].frames = shallow;

@@ -509,5 +509,47 @@ static void test_nul_and_utf8(void)
 	dap_message_free(ev);
 }
 
-TEST_MAIN(test_copy, test_request, test_response_event, test_json_errors, test_depth,
+/* The seq and command of a text cJSON could not read (out of memory):
+ * top-level keys only, whatever comes before, after or inside. */
+static void scan(const char *t, int64_t want_seq, const char *want_cmd)
+{
+	int64_t s;
+	char c[DAP_COMMAND_MAX];
+
+	dap_envelope_scan(t, strlen(t), &s, c, sizeof(c));
+	CHECK(s == want_seq);
+	CHECK(!strcmp(c, want_cmd));
+}
+
+static void test_envelope_scan(void)
+{
+	char big[DAP_COMMAND_MAX + 40];
+
+	scan("{\"seq\":7,\"type\":\"request\",\"command\":\"variables\"}", 7,
+	     "variables");
+	/* VS Code's order, white space, nested look-alikes ignored. */
+	scan("{ \"command\" : \"evaluate\", \"arguments\": {\"seq\": 99, "
+	     "\"command\": \"x\", \"expression\": \"{\\\"seq\\\":5}\"}, "
+	     "\"type\":\"request\", \"seq\" : 12 }", 12, "evaluate");
+	/* A string value that looks like a key. */
+	scan("{\"x\":\"\\\"seq\\\":3\",\"seq\":4}", 4, "");
+	scan("{\"a\":[{\"seq\":1}],\"seq\":2}", 2, "");
+	/* Broken or cut texts: what was read, never past the end. */
+	scan("{\"seq\":31,\"command\":\"thr", 31, "");
+	scan("{\"seq\":", -1, "");
+	scan("{\"seq\":-3,\"command\":5}", -1, "");
+	scan("", -1, "");
+	scan("\"seq\":1", -1, "");
+	scan("{\"seq\":1234567890123456789}", 123456789012345, "");
+	scan("{\"command\":\"a\\\"b\"}", -1, "");
+	/* A command longer than the buffer is not cut short. */
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "{\"command\":\"", 12);
+	memcpy(big + sizeof(big) - 3, "\"}", 3);
+	scan(big, -1, "");
+	/* Text after the object is not read as its keys. */
+	scan("{\"a\":1} {\"seq\":9}", -1, "");
+}
+
+TEST_MAIN(test_copy, test_envelope_scan, test_request, test_response_event, test_json_errors, test_depth,
 	  test_proto_errors, test_builders, test_args, test_nul_and_utf8)

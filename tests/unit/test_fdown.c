@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -183,5 +184,93 @@ static void test_close_leaves_a_reused_number(void)
 	close(mine);
 }
 
+/* The program, run from inside fdown's fcntl(F_DUPFD_CLOEXEC) just after
+ * the copy (the test links with --wrap=fcntl): it closes every number
+ * (closerange), opens a file at the low number and dup2()s it onto the
+ * high one, as a program reopening the numbers it closed does. */
+static int race_armed, race_file = -1, race_high = -1;
+
+/* The program, run just before fdown's copy: it closes the new number
+ * (closerange), so the copy fails, and opens a file of its own there once
+ * the copy has failed. */
+static int race_before;
+
+int __real_fcntl(int fd, int cmd, ...);
+
+int __wrap_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+	int rc;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	if (race_before && cmd == F_DUPFD_CLOEXEC) {
+		race_before = 0;
+		close(fd);
+		rc = __real_fcntl(fd, cmd, arg);
+		race_file = program_file("before");
+		return rc;
+	}
+	rc = __real_fcntl(fd, cmd, arg);
+	if (race_armed && cmd == F_DUPFD_CLOEXEC && rc >= 0) {
+		race_armed = 0;
+		race_high = rc;
+		close(fd);
+		close(rc);
+		race_file = program_file("race");
+		if (race_file != fd) {
+			dup2(race_file, fd);
+			close(race_file);
+			race_file = fd;
+		}
+		dup2(race_file, rc); /* no close-on-exec: dup2 makes none */
+	}
+	return rc;
+}
+
+/* Both numbers taken over between the copy and the checks: the program's
+ * file at the high one is the program's, not a copy of ours to close. */
+static void test_new_both_taken_over_after_the_copy(void)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM, 0), hi;
+
+	CHECK(s >= 0);
+	race_armed = 1;
+	CHECK(fdown_new(s) == -EBADF);
+	CHECK(!race_armed && race_file == s);
+	/* The number the copy had: the program's file, open and writable. */
+	hi = race_high;
+	CHECK(hi >= FDOWN_MIN && same_file(hi, s));
+	CHECK(!(__real_fcntl(hi, F_GETFD) & FD_CLOEXEC));
+	CHECK(write(hi, "x", 1) == 1);
+	close(hi);
+	close(s);
+}
+
+/* The new number closed before the copy (which fails) and the program's
+ * file opened there: that number is the program's now, not ours to use
+ * where it is (nor to read, nor to close). */
+static void test_copy_of_a_number_closed_meanwhile(void)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM, 0), fd;
+
+	CHECK(s >= 0);
+	race_before = 1;
+	CHECK(fdown_new(s) == -EBADF);
+	CHECK(!race_before && race_file == s && is_open(s));
+	close(s);
+
+	race_before = 1;
+	fd = fdown_open("/proc/self/stat", O_RDONLY, 0);
+	CHECK(fd == -EAGAIN);
+	CHECK(!race_before && race_file >= 0 && is_open(race_file));
+	CHECK(lseek(race_file, 0, SEEK_CUR) == 0);
+	close(race_file);
+}
+
 TEST_MAIN(test_new_moves_up, test_new_taken_over, test_take_and_lose, test_open,
-	  test_close_leaves_a_reused_number)
+	  test_close_leaves_a_reused_number,
+	  test_new_both_taken_over_after_the_copy,
+	  test_copy_of_a_number_closed_meanwhile)

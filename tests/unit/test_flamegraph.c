@@ -410,6 +410,64 @@ static void test_cpu_weights(void)
 	flamegraph_free(fg);
 }
 
+/* Samples that ran an asyncio task: rooted at "task NAME" from the task's
+ * coroutine on with tasks, whole without; a task node not in the stack
+ * leaves the sample whole. */
+static void test_tasks(void)
+{
+	struct flamegraph *fg = flamegraph_new();
+	struct flamegraph_opts o = {.interval = 0.01};
+	char *out;
+
+	/* run_forever -> _run -> render -> crunch; _run -> select */
+	CHECK(flamegraph_add_frame(fg, 1, "run_forever", "/a/base_events.py", 1,
+				   0) == 0);
+	CHECK(flamegraph_add_frame(fg, 2, "_run", "/a/events.py", 2, 0) == 0);
+	CHECK(flamegraph_add_frame(fg, 3, "render", "/x/s.py", 3, 0) == 0);
+	CHECK(flamegraph_add_frame(fg, 4, "crunch", "/x/s.py", 4, 0) == 0);
+	CHECK(flamegraph_add_frame(fg, 5, "select", "/a/selectors.py", 5, 0) ==
+	      0);
+	CHECK(flamegraph_add_frame(fg, 9, "render-task", "", -1, 0) == 0);
+	CHECK(flamegraph_add_stack(fg, 1, 0, 1) == 0);
+	CHECK(flamegraph_add_stack(fg, 2, 1, 2) == 0);
+	CHECK(flamegraph_add_stack(fg, 3, 2, 3) == 0);
+	CHECK(flamegraph_add_stack(fg, 4, 3, 4) == 0);
+	CHECK(flamegraph_add_stack(fg, 5, 1, 5) == 0);
+	CHECK(flamegraph_sample_task(fg, 9, 3) == -EINVAL); /* no sample */
+	for (int i = 0; i < 3; i++) {
+		CHECK(flamegraph_add_sample(fg, 1.0, 7, 4, FLAMEGRAPH_RUNNING,
+					    1) == 0);
+		CHECK(flamegraph_sample_task(fg, 9, 3) == 0);
+	}
+	CHECK(flamegraph_add_sample(fg, 1.0, 7, 3, FLAMEGRAPH_RUNNING, 1) == 0);
+	CHECK(flamegraph_sample_task(fg, 9, 3) == 0);
+	CHECK(flamegraph_add_sample(fg, 1.0, 7, 5, FLAMEGRAPH_RUNNING, 1) == 0);
+	/* A task node that is not in the sample's stack. */
+	CHECK(flamegraph_add_sample(fg, 1.0, 7, 5, FLAMEGRAPH_RUNNING, 1) == 0);
+	CHECK(flamegraph_sample_task(fg, 9, 3) == 0);
+	CHECK(flamegraph_sample_task(fg, 0, 3) == -EINVAL);
+	out = render(fg, FLAMEGRAPH_FOLDED, &o);
+	CHECK_STR(out, "run_forever (/a/base_events.py);_run (/a/events.py);"
+		       "render (/x/s.py) 1\n"
+		       "run_forever (/a/base_events.py);_run (/a/events.py);"
+		       "render (/x/s.py);crunch (/x/s.py) 3\n"
+		       "run_forever (/a/base_events.py);select "
+		       "(/a/selectors.py) 2\n");
+	free(out);
+	o.tasks = 1;
+	o.threads = 1;
+	CHECK(flamegraph_add_thread(fg, 7, 77, "MainThread") == 0);
+	out = render(fg, FLAMEGRAPH_FOLDED, &o);
+	CHECK_STR(out, "MainThread (thread 77);run_forever (/a/base_events.py);"
+		       "select (/a/selectors.py) 2\n"
+		       "MainThread (thread 77);task render-task;render "
+		       "(/x/s.py) 1\n"
+		       "MainThread (thread 77);task render-task;render "
+		       "(/x/s.py);crunch (/x/s.py) 3\n");
+	free(out);
+	flamegraph_free(fg);
+}
+
 static void test_formats(void)
 {
 	enum flamegraph_format f;
@@ -424,4 +482,4 @@ static void test_formats(void)
 
 TEST_MAIN(test_map, test_intern, test_folded, test_folded_escapes_and_unknown,
 	  test_speedscope, test_chrome, test_svg, test_cap, test_cpu_weights,
-	  test_formats)
+	  test_tasks, test_formats)

@@ -147,7 +147,7 @@ static void test_schemas(void)
 		"(SELECT name FROM pragma_database_list ORDER BY seq)",
 		&res, err, sizeof(err)) == 0);
 	CHECK_STR(cell_text(&res, 0, 0),
-		  "main,temp,python,process,profile,probing,cluster");
+		  "main,temp,python,process,profile,gpu,app,probing,cluster");
 	store_result_release(&res);
 	store_result_release(&res); /* twice is fine */
 
@@ -496,7 +496,7 @@ static void test_refusals(void)
 	/* Nothing changed. */
 	CHECK(q(st, "SELECT count(*) FROM pragma_database_list", &res, err,
 		sizeof(err)) == 0);
-	CHECK(cell_int(&res, 0, 0) == 7);
+	CHECK(cell_int(&res, 0, 0) == 9);
 	store_result_release(&res);
 	CHECK(q(st, "SELECT count(*) FROM python.x", &res, err, sizeof(err)) ==
 	      0);

@@ -68,6 +68,15 @@ export function resolveAttach(cfg: Record<string, unknown>, cliDefault: string):
 		}
 		cli = cfg.probingPath;
 	}
+	// "job": the whole job of the process (`probing dap` answers the
+	// attach with a child session per rank); the flag travels in the
+	// attach request, read there.
+	if (cfg.job !== undefined && typeof cfg.job !== 'boolean') {
+		return { error: '"job" must be true or false.' };
+	}
+	if (cfg.stopAll !== undefined && typeof cfg.stopAll !== 'boolean') {
+		return { error: '"stopAll" must be true or false.' };
+	}
 	let inject = true;
 	if (cfg.inject !== undefined) {
 		if (typeof cfg.inject !== 'boolean') return { error: '"inject" must be true or false.' };
@@ -142,7 +151,7 @@ export function exitMeaning(code: number | null): string {
 	case 5: return 'the agent is not answering';
 	case 6: return 'connection refused';
 	case 8: return 'not allowed to ptrace the process';
-	case 9: return 'not a CPython version this install supports (3.9 to 3.13), or Python is not ready';
+	case 9: return 'not a CPython version this install supports (3.9 to 3.15), or Python is not ready';
 	case 10: return 'the agent library is missing, or dlopen failed in the process';
 	case 11: return 'the injection failed';
 	case 12: return 'the agent refused the token (set "token" in the configuration, or PROBING_TOKEN)';

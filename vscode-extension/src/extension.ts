@@ -9,6 +9,7 @@ import { StdioDap } from './dap';
 import { agentPids, listPythonProcesses, pickerItems } from './procs';
 import { flameArgs, flameChoices, flamePage } from './flamegraph';
 import { renderTable } from './table';
+import { frameLinks } from './links';
 
 function cliSetting(): string {
 	return vscode.workspace.getConfiguration('probing').get<string>('cliPath') || 'probing';
@@ -58,6 +59,15 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
 		if ('error' in r) {
 			vscode.window.showErrorMessage(`Probing: ${r.error}`);
 			return undefined; // abort the launch
+		}
+		// A job's stop-all: the configuration's, else the setting's.
+		if (cfg.job === true && cfg.stopAll === undefined) {
+			cfg.stopAll = vscode.workspace.getConfiguration('probing').get<string>('jobStop') !== 'rank';
+		}
+		// asyncio's tasks in the Call Stack: the configuration's, else the
+		// setting's.
+		if (cfg.asyncioTasks === undefined) {
+			cfg.asyncioTasks = vscode.workspace.getConfiguration('probing').get<boolean>('asyncioTasks') === true;
 		}
 		cfg.__probing = r.resolved;
 		return cfg;
@@ -138,11 +148,49 @@ async function backtrace() {
 	}
 	// A read-only document of its own (no "save changes?" on close), one
 	// per backtrace taken.
-	const uri = vscode.Uri.from({ scheme: BT_SCHEME, path: `backtrace-${target.replace(/[^\w.@:-]/g, '_')}.txt`,
-		query: String(++btSeq) });
-	btDocs.set(uri.toString(), res.out);
+	await showText(`backtrace-${target.replace(/[^\w.@:-]/g, '_')}.txt`, res.out);
+}
+
+// The verdict of `probing cluster hang` on the job in focus (or a picked
+// process): who waits for whom, then each group of ranks' stacks, the odd
+// rank first; every frame's source line a link.
+async function whyStuck() {
+	const job = jobSession();
+	const r: Resolved | undefined = job ? job.configuration.__probing : activeResolved();
+	const target = r ? targetArg(r.target) : await pickProcess(true);
+	if (!target) return;
+	const res = await vscode.window.withProgress(
+		{ location: vscode.ProgressLocation.Notification, title: `Probing: asking every rank of ${target}'s job` },
+		() => run(cliSetting(), ['-t', target, 'cluster', 'hang'], 120000, toolEnv(r)));
+	if (res.code !== 0 && !res.out) {
+		vscode.window.showErrorMessage(`Probing: cluster hang failed (${exitMeaning(res.code)}): ${res.err.trim()}`);
+		return;
+	}
+	// Ranks that did not answer (exit 13) are named on stderr: kept.
+	const text = res.out + (res.err.trim() ? `\n${res.err.trim()}\n` : '');
+	await showText(`why-stuck-${target.replace(/[^\w.@:-]/g, '_')}.txt`, text);
+}
+
+async function showText(name: string, text: string) {
+	const uri = vscode.Uri.from({ scheme: BT_SCHEME, path: name, query: String(++btSeq) });
+	btDocs.set(uri.toString(), text);
 	const doc = await vscode.workspace.openTextDocument(uri);
 	await vscode.window.showTextDocument(doc, { preview: true });
+}
+
+// A frame's "(/path/file.py:LINE)" in a backtrace or a verdict: a link
+// to that line.
+class FrameLinks implements vscode.DocumentLinkProvider {
+	provideDocumentLinks(doc: vscode.TextDocument): vscode.DocumentLink[] {
+		const links: vscode.DocumentLink[] = [];
+		for (const l of frameLinks(doc.getText())) {
+			const range = new vscode.Range(doc.positionAt(l.start), doc.positionAt(l.end));
+			const link = new vscode.DocumentLink(range, vscode.Uri.file(l.path).with({ fragment: `L${l.line}` }));
+			link.tooltip = `Open ${l.path} at line ${l.line}`;
+			links.push(link);
+		}
+		return links;
+	}
 }
 
 // The backtraces shown, by document: read-only text.
@@ -196,6 +244,27 @@ async function flamegraph() {
 	}
 }
 
+// The job's session of the session in focus (itself, or its parent).
+function jobSession(): vscode.DebugSession | undefined {
+	let s = vscode.debug.activeDebugSession;
+	while (s && s.type === 'probing' && s.configuration.job !== true) s = s.parentSession;
+	return s && s.type === 'probing' ? s : undefined;
+}
+
+// Pause or continue every rank: the job's session does it (probing dap).
+async function wholeJob(command: 'pause' | 'continue') {
+	const s = jobSession();
+	if (!s) {
+		vscode.window.showErrorMessage('Probing: no job is being debugged (attach with "job": true).');
+		return;
+	}
+	try {
+		await s.customRequest(command, { threadId: 0 });
+	} catch (e) {
+		vscode.window.showErrorMessage(`Probing: cannot ${command} the job: ${(e as Error).message}`);
+	}
+}
+
 export function activate(context: vscode.ExtensionContext) {
 	context.subscriptions.push(
 		vscode.debug.registerDebugConfigurationProvider('probing', new ConfigurationProvider()),
@@ -206,6 +275,10 @@ export function activate(context: vscode.ExtensionContext) {
 		vscode.workspace.registerTextDocumentContentProvider(BT_SCHEME, new BacktraceDocuments()),
 		vscode.workspace.onDidCloseTextDocument((d) => btDocs.delete(d.uri.toString())),
 		vscode.commands.registerCommand('probing.flamegraph', flamegraph),
+		vscode.commands.registerCommand('probing.pauseJob', () => wholeJob('pause')),
+		vscode.commands.registerCommand('probing.continueJob', () => wholeJob('continue')),
+		vscode.commands.registerCommand('probing.whyStuck', whyStuck),
+		vscode.languages.registerDocumentLinkProvider({ scheme: BT_SCHEME }, new FrameLinks()),
 	);
 }
 

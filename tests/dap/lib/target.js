@@ -19,55 +19,64 @@ function realpath(p) {
 	try { return fs.realpathSync(p); } catch (e) { return null; }
 }
 
-function isPy311(exe) {
+// [version "3.X", real executable] of a Python, or null where it does not run.
+function versionOf(exe) {
 	const r = cp.spawnSync(exe, ['-c',
-		'import sys; print(sys.version_info[:2] == (3, 11), sys.executable)'],
+		"import sys; print('%d.%d' % sys.version_info[:2], sys.executable)"],
 		{ encoding: 'utf8', timeout: 30000 });
-	if (r.status !== 0) return null;
-	const [ok, real] = r.stdout.trim().split(/\s+/);
-	return ok === 'True' ? real : null;
+	if (r.status !== 0 || !r.stdout) return null;
+	const f = r.stdout.trim().split(/\s+/);
+	return f.length === 2 ? f : null;
 }
 
-// The second Python: pyenv's 3.11 (shared libpython), or python3 on PATH
-// when it is not /usr/bin/python3.  null when the machine has none.
+// /usr/bin/python3's version ("3.11" on Debian 12, "3.13" on Debian 13):
+// the names that follow from it (site-packages, libprobing-cpXY.so) too.
+const SYSTEM_VERSION = (versionOf(SYSTEM_PYTHON) || ['3.11'])[0];
+
+// The second Python: another build of SYSTEM_VERSION (pyenv's, with a
+// shared libpython), found as python3 or python3.X on PATH or under
+// ~/.pyenv/versions.  [exe, null], or [null, why] when the machine has none.
 function pyenvPython() {
+	const v = SYSTEM_VERSION;
 	const cands = [];
-	const r = cp.spawnSync('sh', ['-c', 'command -v python3'], { encoding: 'utf8' });
-	const onPath = r.status === 0 ? r.stdout.trim() : '';
-	if (onPath && realpath(onPath) !== realpath(SYSTEM_PYTHON)) cands.push(onPath);
-	const root = path.join(os.homedir(), '.pyenv', 'versions');
-	for (const base of [root, '/root/.pyenv/versions']) {
+	for (const name of ['python3', 'python' + v]) {
+		const r = cp.spawnSync('sh', ['-c', 'command -v "$1"', 'sh', name], { encoding: 'utf8' });
+		if (r.status === 0 && r.stdout.trim()) cands.push(r.stdout.trim());
+	}
+	for (const base of [path.join(os.homedir(), '.pyenv', 'versions'), '/root/.pyenv/versions']) {
 		let names = [];
-		try { names = fs.readdirSync(base).filter((n) => n.startsWith('3.11')).sort(); } catch (e) { /* none */ }
-		for (const n of names) cands.push(path.join(base, n, 'bin', 'python3.11'));
+		try { names = fs.readdirSync(base).filter((n) => n.startsWith(v + '.')).sort(); } catch (e) { /* none */ }
+		for (const n of names) cands.push(path.join(base, n, 'bin', 'python' + v));
 	}
+	const system = realpath(SYSTEM_PYTHON);
 	for (const c of cands) {
-		if (!fs.existsSync(c)) continue;
-		const exe = isPy311(c);
-		if (exe && realpath(exe) !== realpath(SYSTEM_PYTHON)) return exe;
+		if (!fs.existsSync(c) || realpath(c) === system) continue;
+		const got = versionOf(c);
+		if (got && got[0] === v && realpath(got[1]) !== system) return [got[1], null];
 	}
-	return null;
+	return [null, `no second build of Python ${v} on this machine (looked for python3 ` +
+		`and python${v} on PATH and ~/.pyenv/versions/${v}.*/bin/python${v})`];
 }
 
 // The build's other CPythons (BUILD/pythons.txt: "TAG VERSION EXE" a
-// line, agent/pythons.cmake): every version but 3.11, which the two
-// above are.
+// line, agent/pythons.cmake): every version but SYSTEM_VERSION, which
+// the two above are.
 function otherVersions() {
 	let lines = [];
 	try {
 		lines = fs.readFileSync(path.join(BUILD, 'pythons.txt'), 'utf8').split('\n');
 	} catch (e) { /* an old build: none */ }
 	return lines.map((l) => l.trim().split(/\s+/))
-		.filter((f) => f.length === 3 && f[1] !== '3.11')
+		.filter((f) => f.length === 3 && f[1] !== SYSTEM_VERSION)
 		.map(([, version, exe]) => ({ label: version, version, exe }));
 }
 
-const PYENV_PYTHON = pyenvPython();
+const [PYENV_PYTHON, NO_PYENV] = pyenvPython();
 // [{label, exe}]: exe null means "skip, with reason".
 const PYTHONS = [
-	{ label: 'system', version: '3.11', exe: SYSTEM_PYTHON },
-	{ label: 'pyenv', version: '3.11', exe: PYENV_PYTHON,
-	  skip: PYENV_PYTHON ? false : 'no pyenv Python 3.11 on this machine (looked for python3 on PATH and ~/.pyenv/versions/3.11*/bin/python3.11)' },
+	{ label: 'system', version: SYSTEM_VERSION, exe: SYSTEM_PYTHON },
+	{ label: 'pyenv', version: SYSTEM_VERSION, exe: PYENV_PYTHON,
+	  skip: PYENV_PYTHON ? false : NO_PYENV },
 	...otherVersions(),
 ];
 
@@ -80,6 +89,18 @@ function withTimeout(promise, ms, what) {
 		timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
 	});
 	return Promise.race([promise, t]).finally(() => clearTimeout(timer));
+}
+
+// Polls cond() every `every` ms until it holds, or rejects naming what did
+// not happen within ms.  The polling ends either way (a loop raced against
+// withTimeout would poll on after the rejection and keep node's event loop,
+// and so the test file, alive for good).
+async function waitUntil(cond, ms, what, every = 50) {
+	const deadline = Date.now() + ms;
+	while (!cond()) {
+		if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms: ${what}`);
+		await sleep(every);
+	}
 }
 
 function freePort() {
@@ -296,6 +317,6 @@ function succeeded(assert, resp, what) {
 }
 
 module.exports = {
-	BUILD, USERBASE, PYTHONS, SYSTEM_PYTHON, PYENV_PYTHON,
-	spawnTarget, request, failed, succeeded, sleep, withTimeout, listening,
+	BUILD, USERBASE, PYTHONS, SYSTEM_PYTHON, SYSTEM_VERSION, PYENV_PYTHON,
+	spawnTarget, request, failed, succeeded, sleep, withTimeout, waitUntil, listening,
 };

@@ -1,7 +1,8 @@
 'use strict';
 // DAP client tests: @vscode/debugadapter-testsupport's DebugClient against
 // the real agent inside a real Python process, for each Python on the
-// machine (/usr/bin/python3, and pyenv's 3.11 when present).
+// machine (/usr/bin/python3, another build of its version, pyenv's, when
+// present, and the build's other versions).
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');

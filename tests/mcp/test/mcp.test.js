@@ -84,7 +84,7 @@ describe('probing mcp with an MCP client', () => {
 		assert.match(run.report, /probing-crash-\d+-.*\.txt$/);
 	});
 
-	it('backtrace, with and without locals', async () => {
+	it('backtrace, with and without locals, with native frames', async () => {
 		const bt = await call(client, 'backtrace', { target: String(train.pid) });
 		assert.equal(bt.isError, false, bt.text);
 		assert.match(bt.text, /Thread \d+ "MainThread" \(main/);
@@ -92,6 +92,52 @@ describe('probing mcp with an MCP client', () => {
 		const loc = await call(client, 'backtrace', { target: String(hang.pid), locals: true });
 		assert.match(loc.text, /consumer/);
 		assert.match(loc.text, /q = <queue\.Queue object/);
+		// native: the consumer's wait in C, above its Python frames.
+		const nat = await call(client, 'backtrace', { target: String(hang.pid), native: true, locals: true });
+		assert.equal(nat.isError, false, nat.text);
+		const consumer = nat.text.split('"consumer"')[1].split('\n\n')[0].split('\n');
+		const py = consumer.findIndex((l) => /\.py:\d+\)/.test(l));
+		assert.ok(py > 1 && consumer.slice(1, py).every((l) => /^  #\d+ +.* \([^:]*\)$/.test(l)), consumer.join('\n'));
+		assert.match(nat.text, /q = <queue\.Queue object/);
+	});
+
+	it('backtrace with tasks: an asyncio deadlock named', async () => {
+		const srv = await startTarget(dir, path.join(ROOT, 'examples', 'asyncio_server.py'),
+			{ args: ['--deadlock'], ready: 'READY' });
+		try {
+			const { tools } = await client.listTools();
+			const bt = tools.find((t) => t.name === 'backtrace');
+			assert.equal(bt.inputSchema.properties.tasks.type, 'boolean');
+			let r;
+			for (let i = 0; i < 50; i++) { // ping and pong awaiting each other
+				r = await call(client, 'backtrace', { target: String(srv.pid), tasks: true });
+				if (/deadlock: (ping|pong) awaits/.test(r.text)) break;
+				await sleep(200);
+			}
+			assert.equal(r.isError, false, r.text);
+			assert.match(r.text, /asyncio tasks of its event loop \(9\):/);
+			assert.match(r.text, /worker-0 \(worker\) pending, awaits asyncio Queue\.get/);
+			assert.match(r.text, /deadlock: (ping|pong) awaits (pong|ping) awaits \1 \(a cycle of awaits/);
+		} finally {
+			await srv.stop();
+		}
+	});
+
+	it('flamegraph with tasks: an asyncio program\'s tasks as rows', async () => {
+		const srv = await startTarget(dir, path.join(ROOT, 'examples', 'asyncio_server.py'),
+			{ args: ['--busy'], ready: 'READY' });
+		try {
+			const { tools } = await client.listTools();
+			const fg = tools.find((t) => t.name === 'flamegraph');
+			assert.equal(fg.inputSchema.properties.tasks.type, 'boolean');
+			const r = await call(client, 'flamegraph', { target: String(srv.pid), duration: '2s', tasks: true });
+			assert.equal(r.isError, false, r.text);
+			const rows = JSON.parse(r.text);
+			const names = rows.map((x) => x.function);
+			assert.ok(names.includes('task render') && names.includes('task score'), r.text);
+		} finally {
+			await srv.stop();
+		}
 	});
 
 	it('query and describe_tables; bad SQL and bad arguments are tool errors', async () => {
@@ -135,8 +181,8 @@ describe('probing mcp with an MCP client', () => {
 		assert.ok(top.every((r) => Number(r['self%']) <= Number(r['total%'])), fg.text);
 		const torch = await call(client, 'torch_module_times', { target: t, duration: '1s' });
 		assert.equal(torch.isError, false, torch.text);
-		assert.match(torch.text, /^MLP\tforward\t\d+/m);
-		assert.match(torch.text, /^SGD\tstep\t\d+/m);
+		assert.match(torch.text, /^MLP\tforward\tcpu\t\d+\t/m);
+		assert.match(torch.text, /^SGD\tstep\tcpu\t\d+\t/m);
 		const long = await call(client, 'flamegraph', { target: t, duration: '10m' });
 		assert.equal(long.isError, true);
 		assert.match(long.text, /at most 2m/);

@@ -19,6 +19,26 @@ const { chromium } = require('playwright-core');
 const { ROOT, BUILD, PROBING, startTarget, startJob, sleep } = require('../../lib/procs');
 
 const ARTIFACTS = process.env.PROBING_WEB_ARTIFACTS || path.join(BUILD, 'web-artifacts');
+// Steps of 20 ms and more, each timed by the program itself from the end of
+// one optimizer step to the end of the next (as the agent times them).
+const STEPS = `import time, torch
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+worst_ms = 0.0   # the longest step
+pair_ms = 0.0    # the longest two steps in a row
+print("READY", flush=True)
+last, prev = time.perf_counter(), 0.0
+while True:
+    time.sleep(0.02)
+    loss = model(torch.randn(4, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    now = time.perf_counter()
+    ms = (now - last) * 1000
+    worst_ms, pair_ms = max(worst_ms, ms), max(pair_ms, prev + ms)
+    last, prev = now, ms
+`;
 const CRASH = 'import ctypes, time\nprint("ready", flush=True)\ntime.sleep(2)\nctypes.string_at(0)\n';
 
 // GET or POST url with headers: {status, body}.
@@ -128,6 +148,9 @@ describe('probing web in chromium', () => {
 
 	it('the agents, the recordings and the crash report', async () => {
 		await open('');
+		// The agent's tabs are not on this page (nav's display: flex
+		// showed them, hidden, doing nothing).
+		assert.equal(await page.isVisible('#tabs'), false);
 		const text = await page.textContent('#main');
 		for (const pid of [train.pid, hang.pid, job.pids[0], job.pids[1]]) assert.match(text, new RegExp(`\\b${pid}\\b`));
 		assert.match(text, /signal 11/);
@@ -153,6 +176,36 @@ describe('probing web in chromium', () => {
 		const loc = await cells('.locals');
 		assert.equal(loc[loc.indexOf('q') + 1], 'Queue', loc.join('|'));
 		await shot('stacks');
+	});
+
+	it('stacks with native frames: C frames around the Python ones, locals still on click', async () => {
+		await open(`agent/${hang.pid}`);
+		await waitFor('.frame[data-func="consumer"]');
+		await page.check('#native');
+		await waitFor('.frame.native');
+		// The consumer thread waits in C (a lock): native frames inside
+		// it, the Python frame, and the interpreter's frames under it.
+		const rows = await page.$$eval('.thread', (ts) => ts.map((t) => [...t.querySelectorAll('.frame')].map((f) =>
+			(f.classList.contains('native') ? 'N ' : 'P ') + f.textContent)));
+		const consumer = rows.find((r) => r.some((x) => /^P #\d+ +consumer \(/.test(x)));
+		assert.ok(consumer, JSON.stringify(rows).slice(0, 2000));
+		// Innermost the C frames of the wait, then Python's (the queue's
+		// and consumer), then the interpreter's under them.
+		const first = consumer.findIndex((x) => x.startsWith('P '));
+		const at = consumer.findIndex((x) => /^P #\d+ +consumer \(/.test(x));
+		assert.ok(first > 0 && consumer.slice(0, first).every((x) => x.startsWith('N ')), consumer.join('|'));
+		assert.ok(consumer.slice(at + 1).some((x) => x.startsWith('N ')), consumer.join('|'));
+		// The checkbox holds across the refresh; a Python frame's locals
+		// are still its own.
+		const before = await page.textContent('#main > p.muted');
+		await page.waitForFunction((b) => document.querySelector('#main > p.muted')?.textContent !== b, before, { timeout: 10000 });
+		assert.equal(await page.isChecked('#native'), true);
+		await page.click('.frame[data-func="consumer"]');
+		await waitFor('.locals table');
+		const loc = await cells('.locals');
+		assert.equal(loc[loc.indexOf('q') + 1], 'Queue', loc.join('|'));
+		await page.uncheck('#native');
+		await page.waitForFunction(() => !document.querySelector('.frame.native'));
 	});
 
 	it('SQL: a query, its rows beside the catalog; bad SQL shows the error', async () => {
@@ -194,6 +247,26 @@ describe('probing web in chromium', () => {
 		await page.frameLocator('iframe.flame').locator('g.f[data-n^="train"]').first().waitFor({ timeout: 60000 });
 	});
 
+	it('flamegraph by asyncio task: a root per task, the task\'s own frames under it', async () => {
+		const busy = await startTarget(dir, path.join(ROOT, 'examples', 'asyncio_server.py'),
+			{ args: ['--busy'], ready: 'READY' });
+		try {
+			await open(`agent/${busy.pid}/flame`);
+			await page.check('#tasks');
+			await page.click('#record5');
+			const svg = page.frameLocator('iframe.flame');
+			await svg.locator('g.f[data-n="task render"]').first().waitFor({ timeout: 60000 });
+			await svg.locator('g.f[data-n="task score"]').first().waitFor({ timeout: 60000 });
+			// Under the task, its coroutine (not the loop's frames).
+			const kids = await svg.locator('g.f').evaluateAll((gs) => gs.map((g) => g.getAttribute('data-n')));
+			assert.ok(kids.some((n) => /^render \(/.test(n)), kids.join('|'));
+			await shot('flamegraph-tasks');
+			await page.uncheck('#tasks');
+		} finally {
+			await busy.stop();
+		}
+	});
+
 	it('memory: the figures, RSS over time, the types', async () => {
 		await open(`agent/${train.pid}/memory`);
 		assert.match(await page.textContent('#rss'), /^RSS [\d.]+ MiB, peak [\d.]+ MiB, \d+ threads$/);
@@ -201,6 +274,18 @@ describe('probing web in chromium', () => {
 		const c = await cells('#main');
 		assert.ok(c.includes('dict'), c.join('|'));
 		assert.ok(c.includes('torch.float32'), c.join('|'));
+		// Bytes in a unit, not a raw count ("452338").
+		const bytes = async (id) => page.$$eval(`#${id} tr`, (trs) => {
+			const col = [...trs[0].children].findIndex((th) => th.textContent === 'bytes');
+			return trs.slice(1).map((tr) => tr.children[col].textContent);
+		});
+		for (const id of ['py-types', 'tensors']) {
+			const b = await bytes(id);
+			assert.ok(b.length && b.every((x) => /^(\d+ B|\d+\.\d (KiB|MiB|GiB))$/.test(x)), id + ': ' + b.join('|'));
+		}
+		// No NVIDIA driver here (CI): the page says why there is no GPU
+		// table (tests/gpu checks the table on a GPU).
+		assert.match(await page.textContent('#gpu-why'), /^GPU: (no NVIDIA driver library|NVML)/);
 		await shot('memory');
 	});
 
@@ -211,14 +296,50 @@ describe('probing web in chromium', () => {
 		const rows = await page.$$eval('#main table tr', (trs) => trs.map((t) => [...t.children].map((c) => c.textContent).join(' ')));
 		assert.ok(rows.some((r) => r.startsWith('MLP forward ')), rows.join('|'));
 		assert.ok(rows.some((r) => r.startsWith('SGD step ')), rows.join('|'));
-		await open(`agent/${train.pid}/torch`);
-		assert.ok(Number(await page.getAttribute('canvas.chart', 'data-points')) >= 2);
 		await shot('torch');
+	});
+
+	it('torch: no step of the chart spans time tracing was off', async () => {
+		// A loop that times its own steps (20 ms of sleep and a little
+		// work each); tracing on, off for 5 s, on again.  Each step
+		// the chart shows took no longer than the program's slowest
+		// (a step was the gap to the next traced one: 500 ms across the
+		// time off).
+		const steps = await startTarget(dir, STEPS, { ready: 'READY' });
+		try {
+			const config = (v) => cp.execFileSync(PROBING, ['-t', String(steps.pid), 'config', 'torch.profiling=' + v]);
+			config('on');
+			await sleep(2000);
+			config('off');
+			await sleep(5000);
+			config('on');
+			await sleep(2000);
+			const rows = await page.evaluate(async (t) => (await fetch(`/api/series?target=${t}&what=steps`)).json(), steps.pid);
+			const [worst, pair] = cp.execFileSync(PROBING, ['-t', String(steps.pid), 'eval', 'worst_ms, pair_ms'])
+				.toString().replace(/[()\s]/g, '').split(',').map(Number);
+			const ms = rows.map((r) => r.ms).filter((v) => typeof v === 'number');
+			assert.ok(ms.length >= 20, JSON.stringify(rows.slice(0, 5)));
+			assert.ok(worst >= 20, String(worst));
+			// The agent's hook runs inside opt.step(), the program's
+			// clock after it: a delay between the two moves time from
+			// one step to the next as the agent sees them, never more
+			// than the two steps in a row the program timed hold.
+			const over = rows.filter((r) => r.ms > pair + 1);
+			assert.deepEqual(over, [], `the program's slowest step ${worst} ms, two in a row ${pair} ms`);
+			await open(`agent/${steps.pid}/torch`);
+			assert.ok(Number(await page.getAttribute('canvas.chart', 'data-points')) >= 20);
+		} finally {
+			await steps.stop();
+		}
 	});
 
 	it('hangs: the watchdog\'s hang and its stacks', async () => {
 		await open(`agent/${hang.pid}/hangs`);
 		await waitFor('#main table');
+		// Times as dates, not Unix seconds ("1795719205.3963215").
+		const c = await cells('#hang-list');
+		assert.ok(!c.some((x) => /\d{9,}\.\d/.test(x)), c.join('|'));
+		assert.ok(c.some((x) => /^(>= )?\d+\.\d s$/.test(x)), c.join('|'));
 		await page.click('#main table tr:nth-child(2)');
 		await waitFor('.thread');
 		assert.match(await page.textContent('#main'), /Thread \d+ "MainThread" \(stuck, main\)/);

@@ -48,6 +48,14 @@ test('errors say what is wrong', () => {
 	assert.match(err({ processId: 1, timeout: 0 }), /timeout/);
 	assert.match(err({ processId: 1, inject: 'yes' }), /inject/);
 	assert.match(err({ processId: 1, probingPath: '' }), /probingPath/);
+	assert.match(err({ processId: 1, job: 'yes' }), /"job" must be true or false/);
+	assert.match(err({ processId: 1, job: true, stopAll: 'all' }), /"stopAll" must be true or false/);
+});
+
+test('a whole job: the pid of any rank or of torchrun, or a rank on TCP', () => {
+	assert.deepEqual(ok({ request: 'attach', processId: 4242, job: true }).target, { kind: 'process', pid: 4242 });
+	assert.deepEqual(ok({ request: 'attach', host: 'node7', port: 9922, job: true }).target,
+		{ kind: 'tcp', host: 'node7', port: 9922 });
 });
 
 test('what the adapter runs', () => {

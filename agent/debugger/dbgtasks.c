@@ -1,0 +1,351 @@
+/*
+ * dbgtasks: asyncio's tasks as entries of a stop.  See dbgtasks.h.
+ */
+#include "cpython/pycompat.h"
+#include <frameobject.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpython/cpython.h"
+#include "debugger.h"
+#include "dbgtasks.h"
+#include "python/gilcall.h"
+#include "python/pygil.h"
+#include "python/pyrepr.h"
+#include "python/pytasks.h"
+
+#define CAPTURE_RUN_MS 5000 /* the capture interrupted past this */
+
+struct entry {
+	struct dbgtask_entry e;
+	int64_t frame_base;
+	struct debugger_pframe *frames;
+	size_t nframes;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int enabled;
+static unsigned captured; /* the epoch of the table; 0: none */
+static unsigned generation; /* bumped by each release: a capture that
+			       began before one keeps nothing */
+static struct entry *table;
+static size_t ntable;
+static int64_t next_frame = DBGTASKS_FRAME_BASE;
+
+void dbgtasks_enable(int on)
+{
+	atomic_store(&enabled, on);
+}
+
+int dbgtasks_enabled(void)
+{
+	return atomic_load(&enabled);
+}
+
+/* GIL held. */
+static void entry_free(struct entry *x)
+{
+	for (size_t d = 0; d < x->nframes; d++) {
+		free(x->frames[d].func);
+		free(x->frames[d].file);
+		Py_XDECREF(x->frames[d].obj);
+	}
+	free(x->frames);
+}
+
+static void table_free(struct entry *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		entry_free(&t[i]);
+	free(t);
+}
+
+/* GIL held: one entry from debug_view()'s (id, label, ident, frames). */
+static int entry_of(PyObject *row, struct entry *x)
+{
+	PyObject *label, *frames;
+	Py_ssize_t n;
+
+	if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4 ||
+	    !PyList_Check(PyTuple_GET_ITEM(row, 3)))
+		return -EPROTO;
+	label = PyTuple_GET_ITEM(row, 1);
+	frames = PyTuple_GET_ITEM(row, 3);
+	snprintf(x->e.label, sizeof(x->e.label), "%s",
+		 PyUnicode_Check(label) && PyUnicode_AsUTF8(label)
+			 ? PyUnicode_AsUTF8(label)
+			 : "task");
+	PyErr_Clear();
+	x->e.ident = (uint64_t)PyLong_AsUnsignedLongLongMask(
+		PyTuple_GET_ITEM(row, 2));
+	PyErr_Clear();
+	n = PyList_GET_SIZE(frames);
+	if (n > DBGTASKS_FRAMES_MAX)
+		n = DBGTASKS_FRAMES_MAX;
+	x->frames = n ? calloc((size_t)n, sizeof(*x->frames)) : NULL;
+	if (n && !x->frames)
+		return -ENOMEM;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *f = PyList_GET_ITEM(frames, i);
+		struct debugger_pframe *p = &x->frames[x->nframes];
+		PyCodeObject *co;
+
+		if (!PyFrame_Check(f))
+			continue;
+		co = PyFrame_GetCode((PyFrameObject *)f);
+		p->obj = Py_NewRef(f);
+		p->line = PyFrame_GetLineNumber((PyFrameObject *)f);
+		p->func = pyrepr_utf8_dup(cpython.frame.qualname(co));
+		p->file = pyrepr_utf8_dup(co->co_filename);
+		Py_DECREF(co);
+		x->nframes++;
+		if (!p->func || !p->file)
+			return -ENOMEM; /* the caller frees what x holds */
+	}
+	return 0;
+}
+
+struct capture_call {
+	struct gilcall c;
+	unsigned epoch;
+	int rc;
+	char err[160];
+};
+
+static void capture_run(struct gilcall *gc)
+{
+	struct capture_call *c = (struct capture_call *)gc;
+	struct entry *t = NULL, *old;
+	PyObject *fn, *res;
+	size_t n = 0, nold;
+	Py_ssize_t len;
+	unsigned gen;
+
+	pthread_mutex_lock(&lock);
+	gen = generation;
+	if (captured == c->epoch) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	pthread_mutex_unlock(&lock);
+	fn = pytasks_get("debug_view");
+	res = fn ? PyObject_CallFunction(fn, "nn", (Py_ssize_t)DBGTASKS_MAX,
+					 (Py_ssize_t)DBGTASKS_FRAMES_MAX)
+		 : NULL;
+	Py_XDECREF(fn);
+	if (!res || !PyList_Check(res)) {
+		PyErr_Clear();
+		Py_XDECREF(res);
+		c->rc = -EIO;
+		snprintf(c->err, sizeof(c->err),
+			 "listing asyncio's tasks failed");
+		return;
+	}
+	len = PyList_GET_SIZE(res);
+	if (len > DBGTASKS_MAX)
+		len = DBGTASKS_MAX;
+	t = len ? calloc((size_t)len, sizeof(*t)) : NULL;
+	if (len && !t) {
+		Py_DECREF(res);
+		c->rc = -ENOMEM;
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		return;
+	}
+	for (Py_ssize_t i = 0; i < len; i++) {
+		if (entry_of(PyList_GET_ITEM(res, i), &t[n])) {
+			entry_free(&t[n]); /* what it had taken */
+			break;
+		}
+		t[n].e.id = DBGTASKS_ID_BASE + (long)n;
+		n++;
+	}
+	Py_DECREF(res);
+	pthread_mutex_lock(&lock);
+	if (gen != generation) {
+		/* The session ended meanwhile: nothing is kept for it. */
+		pthread_mutex_unlock(&lock);
+		table_free(t, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		t[i].frame_base = next_frame;
+		next_frame += DBGTASKS_FRAMES_MAX;
+	}
+	old = table;
+	nold = ntable;
+	table = t;
+	ntable = n;
+	captured = c->epoch;
+	pthread_mutex_unlock(&lock);
+	table_free(old, nold);
+}
+
+static void plain_release(struct gilcall *gc)
+{
+	free(gc);
+}
+
+int dbgtasks_capture(unsigned epoch, volatile int *cancel, char *err,
+		     size_t errlen)
+{
+	struct capture_call *c;
+	int rc;
+
+	pthread_mutex_lock(&lock);
+	rc = captured == epoch;
+	pthread_mutex_unlock(&lock);
+	if (rc)
+		return 0;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	c->c.run = capture_run;
+	c->c.release = plain_release;
+	c->c.kind = PYGIL_REPR;
+	c->c.what = "listing asyncio's tasks for the editor";
+	c->epoch = epoch;
+	rc = gilcall_run(&c->c, CAPTURE_RUN_MS, cancel, err, errlen);
+	if (!rc && c->rc) {
+		rc = c->rc;
+		snprintf(err, errlen, "%s", c->err);
+	}
+	gilcall_done(&c->c);
+	return rc;
+}
+
+size_t dbgtasks_list(unsigned epoch, struct dbgtask_entry *out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; captured == epoch && i < ntable && n < max; i++)
+		out[n++] = table[i].e;
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+static struct entry *entry_locked(unsigned epoch, long id)
+{
+	if (captured != epoch || id < DBGTASKS_ID_BASE ||
+	    (size_t)(id - DBGTASKS_ID_BASE) >= ntable)
+		return NULL;
+	return &table[id - DBGTASKS_ID_BASE];
+}
+
+int dbgtasks_copy_frames(const struct debugger_pframe *src, size_t nsrc,
+			 int64_t base, size_t start, size_t levels,
+			 struct debugger_frame **out, size_t *n)
+{
+	struct debugger_frame *f = NULL;
+	size_t end = levels ? start + levels : nsrc, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (end > nsrc)
+		end = nsrc;
+	if (start < end && !(f = calloc(end - start, sizeof(*f))))
+		return -ENOMEM;
+	for (size_t d = start; d < end; d++, k++) {
+		f[k].id = base + (int64_t)d;
+		f[k].func = strdup(src[d].func ? src[d].func : "?");
+		f[k].file = strdup(src[d].file ? src[d].file : "?");
+		f[k].line = src[d].line;
+		if (!f[k].func || !f[k].file) {
+			debugger_frames_release(f, k + 1);
+			return -ENOMEM;
+		}
+	}
+	*out = f;
+	*n = k;
+	return 0;
+}
+
+int dbgtasks_frames(unsigned epoch, long id, size_t start, size_t levels,
+		    struct debugger_frame **out, size_t *n, size_t *total)
+{
+	struct entry *x;
+	int rc;
+
+	*out = NULL;
+	*n = *total = 0;
+	pthread_mutex_lock(&lock);
+	if (!(x = entry_locked(epoch, id))) {
+		pthread_mutex_unlock(&lock);
+		return -ESRCH;
+	}
+	*total = x->nframes;
+	rc = dbgtasks_copy_frames(x->frames, x->nframes, x->frame_base, start,
+				  levels, out, n);
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+PyFrameObject *dbgtasks_frame_object(unsigned epoch, int64_t id)
+{
+	PyObject *obj = NULL;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; captured == epoch && i < ntable && !obj; i++) {
+		struct entry *x = &table[i];
+
+		if (id >= x->frame_base &&
+		    id < x->frame_base + (int64_t)x->nframes)
+			obj = x->frames[id - x->frame_base].obj;
+	}
+	/* Dropped only with the GIL, which the caller holds. */
+	Py_XINCREF(obj);
+	pthread_mutex_unlock(&lock);
+	return (PyFrameObject *)obj;
+}
+
+/* The lock held: takes the table out (the caller frees it, with the GIL
+ * and without the lock). */
+static void detach_locked(struct entry **old, size_t *nold)
+{
+	*old = table;
+	*nold = ntable;
+	table = NULL;
+	ntable = 0;
+	captured = 0;
+}
+
+void dbgtasks_drop_stale(unsigned epoch)
+{
+	struct entry *old = NULL;
+	size_t nold = 0;
+
+	pthread_mutex_lock(&lock);
+	if (captured && captured != epoch)
+		detach_locked(&old, &nold);
+	pthread_mutex_unlock(&lock);
+	table_free(old, nold);
+}
+
+void dbgtasks_release(void)
+{
+	struct entry *old;
+	size_t nold;
+
+	pthread_mutex_lock(&lock);
+	generation++;
+	detach_locked(&old, &nold);
+	pthread_mutex_unlock(&lock);
+	table_free(old, nold);
+	atomic_store(&enabled, 0);
+}
+
+void dbgtasks_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	table = NULL;
+	ntable = 0;
+	captured = 0;
+	atomic_store(&enabled, 0);
+}
