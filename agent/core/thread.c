@@ -86,6 +86,14 @@ void agent_deadline(struct timespec *dl, clockid_t clock, int64_t ms)
 	}
 }
 
+int64_t agent_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 int agent_thread_join_by(pthread_t t, const struct timespec *deadline)
 {
 	if (pthread_timedjoin_np(t, NULL, deadline) == 0)

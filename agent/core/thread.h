@@ -46,4 +46,7 @@ int agent_thread_join_by(pthread_t t, const struct timespec *deadline);
  * set to it) + ms (>= 0). */
 void agent_deadline(struct timespec *dl, clockid_t clock, int64_t ms);
 
+/* Milliseconds on CLOCK_MONOTONIC, for intervals. */
+int64_t agent_now_ms(void);
+
 #endif

@@ -10,13 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "cpython/cpython.h"
 #include "dbgcleanup.h"
 #include "dbgcontrol.h"
+#include "dbgevents.h"
 #include "dbghooks.h"
 #include "dbgstop.h"
+#include "dbgtasks.h"
 #include "debugger.h"
 #include "python/gilcall.h"
 #include "python/pygil.h"
@@ -246,10 +249,80 @@ static void arm_done(struct worker_job *job)
 	arming = 0;
 }
 
+/*
+ * A pause that no thread reaches within HELD_AFTER_MS (each is in a C
+ * call: a rank waiting in a collective for a rank at a breakpoint, a
+ * program asleep) is a stop all the same, of held threads
+ * (debugger_pause_held).  It names the main thread, whose kernel id is
+ * the process's.  Once the program is resumed, a job does with the GIL
+ * what a resumed thread does after a stop (none of a held stop may ever
+ * resume): lets go of the frames the stop held, and of the tracing it
+ * asked for.  Loop thread: `held` (a held stop not resumed yet), `tidy`
+ * (its tracing to update), `tidying` (a job is out).
+ */
+#define HELD_AFTER_MS 1000
+
+static int held, tidy, tidying;
+
+struct tidy_job {
+	struct worker_job j; /* first */
+	int hooks;	     /* the tracing too */
+};
+
+static void tidy_gil_fn(void *arg)
+{
+	dbgtasks_drop_stale(debugger_epoch());
+	if (*(int *)arg)
+		dbghooks_update();
+}
+
+static void tidy_run(struct worker_job *job)
+{
+	char err[128];
+
+	gilcall_ours(tidy_gil_fn, &((struct tidy_job *)job)->hooks,
+		     ARM_WAIT_MS, err, sizeof(err));
+}
+
+static void tidy_done(struct worker_job *job)
+{
+	free(job);
+	tidying = 0;
+}
+
+static void held_tick(void)
+{
+	struct tidy_job *t;
+
+	if (debugger_pause_held(HELD_AFTER_MS, (long)getpid())) {
+		held = 1;
+		dbgevents_stopped("pause", (long)getpid(), 1, NULL, 0,
+				  "Paused in C");
+	}
+	if (held && !debugger_round_held()) {
+		held = 0;
+		tidy = 1;
+	}
+	if (tidying || (!tidy && !dbgtasks_stale(debugger_epoch())) ||
+	    !(t = calloc(1, sizeof(*t))))
+		return;
+	t->j.run = tidy_run;
+	t->j.done = tidy_done;
+	t->hooks = tidy;
+	tidying = 1;
+	if (worker_submit(&t->j)) {
+		tidying = 0;
+		free(t);
+		return;
+	}
+	tidy = 0;
+}
+
 void dbgcontrol_tick(void)
 {
 	struct worker_job *j;
 
+	held_tick();
 	if (!atomic_load(&unarmed) || arming)
 		return;
 	if (!debugger_active() || !debugger_pause_wanted()) {
@@ -300,4 +373,5 @@ void dbgcontrol_atfork_child(void)
 {
 	atomic_store(&unarmed, 0);
 	arming = 0;
+	held = tidy = tidying = 0;
 }

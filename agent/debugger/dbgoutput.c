@@ -17,9 +17,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/config.h"
+#include "core/thread.h"
 #include "dbgevents.h"
 #include "dbgoutput.h"
 #include "python/gilcall.h"
@@ -47,14 +47,6 @@ static int64_t posted_ms;	       /* when the last event went */
 static PyObject *patched[2];  /* the stream objects wrapped (strong) */
 static PyObject *wrappers[2]; /* our write functions set on them */
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Sends stream i's buffer as one event.  The lock held. */
 static void post_locked(int i)
 {
@@ -66,7 +58,7 @@ static void post_locked(int i)
 	dbgevents_stream(names[i], b->text);
 	b->len = 0;
 	b->has_line = 0;
-	posted_ms = now_ms();
+	posted_ms = agent_now_ms();
 }
 
 /* The longest prefix of s[0..n) of at most max bytes that does not cut a
@@ -84,7 +76,7 @@ static size_t utf8_prefix(const char *s, size_t n, size_t max)
 static void capture(int i, const char *s, size_t n)
 {
 	struct outbuf *b = &bufs[i];
-	int64_t t = now_ms();
+	int64_t t = agent_now_ms();
 	size_t take;
 
 	pthread_mutex_lock(&lock);
@@ -189,7 +181,7 @@ int dbgoutput_start(char *err, size_t errlen)
 	pthread_mutex_lock(&lock);
 	memset(bufs, 0, sizeof(bufs));
 	tokens = DBGOUTPUT_RATE;
-	refilled_ms = posted_ms = now_ms();
+	refilled_ms = posted_ms = agent_now_ms();
 	atomic_store(&on, 1);
 	pthread_mutex_unlock(&lock);
 	lim.start_ms = (int)config_int("python.gil_timeout_ms");

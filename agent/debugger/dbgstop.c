@@ -37,56 +37,38 @@ static void frames_free(struct debugger_pframe *fr, size_t n)
 static struct debugger_pframe *capture(PyFrameObject *f, PyObject *tb,
 				       size_t *n)
 {
-	struct debugger_pframe *fr = calloc(DEBUGGER_FRAMES_MAX, sizeof(*fr));
-	PyFrameObject *cur;
+	struct debugger_pframe *fr;
 	size_t k = 0;
 
+	if (!tb)
+		return dbgtasks_frames_of(f, DEBUGGER_FRAMES_MAX, n);
 	*n = 0;
-	if (!fr)
+	if (!(fr = calloc(DEBUGGER_FRAMES_MAX, sizeof(*fr))))
 		return NULL;
-	if (tb) {
-		/* Innermost last in a traceback: collect, then reverse. */
-		PyTracebackObject *t = (PyTracebackObject *)tb;
-		for (; t && k < DEBUGGER_FRAMES_MAX; t = t->tb_next, k++) {
-			PyCodeObject *co = PyFrame_GetCode(t->tb_frame);
+	/* Innermost last in a traceback: collect, then reverse. */
+	for (PyTracebackObject *t = (PyTracebackObject *)tb;
+	     t && k < DEBUGGER_FRAMES_MAX; t = t->tb_next, k++) {
+		PyCodeObject *co = PyFrame_GetCode(t->tb_frame);
 
-			/* tb_lineno is computed lazily by its getter in
-			 * later 3.11 releases (the field stays -1). */
-			PyObject *ln = PyObject_GetAttrString((PyObject *)t,
-							      "tb_lineno");
+		/* tb_lineno is computed lazily by its getter in later 3.11
+		 * releases (the field stays -1). */
+		PyObject *ln =
+			PyObject_GetAttrString((PyObject *)t, "tb_lineno");
 
-			fr[k].obj = Py_NewRef((PyObject *)t->tb_frame);
-			fr[k].line = ln && PyLong_Check(ln)
-					     ? (int)PyLong_AsLong(ln)
-					     : t->tb_lineno;
-			Py_XDECREF(ln);
-			PyErr_Clear();
-			fr[k].func =
-				pyrepr_utf8_dup(cpython.frame.qualname(co));
-			fr[k].file = pyrepr_utf8_dup(co->co_filename);
-			Py_DECREF(co);
-		}
-		for (size_t i = 0; i < k / 2; i++) {
-			struct debugger_pframe x = fr[i];
-			fr[i] = fr[k - 1 - i];
-			fr[k - 1 - i] = x;
-		}
-		*n = k;
-		return fr;
-	}
-	cur = (PyFrameObject *)Py_XNewRef((PyObject *)f);
-	while (cur && k < DEBUGGER_FRAMES_MAX) {
-		PyCodeObject *co = PyFrame_GetCode(cur);
-
-		fr[k].obj = (PyObject *)cur;
-		fr[k].line = PyFrame_GetLineNumber(cur);
+		fr[k].obj = Py_NewRef((PyObject *)t->tb_frame);
+		fr[k].line = ln && PyLong_Check(ln) ? (int)PyLong_AsLong(ln)
+						    : t->tb_lineno;
+		Py_XDECREF(ln);
+		PyErr_Clear();
 		fr[k].func = pyrepr_utf8_dup(cpython.frame.qualname(co));
 		fr[k].file = pyrepr_utf8_dup(co->co_filename);
 		Py_DECREF(co);
-		k++;
-		cur = PyFrame_GetBack(cur);
 	}
-	Py_XDECREF(cur);
+	for (size_t i = 0; i < k / 2; i++) {
+		struct debugger_pframe x = fr[i];
+		fr[i] = fr[k - 1 - i];
+		fr[k - 1 - i] = x;
+	}
 	*n = k;
 	return fr;
 }
@@ -126,7 +108,10 @@ static int stop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	}
 	if (first)
 		dbgstop_all();
-	if (first || strcmp(reason, "pause"))
+	/* A thread late for a round that began with every thread in C
+	 * (debugger_pause_held) is said too: the editor shows it held, at
+	 * the call it has left since. */
+	if (first || strcmp(reason, "pause") || debugger_round_held())
 		dbgevents_stopped(reason, tid, first, ids, nids, text);
 
 	Py_BEGIN_ALLOW_THREADS cmd = debugger_wait_resume(slot, cmd_epoch);
@@ -137,8 +122,9 @@ static int stop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	frames_free(fr, n);
 	Py_XDECREF(exc);
 	variables_reset_stale();
-	/* The asyncio tasks shown at the stop: their frames go too (they
-	 * would keep the program's objects alive while it runs). */
+	/* The held threads and asyncio tasks shown at the stop: their
+	 * frames go too (they would keep the program's objects alive while
+	 * it runs). */
 	dbgtasks_drop_stale(debugger_epoch());
 	return cmd;
 }

@@ -1,5 +1,5 @@
 /*
- * dbgtasks: asyncio's tasks as entries of a stop.  See dbgtasks.h.
+ * dbgtasks: a stop's held threads and asyncio tasks.  See dbgtasks.h.
  */
 #include "cpython/pycompat.h"
 #include <frameobject.h>
@@ -65,6 +65,33 @@ static void table_free(struct entry *t, size_t n)
 	free(t);
 }
 
+struct debugger_pframe *dbgtasks_frames_of(PyFrameObject *f, size_t max,
+					   size_t *n)
+{
+	struct debugger_pframe *fr = calloc(max ? max : 1, sizeof(*fr));
+	PyFrameObject *cur;
+	size_t k = 0;
+
+	*n = 0;
+	if (!fr)
+		return NULL;
+	cur = (PyFrameObject *)Py_XNewRef((PyObject *)f);
+	while (cur && k < max) {
+		PyCodeObject *co = PyFrame_GetCode(cur);
+
+		fr[k].obj = (PyObject *)cur;
+		fr[k].line = PyFrame_GetLineNumber(cur);
+		fr[k].func = pyrepr_utf8_dup(cpython.frame.qualname(co));
+		fr[k].file = pyrepr_utf8_dup(co->co_filename);
+		Py_DECREF(co);
+		k++;
+		cur = PyFrame_GetBack(cur);
+	}
+	Py_XDECREF(cur);
+	*n = k;
+	return fr;
+}
+
 /* GIL held: one entry from debug_view()'s (id, label, ident, frames). */
 static int entry_of(PyObject *row, struct entry *x)
 {
@@ -113,27 +140,62 @@ static int entry_of(PyObject *row, struct entry *x)
 struct capture_call {
 	struct gilcall c;
 	unsigned epoch;
+	long paused[DEBUGGER_PAUSED_MAX];
+	size_t npaused;
 	int rc;
 	char err[160];
 };
 
-static void capture_run(struct gilcall *gc)
+static int is_paused(const struct capture_call *c, long tid)
 {
-	struct capture_call *c = (struct capture_call *)gc;
-	struct entry *t = NULL, *old;
-	PyObject *fn, *res;
-	size_t n = 0, nold;
-	Py_ssize_t len;
-	unsigned gen;
+	for (size_t i = 0; i < c->npaused; i++)
+		if (c->paused[i] == tid)
+			return 1;
+	return 0;
+}
 
-	pthread_mutex_lock(&lock);
-	gen = generation;
-	if (captured == c->epoch) {
-		pthread_mutex_unlock(&lock);
-		return;
+/* GIL held: an entry in t (at most max) per held thread: every thread of
+ * the interpreter with a Python frame but this one, the agent's and the
+ * paused.  Their number. */
+static size_t held_threads(const struct capture_call *c, struct entry *t,
+			   size_t max)
+{
+	size_t n = 0;
+#ifndef Py_GIL_DISABLED
+	PyThreadState *self = PyThreadState_Get();
+	PyThreadState *ts =
+		PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
+
+	for (; ts && n < max; ts = PyThreadState_Next(ts)) {
+		long tid = (long)cpython.frame.native_id(ts);
+		PyFrameObject *f;
+
+		if (ts == self || tid <= 0 || pygil_is_own_thread(tid) ||
+		    is_paused(c, tid) || !(f = cpython.frame.thread_frame(ts)))
+			continue;
+		t[n].frames = dbgtasks_frames_of(f, DBGTASKS_FRAMES_MAX,
+						 &t[n].nframes);
+		Py_DECREF(f);
+		if (!t[n].frames)
+			break;
+		t[n].e.id = tid;
+		t[n].e.ident = (uint64_t)ts->thread_id;
+		n++;
 	}
-	pthread_mutex_unlock(&lock);
-	fn = pytasks_get("debug_view");
+#else
+	(void)c, (void)t, (void)max;
+#endif
+	return n;
+}
+
+/* GIL held: an entry in t (at most DBGTASKS_MAX) per asyncio task;
+ * their number (c->rc and c->err say why none). */
+static size_t tasks(struct capture_call *c, struct entry *t)
+{
+	PyObject *fn = pytasks_get("debug_view"), *res;
+	Py_ssize_t len;
+	size_t n = 0;
+
 	res = fn ? PyObject_CallFunction(fn, "nn", (Py_ssize_t)DBGTASKS_MAX,
 					 (Py_ssize_t)DBGTASKS_FRAMES_MAX)
 		 : NULL;
@@ -144,27 +206,47 @@ static void capture_run(struct gilcall *gc)
 		c->rc = -EIO;
 		snprintf(c->err, sizeof(c->err),
 			 "listing asyncio's tasks failed");
-		return;
+		return 0;
 	}
 	len = PyList_GET_SIZE(res);
 	if (len > DBGTASKS_MAX)
 		len = DBGTASKS_MAX;
-	t = len ? calloc((size_t)len, sizeof(*t)) : NULL;
-	if (len && !t) {
-		Py_DECREF(res);
-		c->rc = -ENOMEM;
-		snprintf(c->err, sizeof(c->err), "out of memory");
-		return;
-	}
 	for (Py_ssize_t i = 0; i < len; i++) {
 		if (entry_of(PyList_GET_ITEM(res, i), &t[n])) {
 			entry_free(&t[n]); /* what it had taken */
+			memset(&t[n], 0, sizeof(t[n]));
 			break;
 		}
 		t[n].e.id = DBGTASKS_ID_BASE + (long)n;
 		n++;
 	}
 	Py_DECREF(res);
+	return n;
+}
+
+static void capture_run(struct gilcall *gc)
+{
+	struct capture_call *c = (struct capture_call *)gc;
+	struct entry *t, *old;
+	size_t n, nold;
+	unsigned gen;
+
+	pthread_mutex_lock(&lock);
+	gen = generation;
+	if (captured == c->epoch) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	pthread_mutex_unlock(&lock);
+	t = calloc(DBGTASKS_HELD_MAX + DBGTASKS_MAX, sizeof(*t));
+	if (!t) {
+		c->rc = -ENOMEM;
+		snprintf(c->err, sizeof(c->err), "out of memory");
+		return;
+	}
+	n = held_threads(c, t, DBGTASKS_HELD_MAX);
+	if (atomic_load(&enabled))
+		n += tasks(c, t + n);
 	pthread_mutex_lock(&lock);
 	if (gen != generation) {
 		/* The session ended meanwhile: nothing is kept for it. */
@@ -190,8 +272,8 @@ static void plain_release(struct gilcall *gc)
 	free(gc);
 }
 
-int dbgtasks_capture(unsigned epoch, volatile int *cancel, char *err,
-		     size_t errlen)
+int dbgtasks_capture(unsigned epoch, const long *paused, size_t npaused,
+		     volatile int *cancel, char *err, size_t errlen)
 {
 	struct capture_call *c;
 	int rc;
@@ -209,8 +291,12 @@ int dbgtasks_capture(unsigned epoch, volatile int *cancel, char *err,
 	c->c.run = capture_run;
 	c->c.release = plain_release;
 	c->c.kind = PYGIL_REPR;
-	c->c.what = "listing asyncio's tasks for the editor";
+	c->c.what = "reading the stop's threads in C and tasks";
 	c->epoch = epoch;
+	if (npaused > DEBUGGER_PAUSED_MAX)
+		npaused = DEBUGGER_PAUSED_MAX;
+	memcpy(c->paused, paused, npaused * sizeof(*paused));
+	c->npaused = npaused;
 	rc = gilcall_run(&c->c, CAPTURE_RUN_MS, cancel, err, errlen);
 	if (!rc && c->rc) {
 		rc = c->rc;
@@ -226,17 +312,38 @@ size_t dbgtasks_list(unsigned epoch, struct dbgtask_entry *out, size_t max)
 
 	pthread_mutex_lock(&lock);
 	for (size_t i = 0; captured == epoch && i < ntable && n < max; i++)
-		out[n++] = table[i].e;
+		if (table[i].e.id >= DBGTASKS_ID_BASE)
+			out[n++] = table[i].e;
 	pthread_mutex_unlock(&lock);
 	return n;
 }
 
 static struct entry *entry_locked(unsigned epoch, long id)
 {
-	if (captured != epoch || id < DBGTASKS_ID_BASE ||
-	    (size_t)(id - DBGTASKS_ID_BASE) >= ntable)
-		return NULL;
-	return &table[id - DBGTASKS_ID_BASE];
+	for (size_t i = 0; captured == epoch && i < ntable; i++)
+		if (table[i].e.id == id)
+			return &table[i];
+	return NULL;
+}
+
+int dbgtasks_held(unsigned epoch, long native_id)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	r = native_id < DBGTASKS_ID_BASE && entry_locked(epoch, native_id);
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+int dbgtasks_stale(unsigned epoch)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	r = captured && captured != epoch;
+	pthread_mutex_unlock(&lock);
+	return r;
 }
 
 int dbgtasks_copy_frames(const struct debugger_pframe *src, size_t nsrc,

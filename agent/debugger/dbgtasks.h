@@ -1,19 +1,35 @@
 /*
- * dbgtasks: asyncio's tasks as thread-like entries of a stop, for an
- * editor that asked for them (attach's "asyncioTasks": the extension's
- * probing.asyncioTasks setting).
+ * dbgtasks: what a stop shows besides its paused threads — the threads it
+ * holds in C, and asyncio's tasks as thread-like entries.
  *
- * At a stop, `threads` lists after each thread running an event loop one
- * entry per task of that loop ("task NAME (coro): awaits WHAT"), with ids
- * DBGTASKS_ID_BASE and above; stackTrace on such an entry gives the task's
- * coroutine frames, innermost first, with frame ids that scopes,
- * variables and evaluate accept like a paused thread's.  The tasks are
- * captured once per stop (the epoch), with the GIL, the first time
- * `threads` asks; they hold their frame objects until the next capture or
- * the session's end (dbgcleanup), never past it.
+ * Held threads.  All-stop asks every thread to stop at its next Python
+ * line; a thread in a C call (a lock, time.sleep, a collective waiting
+ * for a rank at a breakpoint) gets there only when the call returns,
+ * which may be never while the stop lasts.  Such a thread is held: it
+ * runs no Python while it waits, so its frames can be read where they
+ * are.  At a stop, its entry (id: its kernel thread id) gives its Python
+ * frames as they stand in the call, with frame ids that scopes,
+ * variables and evaluate accept like a paused thread's; `threads` names
+ * it "NAME (in C)".  When its call returns it stops at its next line for
+ * good (and is a paused thread from then on).  Not on a free-threaded
+ * build, where a held thread's frames are not ours to read.
+ *
+ * Tasks, for an editor that asked for them (attach's "asyncioTasks": the
+ * extension's probing.asyncioTasks setting).  At a stop, `threads` lists
+ * after each thread running an event loop one entry per task of that
+ * loop ("task NAME (coro): awaits WHAT"), with ids DBGTASKS_ID_BASE and
+ * above; stackTrace on such an entry gives the task's coroutine frames,
+ * innermost first.
+ *
+ * Both are captured once per stop (the epoch), with the GIL, the first
+ * time `threads` or stackTrace asks; they hold their frame objects until
+ * the program is resumed (the first resumed thread, or the debugger's
+ * tick, lets go of them with the GIL), the next capture or the session's
+ * end (dbgcleanup), never past it.
  *
  * Below debugger.c (which asks it for the frame objects of its ids): it
- * calls only the Python modules; the epoch is its callers'.
+ * calls only the Python modules; the epoch and the paused threads are its
+ * callers'.
  *
  * Threads and locks: a mutex of its own guards the table (never held
  * while taking the GIL); which functions need the GIL is said at each.
@@ -25,8 +41,9 @@
 #include <stdint.h>
 
 #define DBGTASKS_ID_BASE (1L << 30) /* above every kernel thread id */
-#define DBGTASKS_MAX 256	     /* entries of a stop, at most */
-#define DBGTASKS_FRAMES_MAX 64	     /* frames kept per task */
+#define DBGTASKS_MAX 256	     /* tasks of a stop, at most */
+#define DBGTASKS_HELD_MAX 256	     /* held threads of a stop, at most */
+#define DBGTASKS_FRAMES_MAX 64	     /* frames kept per entry */
 /* Frame ids of the tasks' frames: above every paused thread's. */
 #define DBGTASKS_FRAME_BASE ((1LL << 40) + (1LL << 39))
 
@@ -34,11 +51,25 @@
 void dbgtasks_enable(int on);
 int dbgtasks_enabled(void);
 
-/* Without the GIL (it is taken): captures the tasks of the stop in
- * progress, unless captured already in this epoch.  0, or a negative
- * errno with err. */
-int dbgtasks_capture(unsigned epoch, volatile int *cancel, char *err,
-		     size_t errlen);
+/* Without the GIL (it is taken): captures the held threads of the stop
+ * in progress (every thread with a Python frame but the agent's and
+ * paused[0..npaused)), and its tasks when enabled, unless captured
+ * already in this epoch.  0, or a negative errno with err. */
+int dbgtasks_capture(unsigned epoch, const long *paused, size_t npaused,
+		     volatile int *cancel, char *err, size_t errlen);
+
+/* Whether the thread with this kernel id is held in epoch's capture. */
+int dbgtasks_held(unsigned epoch, long native_id);
+
+/* Whether frames of an epoch before this one are kept (the tick lets go
+ * of them: dbgtasks_drop_stale). */
+int dbgtasks_stale(unsigned epoch);
+
+/* GIL held: the frames from f outwards, innermost first (at most max),
+ * as a stop keeps them; *n of them.  NULL when out of memory. */
+struct _frame;
+struct debugger_pframe *dbgtasks_frames_of(struct _frame *f, size_t max,
+					   size_t *n);
 
 /* One entry of the stop: its id, label, and its loop's thread (Python
  * ident). */
@@ -48,11 +79,12 @@ struct dbgtask_entry {
 	uint64_t ident;
 };
 
-/* The entries (at most max) captured in epoch; their number. */
+/* The task entries (at most max) captured in epoch; their number. */
 size_t dbgtasks_list(unsigned epoch, struct dbgtask_entry *out, size_t max);
 
-/* The frames of entry id as debugger_frames() gives a paused thread's:
- * 0, -ESRCH (no such entry in this epoch), -ENOMEM. */
+/* The frames of entry id (a task's id, or a held thread's kernel id) as
+ * debugger_frames() gives a paused thread's: 0, -ESRCH (no such entry in
+ * this epoch), -ENOMEM. */
 struct debugger_frame;
 int dbgtasks_frames(unsigned epoch, long id, size_t start, size_t levels,
 		    struct debugger_frame **out, size_t *n, size_t *total);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/thread.h"
 #include "dbgtasks.h"
 #include "debugger.h"
 
@@ -51,7 +52,10 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static atomic_int active;
 static atomic_uint epoch = 1;
 static int pause_pending;
+static int64_t pause_asked_ms; /* when pause_pending was set */
 static int stopped; /* a round is in progress */
+static int round_held;	 /* it began with no thread paused */
+static long held_tid;	 /* the thread such a round names */
 static unsigned round_no;
 static int64_t next_frame_id = DEBUGGER_FRAME_BASE;
 static struct paused paused[DEBUGGER_PAUSED_MAX];
@@ -169,7 +173,8 @@ PyFrameObject *debugger_frame_object(int64_t id, char *err, size_t errlen)
 	 * caller holds: the reference is safe to take. */
 	Py_XINCREF(obj);
 	pthread_mutex_unlock(&lock);
-	/* An asyncio task's frame, shown as an entry of this stop. */
+	/* A held thread's or an asyncio task's frame, an entry of this
+	 * stop (dbgtasks.h). */
 	if (!obj && id >= DBGTASKS_FRAME_BASE)
 		obj = (PyObject *)dbgtasks_frame_object(debugger_epoch(), id);
 	if (!obj)
@@ -210,6 +215,7 @@ void debugger_pause_atfork_child(void)
 	atomic_store(&active, 0);
 	pause_pending = 0;
 	stopped = 0;
+	round_held = 0;
 	memset(paused, 0, sizeof(paused)); /* the parent's; leaked */
 }
 
@@ -262,6 +268,8 @@ long debugger_first_paused(void)
 		for (int i = 0; i < DEBUGGER_PAUSED_MAX && !tid; i++)
 			if (paused[i].used && !paused[i].cmd)
 				tid = paused[i].native_id;
+	if (stopped && !tid && round_held)
+		tid = held_tid;
 	pthread_mutex_unlock(&lock);
 	return tid;
 }
@@ -306,10 +314,40 @@ int debugger_pause_begin(void)
 		rc = -ENOTCONN;
 	else if (stopped)
 		rc = 1; /* already paused */
-	else
+	else if (!pause_pending) {
 		pause_pending = 1;
+		pause_asked_ms = agent_now_ms();
+	}
 	pthread_mutex_unlock(&lock);
 	return rc;
+}
+
+int debugger_pause_held(int after_ms, long tid)
+{
+	int began = 0;
+
+	pthread_mutex_lock(&lock);
+	if (atomic_load(&active) && pause_pending && !stopped &&
+	    agent_now_ms() - pause_asked_ms >= after_ms) {
+		pause_pending = 0;
+		stopped = 1;
+		round_held = 1;
+		held_tid = tid;
+		round_no++;
+		began = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	return began;
+}
+
+int debugger_round_held(void)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	r = stopped && round_held;
+	pthread_mutex_unlock(&lock);
+	return r;
 }
 
 void debugger_pause_cancel(void)
@@ -343,8 +381,10 @@ int debugger_enter_stop(long tid, uint64_t ident, struct debugger_pframe *fr,
 		return -ENOSPC;
 	}
 	*first = !stopped;
-	if (*first)
+	if (*first) {
 		round_no++;
+		round_held = 0;
+	}
 	stopped = 1;
 	pause_pending = 0;
 	p->used = 1;

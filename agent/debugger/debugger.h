@@ -26,8 +26,10 @@
  *
  * The model is "all-stop": when a thread stops (breakpoint, step, pause,
  * exception), every other thread is asked to stop at its next Python line
- * (threads in C stop when they come back to Python and are shown running
- * until then), and continue or a step resumes them all.  A paused thread
+ * (a thread in C stops when it comes back to Python, and is shown held
+ * until then: dbgtasks.h), and continue or a step resumes them all.  A
+ * pause that no thread reaches within a second (all of them in C) is a
+ * stop of held threads only.  A paused thread
  * waits inside the C trace function (dbgtrace.h) with the GIL released, so
  * the agent can read and evaluate in its frames meanwhile; continue, a
  * step or a detach wake it.
@@ -175,6 +177,17 @@ int debugger_pause_begin(void);
 
 /* Forgets a pause asked for (the GIL did not come to arm it). */
 void debugger_pause_cancel(void);
+
+/* A pause asked for at least after_ms ago that no thread has reached
+ * (every thread is in C: a rank waiting in a collective for a rank at a
+ * breakpoint) becomes the stop in progress, with no thread paused: a
+ * round that names thread tid and shows the threads held (dbgtasks.h).
+ * Returns 1 when it began now (the caller posts `stopped`), else 0. */
+int debugger_pause_held(int after_ms, long tid);
+
+/* Whether the stop in progress began so (its threads' late stops are
+ * posted: dbgstop.c). */
+int debugger_round_held(void);
 
 /* A frame of a stopping thread, captured with the GIL (dbgstop.h): text
  * for stackTrace, and the frame object for scopes and evaluate. */

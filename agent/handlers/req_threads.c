@@ -1,9 +1,11 @@
 /*
  * req_threads: the standard views of threads and stacks — threads and
  * stackTrace.  A thread the debugger paused is answered from what it
- * captured when it stopped (no GIL needed), with frame ids that scopes,
- * variables and evaluate accept until it is resumed; a running thread
- * from a snapshot.  DAP thread ids are kernel thread ids (native_id).
+ * captured when it stopped (no GIL needed), a thread a stop holds in C
+ * from what the stop captured of it (dbgtasks.h), both with frame ids
+ * that scopes, variables and evaluate accept until the program is
+ * resumed; a running thread from a snapshot.  DAP thread ids are kernel
+ * thread ids (native_id).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -50,6 +52,26 @@ static void add_tasks(cJSON *arr, const struct dbgtask_entry *tasks,
 	}
 }
 
+/* At a stop: its held threads and (for an editor that asked) asyncio
+ * tasks captured, once per epoch; a console line when that failed.
+ * Returns whether the capture is epoch's. */
+static int capture(struct request *req, unsigned epoch)
+{
+	long paused[DEBUGGER_PAUSED_MAX];
+	char err[256], note[400];
+	size_t n;
+
+	debugger_paused_list(paused, DEBUGGER_PAUSED_MAX, &n);
+	if (!dbgtasks_capture(epoch, paused, n, &req->cancel, err,
+			      sizeof(err)))
+		return 1;
+	snprintf(note, sizeof(note),
+		 "probing: the threads in C%s cannot be shown: %s\n",
+		 dbgtasks_enabled() ? " and the asyncio tasks" : "", err);
+	dbgevents_stream("console", note);
+	return 0;
+}
+
 static void run_threads(struct request *req)
 {
 	struct dbgtask_entry *tasks = NULL;
@@ -60,44 +82,31 @@ static void run_threads(struct request *req)
 	unsigned epoch = debugger_epoch();
 	int stopped = debugger_stopped();
 	size_t ntasks = 0;
-	char err[256];
 
 	if (take(req, &st))
 		return;
-	if (stopped && dbgtasks_enabled() &&
-	    (tasks = calloc(DBGTASKS_MAX, sizeof(*tasks)))) {
-		if (dbgtasks_capture(epoch, &req->cancel, err, sizeof(err))) {
-			char note[320];
-
-			snprintf(note, sizeof(note),
-				 "probing: no asyncio tasks in the call "
-				 "stack: %s\n",
-				 err);
-			dbgevents_stream("console", note);
-		}
+	if (stopped && capture(req, epoch) && dbgtasks_enabled() &&
+	    (tasks = calloc(DBGTASKS_MAX, sizeof(*tasks))))
 		ntasks = dbgtasks_list(epoch, tasks, DBGTASKS_MAX);
-	}
 	body = request_ok(req);
 	arr = body ? cJSON_AddArrayToObject(body, "threads") : NULL;
 	for (size_t i = 0; arr && i < st.nthreads; i++) {
-		t = cJSON_CreateObject();
-		if (!t)
-			break;
-		cJSON_AddNumberToObject(t, "id",
-					(double)st.threads[i].native_id);
-		if (stopped && !debugger_is_paused(st.threads[i].native_id)) {
-			/* All-stop, but this one is in C: it stops when
-			 * it comes back to Python. */
-			char name[300];
+		long tid = st.threads[i].native_id;
+		const char *name = st.threads[i].name ? st.threads[i].name : "";
+		char label[300];
 
-			snprintf(name, sizeof(name), "%s (running)",
-				 st.threads[i].name ? st.threads[i].name : "");
-			cJSON_AddStringToObject(t, "name", name);
-		} else {
-			cJSON_AddStringToObject(
-				t, "name",
-				st.threads[i].name ? st.threads[i].name : "");
-		}
+		if (!(t = cJSON_CreateObject()))
+			break;
+		cJSON_AddNumberToObject(t, "id", (double)tid);
+		/* All-stop, but this one is in C: held where it is (or, when
+		 * it could not be read, running) until it comes back to
+		 * Python. */
+		if (stopped && !debugger_is_paused(tid))
+			snprintf(label, sizeof(label), "%s (%s)", name,
+				 dbgtasks_held(epoch, tid) ? "in C" : "running");
+		else
+			snprintf(label, sizeof(label), "%s", name);
+		cJSON_AddStringToObject(t, "name", label);
 		cJSON_AddItemToArray(arr, t);
 		add_tasks(arr, tasks, ntasks, st.threads[i].thread_id);
 	}
@@ -169,8 +178,9 @@ static int paused_stack(struct request *req, long tid, size_t start,
 	return 0;
 }
 
-/* An asyncio task's entry of this stop: its coroutine frames. */
-static void task_stack(struct request *req, long id, size_t start,
+/* An entry of this stop (an asyncio task, a held thread): its frames.
+ * -ESRCH when there is none (for a thread: the caller takes a snapshot). */
+static int entry_stack(struct request *req, long id, size_t start,
 		       size_t levels)
 {
 	struct debugger_frame *fr;
@@ -178,6 +188,8 @@ static void task_stack(struct request *req, long id, size_t start,
 	int rc = dbgtasks_frames(debugger_epoch(), id, start, levels, &fr, &n,
 				 &total);
 
+	if (rc == -ESRCH && id < DBGTASKS_ID_BASE)
+		return rc;
 	if (rc)
 		request_fail(req, DAP_ERROR_FAILED, "%s",
 			     rc == -ENOMEM ? "out of memory"
@@ -185,6 +197,7 @@ static void task_stack(struct request *req, long id, size_t start,
 					     "(the program was resumed)");
 	else
 		stop_frames_reply(req, fr, n, total);
+	return 0;
 }
 
 static void run_stack_trace(struct request *req)
@@ -212,11 +225,17 @@ static void run_stack_trace(struct request *req)
 		return;
 	}
 	if (tid >= DBGTASKS_ID_BASE) {
-		task_stack(req, (long)tid, (size_t)start, (size_t)levels);
+		entry_stack(req, (long)tid, (size_t)start, (size_t)levels);
 		return;
 	}
 	if (debugger_is_paused((long)tid) &&
 	    paused_stack(req, (long)tid, (size_t)start, (size_t)levels) == 0)
+		return;
+	/* At a stop, a thread in C: held, its frames as the stop read them
+	 * (epoch before the check: a capture made now is this stop's). */
+	unsigned epoch = debugger_epoch();
+	if (debugger_stopped() && capture(req, epoch) &&
+	    entry_stack(req, (long)tid, (size_t)start, (size_t)levels) == 0)
 		return;
 	if (take(req, &st))
 		return;

@@ -101,10 +101,22 @@ class AdapterFactory implements vscode.DebugAdapterDescriptorFactory {
 	}
 }
 
+// The sessions that have ended: VS Code may still give one as the active
+// session for a moment after (CI: Why Is the Job Stuck? asked the job
+// whose sessions had all ended), and the commands must not take it as
+// their target.
+const ended = new Set<string>();
+
+// The active probing session, unless it has ended.
+function activeSession(): vscode.DebugSession | undefined {
+	const s = vscode.debug.activeDebugSession;
+	return s && s.type === 'probing' && !ended.has(s.id) ? s : undefined;
+}
+
 // The probing session being debugged, if any.
 function activeResolved(): Resolved | undefined {
-	const s = vscode.debug.activeDebugSession;
-	return s && s.type === 'probing' ? s.configuration.__probing : undefined;
+	const s = activeSession();
+	return s ? s.configuration.__probing : undefined;
 }
 
 // The target of the commands: the probing session being debugged, else a
@@ -246,9 +258,9 @@ async function flamegraph() {
 
 // The job's session of the session in focus (itself, or its parent).
 function jobSession(): vscode.DebugSession | undefined {
-	let s = vscode.debug.activeDebugSession;
+	let s = activeSession();
 	while (s && s.type === 'probing' && s.configuration.job !== true) s = s.parentSession;
-	return s && s.type === 'probing' ? s : undefined;
+	return s && s.type === 'probing' && !ended.has(s.id) ? s : undefined;
 }
 
 // Pause or continue every rank: the job's session does it (probing dap).
@@ -279,6 +291,7 @@ export function activate(context: vscode.ExtensionContext) {
 		vscode.commands.registerCommand('probing.continueJob', () => wholeJob('continue')),
 		vscode.commands.registerCommand('probing.whyStuck', whyStuck),
 		vscode.languages.registerDocumentLinkProvider({ scheme: BT_SCHEME }, new FrameLinks()),
+		vscode.debug.onDidTerminateDebugSession((s) => ended.add(s.id)),
 	);
 }
 

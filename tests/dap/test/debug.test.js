@@ -168,7 +168,7 @@ for (const py of PYTHONS) {
 			let threads;
 			for (const deadline = Date.now() + 30000; Date.now() < deadline;) {
 				threads = (await dc.threadsRequest()).body.threads;
-				if (!threads.some((t) => t.name.endsWith('(running)'))) break;
+				if (!threads.some((t) => / \((running|in C)\)$/.test(t.name))) break;
 				await sleep(20);
 			}
 			const names = threads.map((t) => t.name).sort();
@@ -764,6 +764,100 @@ for (const py of PYTHONS) {
 				await dc.continueRequest({ threadId: target.pid });
 				stop = await next;
 			}
+			await dc.disconnectRequest({});
+			dc.stopAdapter();
+		});
+	});
+}
+
+// A pause when every thread is in C: the main thread and a worker wait on
+// an Event (a lock, in C) as a rank waits in a collective for a rank at a
+// breakpoint.  No thread reaches a Python line, yet the pause is a stop
+// (within a second or so): each thread held where it is, its stack and
+// variables readable, evaluate running in its frames.  The event set from
+// the console lets both come back to Python, where each stops for good
+// (and says so); continue lets the program go on.
+const HELD_SCRIPT = `\
+import threading, time
+
+go = threading.Event()
+state = {"i": 0}
+
+
+def waiter():
+    mine = "waiter's own"
+    go.wait()  # @wait
+    return mine
+
+
+def main():
+    count = 41
+    t = threading.Thread(target=waiter, name="waiter")
+    t.start()
+    print("ready", flush=True)
+    go.wait()  # @main
+    count += 1
+    t.join()
+    while True:
+        state["i"] += 1
+        time.sleep(0.002)
+
+
+main()
+`;
+
+for (const py of PYTHONS) {
+	describe(`debugger: a pause with every thread in C (${py.label} Python)`, { skip: py.skip }, () => {
+		let target;
+
+		before(async () => {
+			target = await spawnTarget(py.exe, HELD_SCRIPT, { ready: 'ready' });
+		});
+
+		after(async () => {
+			if (target) await target.stop();
+		});
+
+		it('held threads: the stop, their stacks and variables; back in Python they stop; continue', async () => {
+			const dc = await target.client();
+			const { log } = await attach(dc);
+			await dc.pauseRequest({ threadId: target.pid });
+			const stop = await log.next('stopped', () => true, 10000);
+			assert.deepEqual([stop.body.reason, stop.body.threadId, stop.body.allThreadsStopped,
+				stop.body.description], ['pause', target.pid, true, 'Paused in C']);
+			const names = (await dc.threadsRequest()).body.threads.map((t) => t.name).sort();
+			assert.deepEqual(names, ['MainThread (in C)', 'waiter (in C)']);
+
+			// The main thread, held in go.wait(): its frames where it waits.
+			const st = (await dc.stackTraceRequest({ threadId: target.pid })).body.stackFrames;
+			const main = st.find((f) => f.name === 'main');
+			assert.equal(main.line, target.line('# @main'), JSON.stringify(st));
+			const sc = (await dc.scopesRequest({ frameId: main.id })).body.scopes;
+			assert.equal((await vars(dc, sc[0].variablesReference)).get('count').value, '41');
+			const r = await dc.evaluateRequest({ expression: 'count + 1', frameId: main.id, context: 'watch' });
+			assert.equal(r.body.result, '42');
+
+			// The worker, held too.
+			const waiter = (await dc.threadsRequest()).body.threads.find((t) => t.name.startsWith('waiter'));
+			const wst = (await dc.stackTraceRequest({ threadId: waiter.id })).body.stackFrames;
+			const wf = wst.find((f) => f.name === 'waiter');
+			assert.equal(wf.line, target.line('# @wait'), JSON.stringify(wst));
+			const m = await dc.evaluateRequest({ expression: 'mine', frameId: wf.id, context: 'watch' });
+			assert.equal(m.body.result, "\"waiter's own\"");
+
+			// Both back in Python: each stops at its next line, and says so.
+			const late = [log.next('stopped', (e) => e.body.threadId === target.pid, 10000),
+				log.next('stopped', (e) => e.body.threadId === waiter.id, 10000)];
+			await dc.evaluateRequest({ expression: 'go.set()', frameId: main.id, context: 'repl' });
+			for (const e of await Promise.all(late)) assert.equal(e.body.reason, 'pause');
+			const now = (await dc.threadsRequest()).body.threads.map((t) => t.name).sort();
+			assert.deepEqual(now, ['MainThread', 'waiter']);
+
+			await dc.continueRequest({ threadId: target.pid });
+			const iter = async () => Number((await dc.evaluateRequest({ expression: 'state["i"]', context: 'repl' })).body.result);
+			const a = await iter();
+			for (const deadline = Date.now() + 30000; Date.now() < deadline && await iter() <= a;) await sleep(50);
+			assert.ok(await iter() > a, 'the program runs on after continue');
 			await dc.disconnectRequest({});
 			dc.stopAdapter();
 		});

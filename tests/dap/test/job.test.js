@@ -209,10 +209,12 @@ describe('the whole job in one client (a torchrun job of 4 ranks)', { skip: !hav
 		try {
 			await attachJob(parent);
 			await plog.next('output', (e) => /a stop on one rank pauses the others/.test(e.body.output));
-			// After the step's all-reduce: rank 1 goes on to its sleep
-			// (Python around it, where the pause lands) before the next.
+			// Rank 0 stops before its step's forward: the others go on
+			// into the step's all-reduce, in C, where they wait for it
+			// (as ranks do when one stops at a breakpoint): each is
+			// held there, or stops in Python if the pause is quicker.
 			const line = 1 + fs.readFileSync(EXAMPLE, 'utf8').split('\n')
-				.findIndex((l) => l.includes('if rank == 0 and step % 100 == 0'));
+				.findIndex((l) => l.includes('loss = nn.functional.mse_loss'));
 			const steps = fs.readFileSync(out, 'utf8').match(/step (\d+):/g);
 			const at = Number(steps[steps.length - 1].split(' ')[1].slice(0, -1)) + 300;
 			const bp = { line, condition: `step == ${at} and rank == 0` };

@@ -46,20 +46,21 @@ def listing():
     return out
 
 def fds():
-    # Open in three looks 20 ms apart, on the same file: the agent's own
+    # Open in four looks 150 ms apart, on the same file: the agent's own
     # reads of /proc hold a number for an instant (one may be caught in
-    # a look), libunwind's pipe stays.
+    # a look, or in two on a loaded machine), libunwind's pipe stays.
     looks = []
-    for _ in range(3):
+    for _ in range(4):
         looks.append(listing())
-        time.sleep(0.02)
-    return sorted(fd for fd, what in looks[0].items()
-                  if all(l.get(fd) == what for l in looks[1:]))
+        time.sleep(0.15)
+    return {fd: what for fd, what in looks[0].items()
+            if all(l.get(fd) == what for l in looks[1:])}
 
 print("READY", flush=True)
 busy_until("go")
 before = fds()
 print("FDS", before, flush=True)
+before = sorted(before)
 os.closerange(3, 65536)
 mine = {}
 # Files at every number up to the highest it had.  A number the agent
@@ -110,7 +111,8 @@ def test_native_stacks_take_no_number_of_the_programs(spawn, python,
     t.wait_line("FDS")
     line = [l for l in t.output().splitlines() if l.startswith("FDS")][0]
     before = eval(line.split(" ", 1)[1])
-    assert [fd for fd in before if 2 < fd < 512] == [], line
+    assert {fd: what for fd, what in before.items() if 2 < fd < 512} == {}, \
+        line
     t.wait_line("CLOSED")
 
     def answers():
