@@ -253,8 +253,8 @@ static void arm_done(struct worker_job *job)
  * A pause that no thread reaches within HELD_AFTER_MS (each is in a C
  * call: a rank waiting in a collective for a rank at a breakpoint, a
  * program asleep) is a stop all the same, of held threads
- * (debugger_pause_held).  It names the main thread, whose kernel id is
- * the process's.  Once the program is resumed, a job does with the GIL
+ * (debugger_pause_held).  It names the main thread
+ * (dbgevents_main_thread).  Once the program is resumed, a job does with the GIL
  * what a resumed thread does after a stop (none of a held stop may ever
  * resume): lets go of the frames the stop held, and of the tracing it
  * asked for.  Loop thread: `held` (a held stop not resumed yet), `tidy`
@@ -294,10 +294,13 @@ static void held_tick(void)
 {
 	struct tidy_job *t;
 
-	if (debugger_pause_held(HELD_AFTER_MS, (long)getpid())) {
+	long tid;
+
+	/* (The thread named only once a pause is waiting.) */
+	if (debugger_pause_wanted() && !debugger_stopped() &&
+	    debugger_pause_held(HELD_AFTER_MS, tid = dbgevents_main_thread())) {
 		held = 1;
-		dbgevents_stopped("pause", (long)getpid(), 1, NULL, 0,
-				  "Paused in C");
+		dbgevents_stopped("pause", tid, 1, NULL, 0, "Paused in C");
 	}
 	if (held && !debugger_round_held()) {
 		held = 0;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "cpython/cpython.h"
@@ -205,6 +206,19 @@ static int threads_now(long *now, size_t *k)
 /* `thread` events for the attached session (thread states read without
  * the GIL).  dbgevents_threads_start() fills known[] for a new
  * session. */
+long dbgevents_main_thread(void)
+{
+	long now[THREADS_SCAN], pid = (long)getpid();
+	size_t k;
+
+	if (threads_now(now, &k) || !k)
+		return pid;
+	for (size_t i = 0; i < k; i++)
+		if (now[i] == pid)
+			return pid;
+	return now[0];
+}
+
 void dbgevents_tick(void)
 {
 	long now[THREADS_SCAN];

@@ -66,4 +66,9 @@ void dbgevents_threads_start(uint64_t session);
 /* In a forked child: the parent's server and known threads forgotten. */
 void dbgevents_atfork_child(void);
 
+/* The thread a stop that no thread reached names: the main thread (its
+ * kernel id is the process's) when it runs Python, else one that does.
+ * Loop thread. */
+long dbgevents_main_thread(void);
+
 #endif

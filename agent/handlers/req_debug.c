@@ -404,6 +404,15 @@ static void resume(struct request *req, enum debugger_cmd cmd)
 			     "that runs its event loop");
 		return;
 	}
+	if (cmd != DEBUGGER_CONTINUE && !debugger_is_paused((long)tid) &&
+	    dbgtasks_held(debugger_epoch(), (long)tid)) {
+		request_fail(req, DAP_ERROR_FAILED,
+			     "thread %lld is in C, held where it waits: it can "
+			     "step once it stops at a line (continue lets it "
+			     "go on)",
+			     (long long)tid);
+		return;
+	}
 	if (debugger_resume((long)tid, cmd, err, sizeof(err))) {
 		request_fail(req, DAP_ERROR_FAILED, "%s", err);
 		return;

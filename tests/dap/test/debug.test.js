@@ -778,14 +778,21 @@ for (const py of PYTHONS) {
 // the console lets both come back to Python, where each stops for good
 // (and says so); continue lets the program go on.
 const HELD_SCRIPT = `\
-import threading, time
+import threading, time, weakref
 
 go = threading.Event()
 state = {"i": 0}
+refs = []
+
+
+class Payload:
+    pass
 
 
 def waiter():
     mine = "waiter's own"
+    payload = Payload()
+    refs.append(weakref.ref(payload))
     go.wait()  # @wait
     return mine
 
@@ -844,6 +851,8 @@ for (const py of PYTHONS) {
 			assert.equal(wf.line, target.line('# @wait'), JSON.stringify(wst));
 			const m = await dc.evaluateRequest({ expression: 'mine', frameId: wf.id, context: 'watch' });
 			assert.equal(m.body.result, "\"waiter's own\"");
+			// No step from a call in C: it says why.
+			await assert.rejects(dc.nextRequest({ threadId: waiter.id }), /is in C, held where it waits/);
 
 			// Both back in Python: each stops at its next line, and says so.
 			const late = [log.next('stopped', (e) => e.body.threadId === target.pid, 10000),
@@ -858,6 +867,11 @@ for (const py of PYTHONS) {
 			const a = await iter();
 			for (const deadline = Date.now() + 30000; Date.now() < deadline && await iter() <= a;) await sleep(50);
 			assert.ok(await iter() > a, 'the program runs on after continue');
+			// The frames the stop held are let go of: the waiter's local
+			// goes with its frame.
+			const gone = async () => (await dc.evaluateRequest({ expression: 'refs[0]() is None', context: 'repl' })).body.result;
+			for (const deadline = Date.now() + 10000; Date.now() < deadline && await gone() !== 'True';) await sleep(50);
+			assert.equal(await gone(), 'True', 'the held frames let go of after continue');
 			await dc.disconnectRequest({});
 			dc.stopAdapter();
 		});
