@@ -88,12 +88,13 @@ static int show_status(struct cmd_ctx *ctx)
 	return CLI_OK;
 }
 
-/* --pause: how long the CLI waits for the first thread to stop (a thread
- * running Python stops at its next line, within microseconds; a thread in C
- * — a lock, a sleep, I/O, a long kernel — only when it returns to Python,
- * which may be never), then for the other threads to follow.  Neither is
- * an error when it passes: the pause stays armed and the report says which
- * threads are still running in C. */
+/* --pause: how long the CLI waits for the stop (a thread running Python
+ * stops at its next line, within microseconds; a thread in C — a lock, a
+ * sleep, I/O, a long kernel — only when it returns to Python, which may be
+ * never, and is held where it waits meanwhile: a pause no thread reaches
+ * is a stop of held threads after a second), then for the other threads
+ * to reach a line.  Neither is an error when it passes: the report says
+ * which threads are held in C (where) or, holding the GIL, running. */
 #define DEBUG_STOP_WAIT_MS 5000
 #define DEBUG_SETTLE_MS 1000
 #define DEBUG_POLL_MS 50
@@ -145,6 +146,7 @@ struct pause_thread {
 	long long id;
 	char name[128];
 	int paused;
+	int held; /* in C, held by the stop: its frames readable */
 };
 
 struct pause_report {
@@ -164,7 +166,19 @@ static struct pause_thread *find_thread(struct pause_report *r, long long id)
 	r->t[r->n].id = id;
 	r->t[r->n].name[0] = 0;
 	r->t[r->n].paused = 0;
+	r->t[r->n].held = 0;
 	return &r->t[r->n++];
+}
+
+/* Whether name ends in suffix; if so, it is cut off. */
+static int cut_suffix(char *name, const char *suffix)
+{
+	size_t len = strlen(name), n = strlen(suffix);
+
+	if (len < n || strcmp(name + len - n, suffix))
+		return 0;
+	name[len - n] = 0;
+	return 1;
 }
 
 /* The target's Python threads and their names (`threads`; a paused
@@ -173,7 +187,6 @@ static void list_threads(struct cmd_ctx *ctx, struct pause_report *r)
 {
 	struct dap_message *resp = NULL;
 	const cJSON *arr, *it;
-	static const char running[] = " (running)";
 
 	if (cli_request(ctx, "threads", cJSON_CreateObject(), ctx->timeout_ms,
 			&resp) != CLI_OK) {
@@ -192,16 +205,16 @@ static void list_threads(struct cmd_ctx *ctx, struct pause_report *r)
 		const cJSON *name =
 			cJSON_GetObjectItemCaseSensitive(it, "name");
 		struct pause_thread *t = find_thread(r, num(it, "id"));
-		size_t len;
 
 		if (!t || !cJSON_IsString(name))
 			continue;
 		snprintf(t->name, sizeof(t->name), "%s", name->valuestring);
-		/* During a stop a thread in C is named "NAME (running)". */
-		len = strlen(t->name);
-		if (len >= sizeof(running) - 1 &&
-		    !strcmp(t->name + len - (sizeof(running) - 1), running))
-			t->name[len - (sizeof(running) - 1)] = 0;
+		/* During a stop a thread in C is named "NAME (in C)" (held:
+		 * its frames readable), or "NAME (running)" when it holds
+		 * the GIL. */
+		t->held = cut_suffix(t->name, " (in C)");
+		if (!t->held)
+			cut_suffix(t->name, " (running)");
 	}
 	dap_message_free(resp);
 }
@@ -238,7 +251,7 @@ static int mark_paused(struct cmd_ctx *ctx, struct pause_report *r)
 	return running;
 }
 
-/* One paused thread, where it is (from its top frame). */
+/* One paused (or held) thread, where it is (from its top frame). */
 static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 {
 	struct dap_message *resp = NULL;
@@ -249,7 +262,7 @@ static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 
 	/* Thread, file and function names are the program's: escaped
 	 * (cli_text_fit), never sent to the terminal as they are. */
-	printf("Paused:  thread %lld", t->id);
+	printf("%s thread %lld", t->paused ? "Paused: " : "Held:   ", t->id);
 	if (t->name[0])
 		printf(" \"%s\"", cli_text_fit(t->name, 0, b1, sizeof(b1)));
 	cJSON_AddNumberToObject(args, "threadId", (double)t->id);
@@ -268,16 +281,17 @@ static void show_paused(struct cmd_ctx *ctx, const struct pause_thread *t)
 			       ->valuestring;
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(f, "name")))
 		name = cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring;
-	printf(" at %s:%lld (%s)\n", cli_text_fit(path, 0, b1, sizeof(b1)),
-	       num(f, "line"), cli_text_fit(name, 0, b2, sizeof(b2)));
+	printf(" at %s:%lld (%s)%s\n", cli_text_fit(path, 0, b1, sizeof(b1)),
+	       num(f, "line"), cli_text_fit(name, 0, b2, sizeof(b2)),
+	       t->paused ? "" : ", in C: it stops when it returns to Python");
 	dap_message_free(resp);
 }
 
 /*
  * After the pause request: waits for the first stop (DEBUG_STOP_WAIT_MS),
  * gives the other threads DEBUG_SETTLE_MS to reach a line, and says which
- * threads are paused (where) and which still run in C.  *tid holds the
- * first stop seen so far.
+ * threads are paused (where), held in C (where) or still running.  *tid
+ * holds the first stop seen so far.
  */
 static void report_pause(struct cmd_ctx *ctx, long long *tid)
 {
@@ -303,6 +317,11 @@ static void report_pause(struct cmd_ctx *ctx, long long *tid)
 		struct timespec ts = {0, DEBUG_POLL_MS * 1000000L};
 		nanosleep(&ts, NULL);
 	}
+	if (*tid > 0 && r->listed && running == (int)r->n)
+		printf("Paused in C: no thread is at a Python line.  Each "
+		       "waits in a call (a lock,\na sleep, I/O, a "
+		       "collective), held there, and stops when it returns "
+		       "to\nPython.\n");
 	if (*tid <= 0)
 		printf("Pause requested: no thread reached a Python line "
 		       "within "
@@ -318,7 +337,10 @@ static void report_pause(struct cmd_ctx *ctx, long long *tid)
 		if (r->t[i].paused && r->t[i].id != *tid)
 			show_paused(ctx, &r->t[i]);
 	for (size_t i = 0; i < r->n; i++)
-		if (!r->t[i].paused)
+		if (!r->t[i].paused && r->t[i].held)
+			show_paused(ctx, &r->t[i]);
+	for (size_t i = 0; i < r->n; i++)
+		if (!r->t[i].paused && !r->t[i].held)
 			printf("Running: thread %lld%s%s%s, in C: it stops "
 			       "when "
 			       "it returns to Python\n",
