@@ -17,10 +17,10 @@ all: build
 deps:
 	@scripts/install-deps
 
-$(BUILD)/Makefile:
+$(BUILD)/CMakeFiles/cmake.check_cache:
 	cmake -S . -B $(BUILD) -DPython3_EXECUTABLE=$(PYTHON) >/dev/null
 
-build: deps $(BUILD)/Makefile
+build: deps $(BUILD)/CMakeFiles/cmake.check_cache
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build

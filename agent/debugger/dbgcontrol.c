@@ -24,6 +24,7 @@
 #include "python/gilcall.h"
 #include "python/pygil.h"
 #include "python/pyviews.h"
+#include "python/variables.h"
 #include "server/worker.h"
 
 /* Runs fn with the GIL (our code only, never interrupted). */
@@ -210,8 +211,13 @@ static int arm(void)
 	atomic_store(&unarmed, 0);
 	if (!debugger_active())
 		return -ENOTCONN;
-	if (debugger_pause_wanted())
+	if (debugger_pause_wanted()) {
 		dbgstop_all();
+		/* Only a pause the threads were asked to stop for can be
+		 * held (another tool may hold the trace backend). */
+		if (cpython.trace.enabled())
+			debugger_pause_armed();
+	}
 	return 0;
 }
 
@@ -267,33 +273,43 @@ static int held, tidy, tidying;
 struct tidy_job {
 	struct worker_job j; /* first */
 	int hooks;	     /* the tracing too */
+	int rc;		     /* gilcall_ours()'s */
 };
 
+/* GIL held: what a thread resumed from a stop does (dbgstop.c). */
 static void tidy_gil_fn(void *arg)
 {
 	dbgtasks_drop_stale(debugger_epoch());
-	if (*(int *)arg)
-		dbghooks_update();
+	variables_reset_stale();
+	if (!*(int *)arg)
+		return;
+	if (!debugger_pause_wanted())
+		cpython.trace.set_mode(NULL, 0);
+	dbghooks_update();
 }
 
 static void tidy_run(struct worker_job *job)
 {
+	struct tidy_job *t = (struct tidy_job *)job;
 	char err[128];
 
-	gilcall_ours(tidy_gil_fn, &((struct tidy_job *)job)->hooks,
-		     ARM_WAIT_MS, err, sizeof(err));
+	t->rc = gilcall_ours(tidy_gil_fn, &t->hooks, ARM_WAIT_MS, err,
+			     sizeof(err));
 }
 
 static void tidy_done(struct worker_job *job)
 {
-	free(job);
+	struct tidy_job *t = (struct tidy_job *)job;
+
+	if (t->rc && t->hooks)
+		tidy = 1; /* again at the next tick */
+	free(t);
 	tidying = 0;
 }
 
 static void held_tick(void)
 {
 	struct tidy_job *t;
-
 	long tid;
 
 	/* (The thread named only once a pause is waiting.) */

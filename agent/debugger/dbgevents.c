@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cpython/cpython.h"
 #include "dap_msg.h"
@@ -203,15 +203,13 @@ static int threads_now(long *now, size_t *k)
 	return 0;
 }
 
-/* `thread` events for the attached session (thread states read without
- * the GIL).  dbgevents_threads_start() fills known[] for a new
- * session. */
 long dbgevents_main_thread(void)
 {
 	long now[THREADS_SCAN], pid = (long)getpid();
 	size_t k;
 
-	if (threads_now(now, &k) || !k)
+	/* The main thread unless the whole list was read without it. */
+	if (threads_now(now, &k) || !k || k == THREADS_SCAN)
 		return pid;
 	for (size_t i = 0; i < k; i++)
 		if (now[i] == pid)
@@ -219,6 +217,9 @@ long dbgevents_main_thread(void)
 	return now[0];
 }
 
+/* `thread` events for the attached session (thread states read without
+ * the GIL).  dbgevents_threads_start() fills known[] for a new
+ * session. */
 void dbgevents_tick(void)
 {
 	long now[THREADS_SCAN];

@@ -67,8 +67,8 @@ void dbgevents_threads_start(uint64_t session);
 void dbgevents_atfork_child(void);
 
 /* The thread a stop that no thread reached names: the main thread (its
- * kernel id is the process's) when it runs Python, else one that does.
- * Loop thread. */
+ * kernel id is the process's) when it has a Python thread state, else
+ * another that has.  Loop thread. */
 long dbgevents_main_thread(void);
 
 #endif

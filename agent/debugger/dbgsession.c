@@ -191,7 +191,8 @@ void dbgsession_announce(uint64_t session)
 		announce = 0;
 	pthread_mutex_unlock(&lock);
 	if (tid)
-		dbgevents_stopped("pause", tid, 1, NULL, 0, NULL);
+		dbgevents_stopped("pause", tid, 1, NULL, 0,
+				  debugger_round_held() ? "Paused in C" : NULL);
 }
 
 void dbgsession_get_status(struct dbgsession_status *st)

@@ -109,9 +109,10 @@ static int stop_here(PyThreadState *ts, PyFrameObject *f, PyObject *tb,
 	if (first)
 		dbgstop_all();
 	/* A thread late for a round that began with every thread in C
-	 * (debugger_pause_held) is said too: the editor shows it held, at
-	 * the call it has left since. */
-	if (first || strcmp(reason, "pause") || debugger_round_held())
+	 * (debugger_pause_held), or one shown held in this stop, is said
+	 * too: the editor shows it at the call it has left since. */
+	if (first || strcmp(reason, "pause") || debugger_round_held() ||
+	    dbgtasks_held(debugger_epoch(), tid))
 		dbgevents_stopped(reason, tid, first, ids, nids, text);
 
 	Py_BEGIN_ALLOW_THREADS cmd = debugger_wait_resume(slot, cmd_epoch);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpython/cpython.h"
 #include "debugger.h"
@@ -31,6 +32,8 @@ struct entry {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int enabled;
 static unsigned captured; /* the epoch of the table; 0: none */
+static unsigned asked;	  /* the latest epoch a capture was asked for */
+static unsigned failed;	  /* an epoch whose capture failed; 0: none */
 static unsigned generation; /* bumped by each release: a capture that
 			       began before one keeps nothing */
 static struct entry *table;
@@ -144,6 +147,7 @@ struct capture_call {
 	size_t npaused;
 	int rc;
 	char err[160];
+	char tasks_err[160]; /* the tasks alone could not be listed */
 };
 
 static int is_paused(const struct capture_call *c, long tid)
@@ -154,34 +158,58 @@ static int is_paused(const struct capture_call *c, long tid)
 	return 0;
 }
 
-/* GIL held: an entry in t (at most max) per held thread: every thread of
- * the interpreter with a Python frame but this one, the agent's and the
- * paused.  Their number. */
+/* GIL held: the frames of ts, if it is held: a thread with a Python
+ * frame but this one, the agent's and the paused.  1 when t took them,
+ * 0 when it is not held, -ENOMEM. */
+static int held_entry(const struct capture_call *c, PyThreadState *ts,
+		      struct entry *t)
+{
+	long tid = (long)cpython.frame.native_id(ts);
+	PyFrameObject *f;
+
+	if (ts == PyThreadState_Get() || tid <= 0 ||
+	    pygil_is_own_thread(tid) || is_paused(c, tid) ||
+	    !(f = cpython.frame.thread_frame(ts)))
+		return 0;
+	t->frames = dbgtasks_frames_of(f, DBGTASKS_FRAMES_MAX, &t->nframes);
+	Py_DECREF(f);
+	if (!t->frames)
+		return -ENOMEM;
+	t->e.id = tid;
+	t->e.ident = (uint64_t)ts->thread_id;
+	return 1;
+}
+
+/* GIL held: an entry in t (at most max) per held thread of this
+ * interpreter, the main thread's first (the list is newest first, and
+ * may be longer than max).  Their number. */
 static size_t held_threads(const struct capture_call *c, struct entry *t,
 			   size_t max)
 {
 	size_t n = 0;
 #ifndef Py_GIL_DISABLED
-	PyThreadState *self = PyThreadState_Get();
-	PyThreadState *ts =
-		PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(self));
+	PyInterpreterState *in =
+		PyThreadState_GetInterpreter(PyThreadState_Get());
+	long main_tid = (long)getpid();
+	int gc, rc = 0;
 
-	for (; ts && n < max; ts = PyThreadState_Next(ts)) {
-		long tid = (long)cpython.frame.native_id(ts);
-		PyFrameObject *f;
+	/* No Python code may run during the walk: a collection (a frame
+	 * object made may start one) could run finalizers, which may
+	 * switch threads and free thread states under it. */
+	gc = PyGC_Disable();
+	for (int pass = 0; pass < 2 && rc >= 0; pass++)
+		for (PyThreadState *ts = PyInterpreterState_ThreadHead(in);
+		     ts && n < max && rc >= 0; ts = PyThreadState_Next(ts)) {
+			int is_main = (long)cpython.frame.native_id(ts) ==
+				      main_tid;
 
-		if (ts == self || tid <= 0 || pygil_is_own_thread(tid) ||
-		    is_paused(c, tid) || !(f = cpython.frame.thread_frame(ts)))
-			continue;
-		t[n].frames = dbgtasks_frames_of(f, DBGTASKS_FRAMES_MAX,
-						 &t[n].nframes);
-		Py_DECREF(f);
-		if (!t[n].frames)
-			break;
-		t[n].e.id = tid;
-		t[n].e.ident = (uint64_t)ts->thread_id;
-		n++;
-	}
+			if (is_main != !pass)
+				continue;
+			rc = held_entry(c, ts, &t[n]);
+			n += rc > 0;
+		}
+	if (gc)
+		PyGC_Enable();
 #else
 	(void)c, (void)t, (void)max;
 #endif
@@ -203,8 +231,7 @@ static size_t tasks(struct capture_call *c, struct entry *t)
 	if (!res || !PyList_Check(res)) {
 		PyErr_Clear();
 		Py_XDECREF(res);
-		c->rc = -EIO;
-		snprintf(c->err, sizeof(c->err),
+		snprintf(c->tasks_err, sizeof(c->tasks_err),
 			 "listing asyncio's tasks failed");
 		return 0;
 	}
@@ -248,8 +275,10 @@ static void capture_run(struct gilcall *gc)
 	if (atomic_load(&enabled))
 		n += tasks(c, t + n);
 	pthread_mutex_lock(&lock);
-	if (gen != generation) {
-		/* The session ended meanwhile: nothing is kept for it. */
+	if (gen != generation || c->epoch != asked) {
+		/* The session ended meanwhile, or the program was resumed
+		 * and a later stop's capture asked for: nothing is kept for
+		 * this one. */
 		pthread_mutex_unlock(&lock);
 		table_free(t, n);
 		return;
@@ -273,19 +302,22 @@ static void plain_release(struct gilcall *gc)
 }
 
 int dbgtasks_capture(unsigned epoch, const long *paused, size_t npaused,
-		     volatile int *cancel, char *err, size_t errlen)
+		     volatile int *cancel, char *note, size_t notelen)
 {
 	struct capture_call *c;
 	int rc;
 
+	note[0] = 0;
 	pthread_mutex_lock(&lock);
-	rc = captured == epoch;
+	rc = captured == epoch ? 0 : failed == epoch ? -EAGAIN : 1;
+	if (rc == 1 && (int)(epoch - asked) > 0)
+		asked = epoch;
 	pthread_mutex_unlock(&lock);
-	if (rc)
-		return 0;
+	if (rc <= 0)
+		return rc;
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(note, notelen, "out of memory");
 		return -ENOMEM;
 	}
 	c->c.run = capture_run;
@@ -297,13 +329,34 @@ int dbgtasks_capture(unsigned epoch, const long *paused, size_t npaused,
 		npaused = DEBUGGER_PAUSED_MAX;
 	memcpy(c->paused, paused, npaused * sizeof(*paused));
 	c->npaused = npaused;
-	rc = gilcall_run(&c->c, CAPTURE_RUN_MS, cancel, err, errlen);
+	rc = gilcall_run(&c->c, CAPTURE_RUN_MS, cancel, note, notelen);
 	if (!rc && c->rc) {
 		rc = c->rc;
-		snprintf(err, errlen, "%s", c->err);
+		snprintf(note, notelen, "%s", c->err);
+	} else if (!rc && c->tasks_err[0]) {
+		snprintf(note, notelen, "no asyncio tasks: %s", c->tasks_err);
 	}
 	gilcall_done(&c->c);
+	/* Not tried again in this stop: each request would wait for the
+	 * GIL again (a thread that holds it in C). */
+	if (rc && rc != -ECANCELED) {
+		pthread_mutex_lock(&lock);
+		failed = epoch;
+		pthread_mutex_unlock(&lock);
+	}
 	return rc;
+}
+
+size_t dbgtasks_held_list(unsigned epoch, long *ids, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; captured == epoch && i < ntable && n < max; i++)
+		if (table[i].e.id < DBGTASKS_ID_BASE)
+			ids[n++] = table[i].e.id;
+	pthread_mutex_unlock(&lock);
+	return n;
 }
 
 size_t dbgtasks_list(unsigned epoch, struct dbgtask_entry *out, size_t max)
@@ -453,6 +506,6 @@ void dbgtasks_atfork_child(void)
 	pthread_mutex_init(&lock, NULL);
 	table = NULL;
 	ntable = 0;
-	captured = 0;
+	captured = asked = failed = 0;
 	atomic_store(&enabled, 0);
 }

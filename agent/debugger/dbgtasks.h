@@ -51,15 +51,26 @@
 void dbgtasks_enable(int on);
 int dbgtasks_enabled(void);
 
-/* Without the GIL (it is taken): captures the held threads of the stop
- * in progress (every thread with a Python frame but the agent's and
- * paused[0..npaused)), and its tasks when enabled, unless captured
- * already in this epoch.  0, or a negative errno with err. */
+/*
+ * Without the GIL (it is taken): captures the held threads of the stop in
+ * progress (every thread with a Python frame but the agent's and
+ * paused[0..npaused), the main thread first), and its tasks when
+ * enabled, unless captured already in this epoch.  Returns 0 when
+ * epoch's capture is there (note: why the tasks could not be listed, when
+ * this call made it and they could not; else ""), or a negative errno:
+ * with note when this call failed, without (-EAGAIN) when one failed in
+ * this epoch already — a failed capture is not tried again in the same
+ * stop (each would wait for the GIL again).
+ */
 int dbgtasks_capture(unsigned epoch, const long *paused, size_t npaused,
-		     volatile int *cancel, char *err, size_t errlen);
+		     volatile int *cancel, char *note, size_t notelen);
 
 /* Whether the thread with this kernel id is held in epoch's capture. */
 int dbgtasks_held(unsigned epoch, long native_id);
+
+/* The held threads' kernel ids in epoch's capture (at most max); their
+ * number. */
+size_t dbgtasks_held_list(unsigned epoch, long *ids, size_t max);
 
 /* Whether frames of an epoch before this one are kept (the tick lets go
  * of them: dbgtasks_drop_stale). */

@@ -53,6 +53,7 @@ static atomic_int active;
 static atomic_uint epoch = 1;
 static int pause_pending;
 static int64_t pause_asked_ms; /* when pause_pending was set */
+static int pause_armed;		/* the threads were asked to stop for it */
 static int stopped; /* a round is in progress */
 static int round_held;	 /* it began with no thread paused */
 static long held_tid;	 /* the thread such a round names */
@@ -87,6 +88,7 @@ int debugger_resume(long thread, enum debugger_cmd cmd, char *err,
 		}
 	}
 	pause_pending = 0;
+	pause_armed = 0;
 	stopped = 0;
 	ep = atomic_fetch_add(&epoch, 1) + 1;
 	for (int i = 0; i < DEBUGGER_PAUSED_MAX; i++) {
@@ -214,6 +216,7 @@ void debugger_pause_atfork_child(void)
 	pthread_cond_init(&wake, NULL);
 	atomic_store(&active, 0);
 	pause_pending = 0;
+	pause_armed = 0;
 	stopped = 0;
 	round_held = 0;
 	memset(paused, 0, sizeof(paused)); /* the parent's; leaked */
@@ -244,6 +247,7 @@ void debugger_end(void)
 	atomic_store(&active, 0);
 	atomic_fetch_add(&epoch, 1);
 	pause_pending = 0;
+	pause_armed = 0;
 	stopped = 0;
 	continue_all_locked();
 	pthread_mutex_unlock(&lock);
@@ -253,6 +257,7 @@ void debugger_continue_all(void)
 {
 	pthread_mutex_lock(&lock);
 	pause_pending = 0;
+	pause_armed = 0;
 	stopped = 0;
 	atomic_fetch_add(&epoch, 1);
 	continue_all_locked();
@@ -322,14 +327,23 @@ int debugger_pause_begin(void)
 	return rc;
 }
 
+void debugger_pause_armed(void)
+{
+	pthread_mutex_lock(&lock);
+	if (pause_pending)
+		pause_armed = 1;
+	pthread_mutex_unlock(&lock);
+}
+
 int debugger_pause_held(int after_ms, long tid)
 {
 	int began = 0;
 
 	pthread_mutex_lock(&lock);
-	if (atomic_load(&active) && pause_pending && !stopped &&
-	    agent_now_ms() - pause_asked_ms >= after_ms) {
+	if (atomic_load(&active) && pause_pending && pause_armed &&
+	    !stopped && agent_now_ms() - pause_asked_ms >= after_ms) {
 		pause_pending = 0;
+		pause_armed = 0;
 		stopped = 1;
 		round_held = 1;
 		held_tid = tid;
@@ -354,6 +368,7 @@ void debugger_pause_cancel(void)
 {
 	pthread_mutex_lock(&lock);
 	pause_pending = 0;
+	pause_armed = 0;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -387,6 +402,7 @@ int debugger_enter_stop(long tid, uint64_t ident, struct debugger_pframe *fr,
 	}
 	stopped = 1;
 	pause_pending = 0;
+	pause_armed = 0;
 	p->used = 1;
 	p->native_id = tid;
 	p->ident = ident;

@@ -178,11 +178,16 @@ int debugger_pause_begin(void);
 /* Forgets a pause asked for (the GIL did not come to arm it). */
 void debugger_pause_cancel(void);
 
-/* A pause asked for at least after_ms ago that no thread has reached
- * (every thread is in C: a rank waiting in a collective for a rank at a
- * breakpoint) becomes the stop in progress, with no thread paused: a
- * round that names thread tid and shows the threads held (dbgtasks.h).
- * Returns 1 when it began now (the caller posts `stopped`), else 0. */
+/* GIL held: the pause asked for is armed — every thread was asked to
+ * stop at its next line, and the trace backend took it. */
+void debugger_pause_armed(void);
+
+/* A pause asked for at least after_ms ago, armed, that no thread has
+ * reached (every thread is in C: a rank waiting in a collective for a
+ * rank at a breakpoint) becomes the stop in progress, with no thread
+ * paused: a round that names thread tid and shows the threads held
+ * (dbgtasks.h).  Returns 1 when it began now (the caller posts
+ * `stopped`), else 0. */
 int debugger_pause_held(int after_ms, long tid);
 
 /* Whether the stop in progress began so (its threads' late stops are

@@ -587,8 +587,12 @@ const struct handler handler_exception_info = {
 static void debug_status(struct request *req)
 {
 	struct dbgsession_status st;
+	long held[DBGTASKS_HELD_MAX];
+	size_t nheld;
 	cJSON *body, *arr;
 
+	/* The epoch first: the held threads are the stop's, if any. */
+	nheld = dbgtasks_held_list(debugger_epoch(), held, DBGTASKS_HELD_MAX);
 	dbgsession_get_status(&st);
 	body = request_ok(req);
 	if (!body)
@@ -601,6 +605,11 @@ static void debug_status(struct request *req)
 	for (size_t i = 0; arr && i < st.npaused; i++)
 		cJSON_AddItemToArray(arr,
 				     cJSON_CreateNumber((double)st.paused[i]));
+	/* Held in C by the stop, as `threads` or stackTrace last read them
+	 * (a thread paused since is in pausedThreads too). */
+	arr = cJSON_AddArrayToObject(body, "heldThreads");
+	for (size_t i = 0; arr && st.stopped && i < nheld; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)held[i]));
 	arr = cJSON_AddArrayToObject(body, "exceptionFilters");
 	if (arr && st.exc_raised)
 		cJSON_AddItemToArray(arr, cJSON_CreateString("raised"));

@@ -53,23 +53,28 @@ static void add_tasks(cJSON *arr, const struct dbgtask_entry *tasks,
 }
 
 /* At a stop: its held threads and (for an editor that asked) asyncio
- * tasks captured, once per epoch; a console line when that failed.
- * Returns whether the capture is epoch's. */
+ * tasks captured, once per epoch; a console line when that failed (once
+ * a stop).  Returns whether the capture is epoch's. */
 static int capture(struct request *req, unsigned epoch)
 {
 	long paused[DEBUGGER_PAUSED_MAX];
-	char err[256], note[400];
+	char note[256], line[400];
 	size_t n;
+	int rc;
 
 	debugger_paused_list(paused, DEBUGGER_PAUSED_MAX, &n);
-	if (!dbgtasks_capture(epoch, paused, n, &req->cancel, err,
-			      sizeof(err)))
-		return 1;
-	snprintf(note, sizeof(note),
-		 "probing: the threads in C%s cannot be shown: %s\n",
-		 dbgtasks_enabled() ? " and the asyncio tasks" : "", err);
-	dbgevents_stream("console", note);
-	return 0;
+	rc = dbgtasks_capture(epoch, paused, n, &req->cancel, note,
+			      sizeof(note));
+	if (rc && note[0])
+		snprintf(line, sizeof(line),
+			 "probing: the threads in C cannot be shown (each "
+			 "with a snapshot of its stack instead): %s\n",
+			 note);
+	else if (note[0])
+		snprintf(line, sizeof(line), "probing: %s\n", note);
+	if (note[0])
+		dbgevents_stream("console", line);
+	return rc == 0;
 }
 
 static void run_threads(struct request *req)
@@ -93,20 +98,21 @@ static void run_threads(struct request *req)
 	for (size_t i = 0; arr && i < st.nthreads; i++) {
 		long tid = st.threads[i].native_id;
 		const char *name = st.threads[i].name ? st.threads[i].name : "";
-		char label[300];
+		char *label = NULL;
 
 		if (!(t = cJSON_CreateObject()))
 			break;
 		cJSON_AddNumberToObject(t, "id", (double)tid);
 		/* All-stop, but this one is in C: held where it is (or, when
 		 * it could not be read, running) until it comes back to
-		 * Python. */
-		if (stopped && !debugger_is_paused(tid))
-			snprintf(label, sizeof(label), "%s (%s)", name,
-				 dbgtasks_held(epoch, tid) ? "in C" : "running");
-		else
-			snprintf(label, sizeof(label), "%s", name);
-		cJSON_AddStringToObject(t, "name", label);
+		 * Python.  The whole name, however long, then the state. */
+		if (stopped && !debugger_is_paused(tid) &&
+		    asprintf(&label, "%s (%s)", name,
+			     dbgtasks_held(epoch, tid) ? "in C" : "running") <
+			    0)
+			label = NULL;
+		cJSON_AddStringToObject(t, "name", label ? label : name);
+		free(label);
 		cJSON_AddItemToArray(arr, t);
 		add_tasks(arr, tasks, ntasks, st.threads[i].thread_id);
 	}

@@ -170,20 +170,20 @@ static struct pause_thread *find_thread(struct pause_report *r, long long id)
 	return &r->t[r->n++];
 }
 
-/* Whether name ends in suffix; if so, it is cut off. */
-static int cut_suffix(char *name, const char *suffix)
+/* The length of name without suffix, if it ends in it; else 0. */
+static size_t cut_suffix(const char *name, const char *suffix)
 {
 	size_t len = strlen(name), n = strlen(suffix);
 
-	if (len < n || strcmp(name + len - n, suffix))
-		return 0;
-	name[len - n] = 0;
-	return 1;
+	return len > n && !strcmp(name + len - n, suffix) ? len - n : 0;
 }
 
 /* The target's Python threads and their names (`threads`; a paused
- * target answers at once, its threads hold no GIL). */
-static void list_threads(struct cmd_ctx *ctx, struct pause_report *r)
+ * target answers at once, its threads hold no GIL).  During a stop
+ * (stopped) the agent names a thread that is not paused "NAME (in C)"
+ * (held) or "NAME (running)": the name is NAME. */
+static void list_threads(struct cmd_ctx *ctx, struct pause_report *r,
+			 int stopped)
 {
 	struct dap_message *resp = NULL;
 	const cJSON *arr, *it;
@@ -205,22 +205,25 @@ static void list_threads(struct cmd_ctx *ctx, struct pause_report *r)
 		const cJSON *name =
 			cJSON_GetObjectItemCaseSensitive(it, "name");
 		struct pause_thread *t = find_thread(r, num(it, "id"));
+		size_t len;
 
 		if (!t || !cJSON_IsString(name))
 			continue;
-		snprintf(t->name, sizeof(t->name), "%s", name->valuestring);
-		/* During a stop a thread in C is named "NAME (in C)" (held:
-		 * its frames readable), or "NAME (running)" when it holds
-		 * the GIL. */
-		t->held = cut_suffix(t->name, " (in C)");
-		if (!t->held)
-			cut_suffix(t->name, " (running)");
+		len = strlen(name->valuestring);
+		if (stopped && !((len = cut_suffix(name->valuestring,
+						   " (in C)")) ||
+				 (len = cut_suffix(name->valuestring,
+						   " (running)"))))
+			len = strlen(name->valuestring);
+		snprintf(t->name, sizeof(t->name), "%.*s", (int)len,
+			 name->valuestring);
 	}
 	dap_message_free(resp);
 }
 
-/* Marks the paused threads (probing/debug status).  Returns how many of
- * the known threads are still running, or -1 when it cannot tell. */
+/* Marks the paused threads, and those held in C (probing/debug status).
+ * Returns how many of the known threads are not paused, or -1 when it
+ * cannot tell. */
 static int mark_paused(struct cmd_ctx *ctx, struct pause_report *r)
 {
 	struct dap_message *resp = NULL;
@@ -236,7 +239,7 @@ static int mark_paused(struct cmd_ctx *ctx, struct pause_report *r)
 		return -1;
 	}
 	for (size_t i = 0; i < r->n; i++)
-		r->t[i].paused = 0;
+		r->t[i].paused = r->t[i].held = 0;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(
 				       resp->body, "pausedThreads"))
 	{
@@ -244,6 +247,14 @@ static int mark_paused(struct cmd_ctx *ctx, struct pause_report *r)
 			find_thread(r, (long long)it->valuedouble);
 		if (t)
 			t->paused = 1;
+	}
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(
+				       resp->body, "heldThreads"))
+	{
+		struct pause_thread *t =
+			find_thread(r, (long long)it->valuedouble);
+		if (t)
+			t->held = !t->paused;
 	}
 	dap_message_free(resp);
 	for (size_t i = 0; i < r->n; i++)
@@ -298,7 +309,7 @@ static void report_pause(struct cmd_ctx *ctx, long long *tid)
 	struct pause_report *r = calloc(1, sizeof(*r));
 	char name[DEBUG_NAME_BUF];
 	int64_t settle;
-	int running = -1;
+	int running = -1, held = 0;
 
 	if (!r)
 		return;
@@ -308,7 +319,7 @@ static void report_pause(struct cmd_ctx *ctx, long long *tid)
 		free(r);
 		return;
 	}
-	list_threads(ctx, r);
+	list_threads(ctx, r, *tid > 0);
 	settle = now_ms() + DEBUG_SETTLE_MS;
 	for (;;) {
 		running = mark_paused(ctx, r);
@@ -317,7 +328,9 @@ static void report_pause(struct cmd_ctx *ctx, long long *tid)
 		struct timespec ts = {0, DEBUG_POLL_MS * 1000000L};
 		nanosleep(&ts, NULL);
 	}
-	if (*tid > 0 && r->listed && running == (int)r->n)
+	for (size_t i = 0; i < r->n; i++)
+		held += r->t[i].held;
+	if (*tid > 0 && held && running == (int)r->n)
 		printf("Paused in C: no thread is at a Python line.  Each "
 		       "waits in a call (a lock,\na sleep, I/O, a "
 		       "collective), held there, and stops when it returns "

@@ -283,7 +283,7 @@ def test_bridge_killed_while_paused_resumes_the_target(python, spawn, cli):
     wait_for(lambda: runs(cli, t), 10, "the target to run again")
     st = status(cli, t)
     assert st == {"attached": False, "held": False, "stopped": False, "hook": False,
-                  "pausedThreads": [], "exceptionFilters": []}, st
+                  "pausedThreads": [], "heldThreads": [], "exceptionFilters": []}, st
     # threading's default hook is _thread's (threading.__excepthook__ from
     # 3.10 is the same object).
     r = cli("eval", "import sys, threading, _thread; [sys.gettrace(), sys.excepthook is sys.__excepthook__,"

@@ -178,8 +178,10 @@ for (const py of PYTHONS) {
 			assert.equal(sf.name, 'spin');
 
 			// Continue: the same breakpoint again, one iteration later.
+			// (The spinner, if it was held in C when listed, said its
+			// late stop with a `stopped` of its own.)
 			const i1 = Number((await locals(dc, target.pid)).get('i').value);
-			const again = log.next('stopped');
+			const again = log.next('stopped', (e) => e.body.reason === 'breakpoint');
 			const c = await dc.continueRequest({ threadId: target.pid });
 			assert.equal(c.body.allThreadsContinued, true);
 			await again;
