@@ -3,14 +3,18 @@
  */
 #include "rundir.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "fdown.h"
 
 /* Every file a recording makes (sql/recording.c: a database per recorded
  * schema, with its WAL): what a run's size counts and what removing a
@@ -55,7 +59,9 @@ int rundir_root(const char *setting, char *out, size_t outlen)
 static int boot_time(double *out)
 {
 	char line[256];
-	FILE *f = fopen("/proc/stat", "re");
+	/* (The agent's recording thread reads it: owned descriptors, as
+	 * every read here, fdown.h.) */
+	FILE *f = fdown_fopen("/proc/stat");
 	int rc = -ENOENT;
 
 	if (!f)
@@ -81,7 +87,7 @@ int rundir_proc_start(int pid, double *epoch)
 	int rc;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
+	f = fdown_fopen(path);
 	if (!f)
 		return errno == ENOENT ? -ESRCH : -errno;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -180,31 +186,58 @@ int rundir_alive(int pid, double start)
 	return fabs(now - start) < 1.5;
 }
 
+/* What getdents64 gives (its header, then the name). */
+struct dirent64 {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+/*
+ * The directory is read through a descriptor of the agent's own (fdown.h)
+ * with getdents64, not opendir: the walk of a large data directory may
+ * take a while, and a program that closes every descriptor meanwhile and
+ * opens its own at the same number must have neither read nor closed by
+ * the walk (closedir closes whatever the number holds).
+ */
 static void walk(const char *dir, int depth,
 		 void (*fn)(const char *path, const char *name, void *arg),
 		 void *arg, int rmdir_jobs)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
+	union {
+		char b[8192];
+		uint64_t align;
+	} buf;
+	struct fdown d;
+	long n;
 
-	if (!d)
+	if (fdown_open_take(&d, dir, O_RDONLY | O_DIRECTORY, 0))
 		return;
-	while ((e = readdir(d))) {
-		char path[RUNDIR_PATH_MAX];
+	while (fdown_ours(&d) &&
+	       (n = syscall(SYS_getdents64, d.fd, buf.b, sizeof(buf.b))) > 0) {
+		for (long at = 0; at < n;) {
+			struct dirent64 *e = (struct dirent64 *)(buf.b + at);
+			char path[RUNDIR_PATH_MAX];
 
-		if (e->d_name[0] == '.' ||
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
-				     e->d_name) >= sizeof(path))
-			continue;
-		if (depth == 0 && !strncmp(e->d_name, "job-", 4)) {
-			walk(path, 1, fn, arg, rmdir_jobs);
-			if (rmdir_jobs)
-				rmdir(path); /* fails unless empty */
-			continue;
+			if (e->reclen == 0 || at + e->reclen > n)
+				break;
+			at += e->reclen;
+			if (e->name[0] == '.' ||
+			    (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+					     e->name) >= sizeof(path))
+				continue;
+			if (depth == 0 && !strncmp(e->name, "job-", 4)) {
+				walk(path, 1, fn, arg, rmdir_jobs);
+				if (rmdir_jobs)
+					rmdir(path); /* fails unless empty */
+				continue;
+			}
+			fn(path, e->name, arg);
 		}
-		fn(path, e->d_name, arg);
 	}
-	closedir(d);
+	fdown_close(&d);
 }
 
 void rundir_walk(const char *root,
