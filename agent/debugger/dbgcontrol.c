@@ -260,11 +260,11 @@ static void arm_done(struct worker_job *job)
  * call: a rank waiting in a collective for a rank at a breakpoint, a
  * program asleep) is a stop all the same, of held threads
  * (debugger_pause_held).  It names the main thread
- * (dbgevents_main_thread).  Once the program is resumed, a job does with the GIL
- * what a resumed thread does after a stop (none of a held stop may ever
- * resume): lets go of the frames the stop held, and of the tracing it
- * asked for.  Loop thread: `held` (a held stop not resumed yet), `tidy`
- * (its tracing to update), `tidying` (a job is out).
+ * (dbgevents_main_thread).  Once the program is resumed, a job does with
+ * the GIL what a resumed thread does after a stop (none of a held stop
+ * may ever resume): lets go of the frames the stop held, and of the
+ * tracing it asked for.  Loop thread: `held` (a held stop not resumed
+ * yet), `tidy` (its tracing to update), `tidying` (a job is out).
  */
 #define HELD_AFTER_MS 1000
 
