@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "core/thread.h"
 #include "log.h"
 
 #define LEASE_NAME_MAX 64 /* past every setting's name */
@@ -24,14 +25,6 @@ struct lease {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lease leases[CONFIG_LEASES_MAX];
 static int nleases;
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static int find(const char *name)
 {
@@ -65,7 +58,7 @@ int config_lease_take(const char *name, const char *value, int64_t ms)
 		rc = -ENOSPC;
 	} else {
 		snprintf(leases[i].value, sizeof(leases[i].value), "%s", value);
-		leases[i].until = now_ms() + ms;
+		leases[i].until = agent_now_ms() + ms;
 	}
 	pthread_mutex_unlock(&lock);
 	return rc;
@@ -84,7 +77,7 @@ void config_lease_drop(const char *name)
 int64_t config_lease_tick(void)
 {
 	struct lease due[CONFIG_LEASES_MAX];
-	int64_t t = now_ms(), next = -1;
+	int64_t t = agent_now_ms(), next = -1;
 	int ndue = 0;
 
 	pthread_mutex_lock(&lock);

@@ -70,14 +70,6 @@ static double wall_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 const char *record_dir(void)
 {
 	return dir_buf;
@@ -717,7 +709,7 @@ static void trim(void)
 
 static void *record_main(void *arg)
 {
-	int64_t next_trim = mono_ms() + TRIM_EVERY_MS, next_prune = 0;
+	int64_t next_trim = agent_now_ms() + TRIM_EVERY_MS, next_prune = 0;
 	char setting[CONFIG_VALUE_MAX];
 
 	(void)arg;
@@ -746,15 +738,15 @@ static void *record_main(void *arg)
 			next_prune = 0;
 		}
 		flush();
-		if (mono_ms() >= next_prune) {
+		if (agent_now_ms() >= next_prune) {
 			if (R.root[0] && R.setting[0] &&
 			    strcmp(R.setting, "off"))
 				prune();
-			next_prune = mono_ms() + PRUNE_EVERY_MS;
+			next_prune = agent_now_ms() + PRUNE_EVERY_MS;
 		}
-		if (mono_ms() >= next_trim) {
+		if (agent_now_ms() >= next_trim) {
 			trim();
-			next_trim = mono_ms() + TRIM_EVERY_MS;
+			next_trim = agent_now_ms() + TRIM_EVERY_MS;
 		}
 		pthread_mutex_lock(&R.lock);
 	}

@@ -63,14 +63,6 @@ static struct {
 	struct crash_sym_cache sym;
 } W;
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static double real_s(void)
 {
 	struct timespec ts;
@@ -359,7 +351,7 @@ static void look(int64_t timeout, int64_t period)
 {
 	const struct cpython_thread *main = NULL;
 	uint64_t main_id = cpython.read.main_thread();
-	int64_t now = mono_ms(), gap = now - W.last_ms;
+	int64_t now = agent_now_ms(), gap = now - W.last_ms;
 	size_t nt = 0, n = 0;
 	int trunc = 0, same;
 
@@ -418,7 +410,7 @@ static void look(int64_t timeout, int64_t period)
 static void *watchdog(void *arg)
 {
 	(void)arg;
-	W.last_ms = mono_ms();
+	W.last_ms = agent_now_ms();
 	forget();
 	pthread_mutex_lock(&lock);
 	while (!stop && timeout_ms > 0) {
@@ -432,10 +424,10 @@ static void *watchdog(void *arg)
 		pthread_mutex_unlock(&lock);
 		look(t, period);
 		pthread_mutex_lock(&lock);
-		next = mono_ms() + period;
+		next = agent_now_ms() + period;
 		dl.tv_sec = (time_t)(next / 1000);
 		dl.tv_nsec = (long)(next % 1000) * 1000000L;
-		while (!stop && timeout_ms == t && mono_ms() < next)
+		while (!stop && timeout_ms == t && agent_now_ms() < next)
 			if (pthread_cond_timedwait(&cond, &lock, &dl) ==
 			    ETIMEDOUT)
 				break;

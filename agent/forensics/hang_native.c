@@ -2,6 +2,7 @@
  * hang_native: one thread's native stack on request.  See hang_native.h.
  */
 #define UNW_LOCAL_ONLY
+#include "core/thread.h"
 #include "hang_native.h"
 
 #include "profiler/native.h"
@@ -75,19 +76,11 @@ static void install(void)
 	install_error = -native_signal_install(serve, err, sizeof(err));
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits while slot.state == val, until deadline (ms). */
 static void wait_while(int val, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - agent_now_ms();
 		struct timespec ts;
 
 		if (atomic_load(&slot.state) != val || left <= 0)
@@ -115,7 +108,7 @@ static int capture(long tid, uintptr_t *ips, size_t max, size_t *n)
 		return -EPERM;
 	atomic_store(&my_pid, getpid()); /* a forked child's own */
 	/* A handler of a withdrawn request may still be finishing. */
-	wait_while(BUSY, mono_ms() + HANG_NATIVE_WAIT_MS);
+	wait_while(BUSY, agent_now_ms() + HANG_NATIVE_WAIT_MS);
 	if (atomic_load(&slot.state) == BUSY)
 		return -ETIMEDOUT;
 	atomic_store(&slot.n, 0);
@@ -134,7 +127,7 @@ static int capture(long tid, uintptr_t *ips, size_t max, size_t *n)
 		atomic_store(&slot.state, FREE);
 		return -e;
 	}
-	deadline = mono_ms() + HANG_NATIVE_WAIT_MS;
+	deadline = agent_now_ms() + HANG_NATIVE_WAIT_MS;
 	wait_while(ASKED, deadline);
 	expect = ASKED;
 	if (atomic_compare_exchange_strong(&slot.state, &expect, FREE)) {

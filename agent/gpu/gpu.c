@@ -1,6 +1,7 @@
 /*
  * gpu: NVML's figures into gpu.utilization.  See gpu.h.
  */
+#include "core/thread.h"
 #include "gpu.h"
 
 #include <errno.h>
@@ -26,14 +27,6 @@ static struct nvml_sample scratch[NVML_DEVICES_MAX];
 /* gpu_last's copy, under lock. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gpu_last last;
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The original Probing's gpu_metrics. */
 static const char metrics_view[] =
@@ -186,7 +179,7 @@ static int ensure_open(int64_t t)
 
 int gpu_tick(void)
 {
-	int64_t interval = config_int("gpu.interval_ms"), t = now_ms(), took,
+	int64_t interval = config_int("gpu.interval_ms"), t = agent_now_ms(), took,
 		wait;
 
 	if (interval <= 0) {
@@ -204,7 +197,7 @@ int gpu_tick(void)
 		return (int)(next_at - t < GPU_RECHECK_MS ? next_at - t
 							  : GPU_RECHECK_MS);
 	sample();
-	took = now_ms() - t;
+	took = agent_now_ms() - t;
 	wait = interval;
 	if (took * 10 > wait) {
 		wait = took * 10 < GPU_BACKOFF_MAX_MS ? took * 10

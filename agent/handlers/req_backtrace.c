@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/config.h"
+#include "core/thread.h"
 #include "forensics/crash_sym.h"
 #include "cpython/cpython.h"
 #include "forensics/mixed_stack.h"
@@ -160,14 +161,6 @@ struct native_ctx {
 	int64_t t0;	      /* when the pass began (mono_ms) */
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int req_cancelled(const struct native_ctx *c)
 {
 	return c->cancel && *c->cancel;
@@ -232,7 +225,7 @@ static void add_native(cJSON *t, long tid, struct native_ctx *c)
 
 	/* Bounded: a thread that blocks the signal costs a wait; past the
 	 * budget, or cancelled, the rest say so. */
-	if (req_cancelled(c) || mono_ms() - c->t0 > NATIVE_BUDGET_MS) {
+	if (req_cancelled(c) || agent_now_ms() - c->t0 > NATIVE_BUDGET_MS) {
 		cJSON_AddStringToObject(t, "nativeError",
 					"not taken: the request's time for "
 					"native frames (5 s) ran out");
@@ -434,7 +427,7 @@ static void run_backtrace(struct request *req)
 	reader = cpython.read.ready() == 0;
 	if (a.native && (nat = native_begin(reader))) {
 		nat->cancel = &req->cancel;
-		nat->t0 = mono_ms();
+		nat->t0 = agent_now_ms();
 	}
 	if (nat && reader)
 		natives = native_pass(nat, &a);

@@ -52,14 +52,6 @@ static void on_change(const char *name)
 	memory_wake();
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- one row ---------------------------------------------------------- */
 
 struct py_figures {
@@ -252,7 +244,7 @@ static void *rec_main(void *arg)
 	while (!stop) {
 		int64_t interval = config_int("memory.interval_ms");
 
-		t = now_ms();
+		t = agent_now_ms();
 		if (woken)
 			next_gpu = 0; /* gpu.* may have changed: a look now */
 		woken = 0;
@@ -268,26 +260,26 @@ static void *rec_main(void *arg)
 			pthread_mutex_unlock(&lock);
 			int d = torch_tick();
 			pthread_mutex_lock(&lock);
-			next_torch = d < 0 ? -1 : now_ms() + d;
+			next_torch = d < 0 ? -1 : agent_now_ms() + d;
 		}
 		if ((next_comm >= 0 && t >= next_comm) || comm_pending()) {
 			pthread_mutex_unlock(&lock);
 			int d = comm_tick();
 			pthread_mutex_lock(&lock);
-			next_comm = d < 0 ? -1 : now_ms() + d;
+			next_comm = d < 0 ? -1 : agent_now_ms() + d;
 		}
 		if ((next_app >= 0 && t >= next_app) || app_pending()) {
 			pthread_mutex_unlock(&lock);
 			int d = app_tick();
 			pthread_mutex_lock(&lock);
-			next_app = d < 0 ? -1 : now_ms() + d;
+			next_app = d < 0 ? -1 : agent_now_ms() + d;
 		}
 		/* NVML, without the GIL (gpu.h). */
 		if (t >= next_gpu) {
 			pthread_mutex_unlock(&lock);
 			int d = gpu_tick();
 			pthread_mutex_lock(&lock);
-			next_gpu = now_ms() + d;
+			next_gpu = agent_now_ms() + d;
 		}
 		/* A trim a request asked for within memtrim's interval. */
 		long trim = memtrim_tick();
@@ -314,7 +306,7 @@ static void *rec_main(void *arg)
 			until = next_gpu;
 		if (stop || woken)
 			continue;
-		int64_t wait = until - now_ms();
+		int64_t wait = until - agent_now_ms();
 		if (wait < 1)
 			wait = 1;
 		agent_deadline(&dl, CLOCK_REALTIME, wait);
